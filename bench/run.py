@@ -1,0 +1,500 @@
+"""Run the CDC merge benchmark: lakecdc against the typical notebook and the parse floor.
+
+    python -m bench.run --events 1000000 --keys 200000 [--events 5000000 --keys 1000000]
+        [--workdir DIR] [--only lakecdc,peer,floor] [--warmup N] [--repeat N] [--write-results]
+
+For each workload (generated into ``--workdir`` if absent, by :mod:`bench.generate` in a
+subprocess), every contender runs on ``events.json`` against a Delta table freshly copied from a
+preloaded template, in one Python process sharing one Spark session. Spark's start-up and a first
+warm-up job are timed and reported apart. Each contender then makes ``--warmup`` untimed runs and
+``--repeat`` timed ones (median reported); a run covers read, consolidation and merge.
+Peak memory is the largest resident set of this process plus its children (the Spark JVM),
+sampled every 50 ms; the peak above the RSS just before the run is reported too. Each resulting
+table is compared with the simulated source, ``expected.parquet``, by ``ID``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import gc
+import importlib.metadata
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from itertools import islice
+from pathlib import Path
+from types import TracebackType
+
+import polars as pl
+import psutil
+import pyarrow as pa
+import pyarrow.parquet as pq
+from deltalake import DeltaTable, write_deltalake
+from pyspark.sql import SparkSession
+
+from bench import peers
+from bench.generate import KEY, TABLE, Workload, workload_dir
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "bench" / "RESULTS.md"
+RESULTS_TITLE = "# Benchmark results"
+WARMUP_EVENTS = 20_000
+SAMPLE_SECONDS = 0.05
+GIB = 1024**3
+
+
+# --- Spark -----------------------------------------------------------------------------------
+
+
+def start_spark() -> SparkSession:
+    """lakecdc's embedded session (local[2], no UI, UTC, 8 shuffle partitions, 8 GiB driver)."""
+    from lakecdc.session import get_spark
+
+    return get_spark(master="local[2]")
+
+
+# --- Memory ----------------------------------------------------------------------------------
+
+
+def process_tree_rss() -> int:
+    """Resident bytes of this process and all its descendants."""
+    me = psutil.Process()
+    total = me.memory_info().rss
+    for child in me.children(recursive=True):
+        try:
+            total += child.memory_info().rss
+        except psutil.Error:  # exited between listing and reading
+            continue
+    return total
+
+
+class PeakRss:
+    """Context manager sampling :func:`process_tree_rss` in a background thread."""
+
+    def __init__(self, interval: float = SAMPLE_SECONDS) -> None:
+        self.interval = interval
+        self.baseline = 0
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.peak = max(self.peak, process_tree_rss())
+
+    def __enter__(self) -> PeakRss:
+        self.baseline = self.peak = process_tree_rss()
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, process_tree_rss())
+
+
+# --- Correctness -----------------------------------------------------------------------------
+
+
+@dataclass
+class Check:
+    """A contender's Delta table compared with the expected source table, row by row on ``ID``."""
+
+    expected_rows: int
+    actual_rows: int
+    missing: int
+    extra: int
+    differing: int
+    by_column: dict[str, int]
+    notes: list[str]
+
+    @property
+    def wrong(self) -> int:
+        return self.missing + self.extra + self.differing
+
+
+def _conform(actual: pl.DataFrame, expected: pl.Schema) -> tuple[pl.DataFrame, list[str]]:
+    """The expected columns of ``actual`` (matched case-insensitively, ``_cdc_*`` ignored), cast to
+    the expected types; notes name every missing, extra or differently typed column."""
+    by_name = {name.upper(): name for name in actual.columns if not name.lower().startswith("_cdc_")}
+    notes = []
+    columns = []
+    for name, dtype in expected.items():
+        source = by_name.pop(name.upper(), None)
+        if source is None:
+            notes.append(f"column {name} missing")
+            columns.append(pl.lit(None, dtype).alias(name))
+            continue
+        column = pl.col(source)
+        if actual.schema[source] != dtype:
+            notes.append(f"{name} is {actual.schema[source]}, not {dtype}")
+            if dtype.is_decimal() and actual.schema[source].is_float():
+                column = column.round(2)
+            column = column.cast(dtype, strict=False)
+        columns.append(column.alias(name))
+    notes.extend(f"unexpected column {name}" for name in by_name.values())
+    return actual.select(columns), notes
+
+
+def check(table: Path, expected_path: Path) -> Check:
+    """Compare the Delta table at ``table`` with ``expected_path``."""
+    expected = pl.read_parquet(expected_path)
+    actual, notes = _conform(pl.from_arrow(DeltaTable(str(table)).to_pyarrow_table()), expected.schema)  # type: ignore[arg-type]
+    unique = actual.unique(KEY, keep="any")
+    joined = expected.join(unique, on=KEY, how="inner", suffix="_actual")
+    differs = {
+        name: ~pl.col(name).eq_missing(pl.col(f"{name}_actual")) for name in expected.columns if name != KEY
+    }
+    by_column = joined.select(**{name: expr.sum() for name, expr in differs.items()}).row(0, named=True)
+    return Check(
+        expected_rows=expected.height,
+        actual_rows=actual.height,
+        missing=expected.height - joined.height,
+        extra=actual.height - joined.height,
+        differing=joined.select(pl.any_horizontal(*differs.values()).sum()).item(),
+        by_column={name: count for name, count in by_column.items() if count},
+        notes=notes,
+    )
+
+
+# --- Contenders ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Contender:
+    """One way of applying ``events.json``.
+
+    ``preload(spark, workload, template)`` builds the preloaded target once per workload (not
+    timed); ``run(spark, workload, target)`` applies the workload to a copy of it (timed) and
+    returns the path of the resulting Delta table for BENCH.ORDERS, or None if it writes none.
+    """
+
+    name: str
+    description: str
+    run: Callable[[SparkSession, Workload, Path], Path | None]
+    preload: Callable[[SparkSession, Workload, Path], None] | None = None
+
+
+def _orders_table(summary: object) -> Path:
+    tables = [table for table in summary.tables if table.source_table == TABLE]  # type: ignore[attr-defined]
+    if len(tables) != 1:
+        raise RuntimeError(f"lakecdc reported {len(tables)} tables for {TABLE}")
+    return Path(tables[0].target)
+
+
+def _lakecdc_apply(spark: SparkSession, inputs: Path, target: Path) -> Path:
+    import lakecdc
+
+    return _orders_table(lakecdc.apply(str(inputs), str(target), format="ogg-json", spark=spark))
+
+
+def _lakecdc_preload(spark: SparkSession, workload: Workload, template: Path) -> None:
+    _lakecdc_apply(spark, workload.preload_json, template)
+
+
+def _lakecdc_run(spark: SparkSession, workload: Workload, target: Path) -> Path:
+    return _lakecdc_apply(spark, workload.events_json, target)
+
+
+def _peer_preload(spark: SparkSession, workload: Workload, template: Path) -> None:
+    write_deltalake(str(template), pq.read_table(workload.preload_parquet))
+
+
+def _peer_run(spark: SparkSession, workload: Workload, target: Path) -> Path:
+    peers.typical_notebook(spark, workload.events_json, target)
+    return target
+
+
+def _floor_run(spark: SparkSession, workload: Workload, target: Path) -> None:
+    peers.floor(workload.events_json)
+
+
+CONTENDERS = {
+    contender.name: contender
+    for contender in (
+        Contender("floor", "pyarrow.json.read_json, explicit schema, 2 threads; parse only", _floor_run),
+        Contender(
+            "peer",
+            "typical notebook: Spark read.json, latest row per key by row_number(), toArrow, delta-rs merge",
+            _peer_run,
+            _peer_preload,
+        ),
+        Contender(
+            "lakecdc", "lakecdc.apply(events.json, target, format='ogg-json')", _lakecdc_run, _lakecdc_preload
+        ),
+    )
+}
+
+
+@dataclass
+class Outcome:
+    """The runs of one contender on one workload."""
+
+    contender: Contender
+    warmup: int
+    seconds: list[float] = field(default_factory=list)
+    peak: int = 0
+    above_baseline: int = 0
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def first(self) -> float:
+        """Seconds of the first run (a warm-up run unless ``warmup`` is 0)."""
+        return self.seconds[0]
+
+    @property
+    def median(self) -> float:
+        """Median seconds of the timed runs, after the warm-up runs."""
+        return statistics.median(self.seconds[self.warmup :])
+
+    @property
+    def worst(self) -> Check | None:
+        return max(self.checks, key=lambda c: c.wrong, default=None)
+
+
+def measure(
+    spark: SparkSession, workload: Workload, contender: Contender, scratch: Path, warmup: int, repeat: int
+) -> Outcome:
+    """Preload a template for ``contender``, then run it ``warmup + repeat`` times, each on a fresh
+    copy; every run is timed, memory-sampled and checked, the median counts only the last ``repeat``."""
+    template = scratch / f"{contender.name}-template"
+    target = scratch / f"{contender.name}-run"
+    shutil.rmtree(template, ignore_errors=True)
+    if contender.preload is not None:
+        started = time.perf_counter()
+        contender.preload(spark, workload, template)
+        print(
+            f"  {contender.name}: preloaded {workload.keys:,} keys in {time.perf_counter() - started:.1f} s (not timed)"
+        )
+    outcome = Outcome(contender, warmup)
+    for attempt in range(1, warmup + repeat + 1):
+        shutil.rmtree(target, ignore_errors=True)
+        if template.exists():
+            shutil.copytree(template, target)
+        gc.collect()
+        with PeakRss() as memory:
+            started = time.perf_counter()
+            table = contender.run(spark, workload, target)
+            seconds = time.perf_counter() - started
+        outcome.seconds.append(seconds)
+        outcome.peak = max(outcome.peak, memory.peak)
+        outcome.above_baseline = max(outcome.above_baseline, memory.peak - memory.baseline)
+        kind = "warm-up" if attempt <= warmup else "timed"
+        line = (
+            f"  {contender.name} run {attempt}/{warmup + repeat} ({kind}): {seconds:.2f} s, "
+            f"peak RSS {memory.peak / GIB:.2f} GiB"
+        )
+        if table is not None:
+            result = check(table, workload.expected_parquet)
+            outcome.checks.append(result)
+            line += f", {result.wrong:,} wrong rows"
+        print(line)
+    return outcome
+
+
+# --- Reporting -------------------------------------------------------------------------------
+
+
+def table_markdown(workload: Workload, outcomes: list[Outcome]) -> str:
+    """The side-by-side table, as Markdown (also what is printed)."""
+    peer = next((o for o in outcomes if o.contender.name == "peer"), None)
+    rows = [
+        "| contender | seconds | events/s | ratio vs peer | first run s | peak RSS | peak above baseline "
+        "| wrong rows |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for outcome in outcomes:
+        ratio = f"{peer.median / outcome.median:.2f}" if peer is not None else "n/a"
+        worst = outcome.worst
+        wrong = (
+            "n/a"
+            if worst is None
+            else f"{worst.wrong:,} of {worst.expected_rows:,} ({worst.wrong / worst.expected_rows:.1%})"
+        )
+        rows.append(
+            f"| {outcome.contender.name} | {outcome.median:.2f} | {workload.events / outcome.median:,.0f} | {ratio} "
+            f"| {outcome.first:.2f} | {outcome.peak / GIB:.2f} GiB | {outcome.above_baseline / GIB:.2f} GiB | {wrong} |"
+        )
+    return "\n".join(rows)
+
+
+def details_markdown(outcomes: list[Outcome]) -> str:
+    """What each contender is, and where wrong rows come from."""
+    lines = []
+    for outcome in outcomes:
+        lines.append(f"- **{outcome.contender.name}**: {outcome.contender.description}.")
+        worst = outcome.worst
+        if worst is not None and (worst.wrong or worst.notes):
+            columns = ", ".join(f"{name} {count:,}" for name, count in worst.by_column.items()) or "none"
+            lines.append(
+                f"  Wrong rows: {worst.missing:,} missing, {worst.extra:,} extra, {worst.differing:,} differing "
+                f"(by column: {columns}).{' ' + '; '.join(worst.notes) + '.' if worst.notes else ''}"
+            )
+    return "\n".join(lines)
+
+
+def _version(package: str) -> str:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def machine_markdown(spark: SparkSession) -> str:
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
+    java = spark.sparkContext._jvm.System.getProperty("java.version")  # type: ignore[union-attr]
+    packages = ", ".join(
+        f"{name} {_version(name)}" for name in ("lakecdc", "pyspark", "deltalake", "pyarrow", "polars")
+    )
+    return (
+        f"{cpu}, nproc {os.cpu_count()}, {psutil.virtual_memory().total / GIB:.1f} GiB RAM; "
+        f"Python {platform.python_version()}, Java {java}; {packages}"
+    )
+
+
+def workload_markdown(workload: Workload) -> str:
+    meta = workload.meta
+    return (
+        f"{meta['events']:,} events ({meta['inserts']:,} I, {meta['updates']:,} U of which "
+        f"{meta['partial_updates']:,} partial, {meta['deletes']:,} D; {meta['events_bytes'] / 1e6:,.0f} MB) "
+        f"into {meta['keys']:,} preloaded keys; {meta['expected_rows']:,} rows in the final source table"
+    )
+
+
+def write_results(heading: str, body: str) -> None:
+    """Replace the ``## heading`` section of RESULTS.md with ``body``, or append it."""
+    text = (
+        RESULTS.read_text()
+        if RESULTS.exists()
+        else f"{RESULTS_TITLE}\n\nWritten by `python -m bench.run --write-results`; one section per workload, replaced by each run.\n"
+    )
+    sections = text.split("\n## ")
+    section = f"{heading}\n\n{body.strip()}\n"
+    for index, existing in enumerate(sections[1:], start=1):
+        if existing.split("\n", 1)[0] == heading:
+            sections[index] = section
+            break
+    else:
+        sections.append(section)
+    RESULTS.write_text("\n## ".join(part.rstrip("\n") + "\n" for part in sections))
+
+
+# --- Main ------------------------------------------------------------------------------------
+
+
+def ensure_workload(workdir: Path, events: int, keys: int, seed: int) -> Workload:
+    """The cached workload, generated by a subprocess first if absent (keeping this process lean)."""
+    workload = Workload(workload_dir(workdir, events, keys, seed), events, keys)
+    if not workload.exists():
+        command = [sys.executable, "-m", "bench.generate", "--events", str(events), "--keys", str(keys)]
+        subprocess.run(
+            [*command, "--seed", str(seed), "--out", str(workload.directory)], check=True, cwd=REPO
+        )
+    return workload
+
+
+def warmup_file(workload: Workload, workdir: Path) -> Path:
+    """The first :data:`WARMUP_EVENTS` lines of the workload, for Spark's first job."""
+    path = workdir / f"warmup_{WARMUP_EVENTS}.json"
+    with workload.events_json.open("rb") as source, path.open("wb") as out:
+        out.writelines(islice(source, WARMUP_EVENTS))
+    return path
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--events", type=int, action="append", required=True, help="events of a workload (repeatable)"
+    )
+    parser.add_argument(
+        "--keys", type=int, action="append", required=True, help="preloaded keys of that workload"
+    )
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/lakecdc-bench"))
+    parser.add_argument(
+        "--only", default=",".join(CONTENDERS), help="comma-separated contenders, run in this order"
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="timed runs per contender; the median time is reported"
+    )
+    parser.add_argument(
+        "--warmup", type=int, default=1, help="untimed runs per contender before the timed ones"
+    )
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument(
+        "--write-results", action="store_true", help=f"record the tables in {RESULTS.relative_to(REPO)}"
+    )
+    args = parser.parse_args(argv)
+    if len(args.events) != len(args.keys):
+        parser.error("give one --keys per --events")
+    unknown = set(args.only.split(",")) - set(CONTENDERS)
+    if unknown:
+        parser.error(f"unknown contenders {sorted(unknown)}; choose from {list(CONTENDERS)}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    contenders = [CONTENDERS[name] for name in args.only.split(",")]
+    pa.set_cpu_count(2)  # every contender gets the 2 cores Spark's local[2] gets
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    workloads = [
+        ensure_workload(args.workdir, e, k, args.seed) for e, k in zip(args.events, args.keys, strict=True)
+    ]
+
+    started = time.perf_counter()
+    spark = start_spark()
+    startup = time.perf_counter() - started
+    started = time.perf_counter()
+    peers.latest_per_key(spark, warmup_file(workloads[0], args.workdir))
+    first_job = time.perf_counter() - started
+    spark_line = (
+        f"Spark start-up (fresh JVM): {startup:.1f} s; first job (the peer's read and consolidation of "
+        f"{WARMUP_EVENTS:,} events): {first_job:.1f} s. Neither is included below."
+    )
+    print(spark_line)
+    machine = machine_markdown(spark)
+    command = "python -m bench.run " + " ".join(sys.argv[1:] if argv is None else argv)
+
+    for workload in workloads:
+        heading = f"{workload.events:,} events over {workload.keys:,} keys"
+        print(f"\n== {heading}: {workload_markdown(workload)}")
+        scratch = args.workdir / "targets" / workload.directory.name
+        scratch.mkdir(parents=True, exist_ok=True)
+        outcomes = [
+            measure(spark, workload, contender, scratch, args.warmup, args.repeat) for contender in contenders
+        ]
+        table = table_markdown(workload, outcomes)
+        details = details_markdown(outcomes)
+        print(f"\n{table}\n\n{details}")
+        if args.write_results:
+            when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+            runs = f"median of {args.repeat} timed runs" if args.repeat > 1 else "one timed run"
+            runs += f" after {args.warmup} warm-up run{'s' if args.warmup != 1 else ''} per contender"
+            write_results(
+                heading,
+                f"Measured {when}, {runs}, with `{command}`.\n\n"
+                f"- Machine: {machine}.\n- Workload: {workload_markdown(workload)}.\n- {spark_line}\n\n"
+                f"{table}\n\n{details}\n",
+            )
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,47 @@
+"""lakecdc: change streams from GoldenGate, Debezium, DTS and Qlik, merged exactly once into Delta.
+
+The data's path, module by module: :mod:`lakecdc.decoders` (vendor formats to canonical events),
+:mod:`lakecdc.changes` (the canonical event, ops- and rows-style), :mod:`lakecdc.consolidate`
+(one net action per key), :mod:`lakecdc.merge` (one MERGE plan, two Delta engines), and
+:mod:`lakecdc.apply` which runs them exactly once per input.
+
+Example (a notebook with a ``spark`` session)::
+
+    import lakecdc
+    summary = lakecdc.apply("landing/", "lake/", format="ogg-json",
+                            keys={"QASOURCE.TCUSTORD": ["CUST_CODE", "ORDER_ID"]}, spark=spark)
+    print(summary.render())
+"""
+
+from lakecdc.apply import apply, read_changes
+from lakecdc.changes import to_ops, to_rows
+from lakecdc.errors import (
+    CommitConflict,
+    ConfigError,
+    DecodeError,
+    LakecdcError,
+    MissingKeyError,
+    PrimaryKeyUpdateError,
+    UnknownFormatError,
+)
+from lakecdc.session import get_spark
+from lakecdc.summary import RunSummary, TableSummary
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CommitConflict",
+    "ConfigError",
+    "DecodeError",
+    "LakecdcError",
+    "MissingKeyError",
+    "PrimaryKeyUpdateError",
+    "RunSummary",
+    "TableSummary",
+    "UnknownFormatError",
+    "apply",
+    "get_spark",
+    "read_changes",
+    "to_ops",
+    "to_rows",
+]

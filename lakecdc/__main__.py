@@ -1,0 +1,5 @@
+import sys
+
+from lakecdc.cli import main
+
+sys.exit(main())

@@ -1,0 +1,163 @@
+"""Folding the keys touched by primary-key updates, one table at a time, in an executor.
+
+A primary-key update moves a row: the old key is deleted and the new key's row is built from the
+after image, then the before image for columns missing in after, then the old row's values for
+columns missing in both. The new row therefore depends on another key's state at that moment,
+and chains (``k1 -> k2 -> k3``) depend on each other in order. These keys are few; their events,
+their target rows and their tombstones are gathered into one group per table and replayed in seq
+order by :func:`replay`, which applies exactly the rules of ``semantics.md``. The result has the
+same shape as :func:`lakecdc.consolidate.fold`'s, with every column set (the whole row is known).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+from pyspark.sql import functions as F
+
+from lakecdc.consolidate import ARRIVAL, Layout, net_schema
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+Key = tuple[Any, ...]
+
+
+def fold_pk_keys(
+    events: DataFrame,
+    layout: Layout,
+    touched: DataFrame,
+    *,
+    target_rows: DataFrame | None,
+    stored: DataFrame | None,
+    pk_update: str,
+    table: str,
+) -> DataFrame:
+    """Net actions for the keys in ``touched`` (see the module docstring)."""
+    n = len(layout.columns)
+    nk = len(layout.keys)
+    base = events.select(
+        F.lit("E").alias("_kind"), *layout.key_cols, *[f"n{j}" for j in range(nk)], "_op", "_seq", "_op_ts",
+        "_pku", *ARRIVAL, *[f"{p}{i}" for i in range(n) for p in ("a", "p", "b", "q")],
+    )
+    parts = [base]
+    if target_rows is not None:
+        rows = target_rows.join(touched.select(*layout.key_cols), layout.key_cols, "left_semi")
+        parts.append(
+            rows.select(
+                F.lit("R").alias("_kind"), *layout.key_cols, *[F.lit(None).alias(f"n{j}") for j in range(nk)],
+                F.lit(None).cast("string").alias("_op"), F.col("_cdc_seq").alias("_seq"),
+                F.lit(None).cast("timestamp").alias("_op_ts"), F.lit(False).alias("_pku"),
+                *[F.lit(None).alias(c) for c in ARRIVAL],
+                *[x for i in range(n) for x in (F.col(f"c{i}").alias(f"a{i}"), F.lit(True).alias(f"p{i}"),
+                                                 F.lit(None).alias(f"b{i}"), F.lit(False).alias(f"q{i}"))],
+            )
+        )
+    if stored is not None:
+        seqs = stored.join(touched.select(*layout.key_cols), layout.key_cols, "left_semi")
+        parts.append(
+            seqs.select(
+                F.lit("S").alias("_kind"), *layout.key_cols, *[F.lit(None).alias(f"n{j}") for j in range(nk)],
+                F.lit(None).cast("string").alias("_op"), F.col("_stored_seq").alias("_seq"),
+                F.lit(None).cast("timestamp").alias("_op_ts"), F.lit(False).alias("_pku"),
+                *[F.lit(None).alias(c) for c in ARRIVAL],
+                *[x for i in range(n) for x in (F.lit(None).alias(f"a{i}"), F.lit(False).alias(f"p{i}"),
+                                                 F.lit(None).alias(f"b{i}"), F.lit(False).alias(f"q{i}"))],
+            )
+        )
+    allrows = parts[0]
+    for p in parts[1:]:
+        allrows = allrows.unionByName(p, allowMissingColumns=False)
+    schema = net_schema(layout)
+
+    def run(tbl: pa.Table) -> pa.Table:
+        return replay(tbl, n_columns=n, n_keys=nk, arrow_schema=_arrow(schema))
+
+    return allrows.withColumn("_group", F.lit(table)).groupBy("_group").applyInArrow(run, schema)
+
+
+def _arrow(schema: Any) -> pa.Schema:
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(schema)
+
+
+def replay(tbl: pa.Table, *, n_columns: int, n_keys: int, arrow_schema: pa.Schema) -> pa.Table:
+    """Apply one table's gathered rows (``R``), tombstones (``S``) and events (``E``) in order."""
+    recs = tbl.to_pylist()
+    rows: dict[Key, list[Any]] = {}
+    seq_of: dict[Key, str] = {}
+    last_op: dict[Key, str] = {}
+    op_ts: dict[Key, Any] = {}
+    events: dict[Key, int] = {}
+    dups: dict[Key, int] = {}
+    touched: list[Key] = []
+
+    def key_of(r: dict[str, Any], prefix: str) -> Key:
+        return tuple(r[f"{prefix}{j}"] for j in range(n_keys))
+
+    def touch(k: Key) -> None:
+        if k not in events:
+            events[k] = 0
+            dups[k] = 0
+            touched.append(k)
+
+    for r in recs:
+        if r["_kind"] == "R":
+            k = key_of(r, "k")
+            rows[k] = [r[f"a{i}"] for i in range(n_columns)]
+            seq_of[k] = max(seq_of.get(k, ""), r["_seq"])
+        elif r["_kind"] == "S":
+            k = key_of(r, "k")
+            seq_of[k] = max(seq_of.get(k, ""), r["_seq"])
+    evs = sorted((r for r in recs if r["_kind"] == "E"), key=lambda r: (r["_seq"], *(str(r[c]) for c in ARRIVAL)))
+    for e in evs:
+        k = key_of(e, "k")
+        touch(k)
+        events[k] += 1
+        if k in seq_of and e["_seq"] <= seq_of[k]:
+            dups[k] += 1
+            continue
+        op = e["_op"]
+        after = {i: e[f"a{i}"] for i in range(n_columns) if e[f"p{i}"]}
+        before = {i: e[f"b{i}"] for i in range(n_columns) if e[f"q{i}"]}
+        old = rows.get(k)
+        if op == "D":
+            rows.pop(k, None)
+        elif e["_pku"]:
+            rows.pop(k, None)
+            new_key = key_of(e, "n")
+            touch(new_key)
+            if new_key in seq_of and e["_seq"] <= seq_of[new_key]:
+                dups[new_key] += 1
+            else:
+                built = [after.get(i, before.get(i, old[i] if old is not None else None)) for i in range(n_columns)]
+                rows[new_key] = built
+                seq_of[new_key], last_op[new_key], op_ts[new_key] = e["_seq"], "U", e["_op_ts"]
+        elif old is not None:
+            rows[k] = [after.get(i, old[i]) for i in range(n_columns)]
+        elif op == "U":
+            rows[k] = [after.get(i, before.get(i)) for i in range(n_columns)]
+        else:
+            rows[k] = [after.get(i) for i in range(n_columns)]
+        seq_of[k], last_op[k], op_ts[k] = e["_seq"], "D" if e["_pku"] else op, e["_op_ts"]
+
+    out: dict[str, list[Any]] = {f.name: [] for f in arrow_schema}
+    for k in touched:
+        if k not in last_op:
+            continue  # every event of this key was stale: nothing to write
+        live = k in rows
+        for j in range(n_keys):
+            out[f"k{j}"].append(k[j])
+        values = rows.get(k, [None] * n_columns)
+        for i in range(n_columns):
+            out[f"c{i}"].append(values[i])
+            out[f"u{i}"].append(True)
+        out["_action"].append("upsert" if live else "delete")
+        out["_cdc_seq"].append(seq_of[k])
+        out["_cdc_op"].append(last_op[k])
+        out["_cdc_op_ts"].append(op_ts[k])
+        out["_events"].append(events[k])
+        out["_dups"].append(dups[k])
+    return pa.Table.from_pydict(out, schema=arrow_schema)

@@ -1,0 +1,475 @@
+"""``apply``: decode new inputs, consolidate per table, MERGE each table exactly once.
+
+The path of one run, top to bottom:
+
+1. **plan**: list the inputs, leave out those an earlier run applied, write the run manifest
+   (:mod:`lakecdc.ledger`);
+2. **decode** the files with the format's decoder into canonical events (cached once);
+3. **profile** the events per table in one aggregation: counts, seq range, truncates, the
+   columns seen and the keys the messages carry;
+4. per table, **prepare**: the table's columns and types (target schema, then inference for new
+   columns), typed wide events, records that do not fit go to the quarantine, events not newer
+   than the table (rule 6) are dropped and counted; an ``abend`` primary-key update stops the run
+   here, before anything was committed;
+5. per table, **consolidate** to one net action per key and **merge** with the run's transaction
+   version, then record tombstones;
+6. write the quarantine, mark the manifest committed, return the summary.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pyspark import StorageLevel
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from lakecdc.changes import PK_UPDATE_MODES, PkUpdate
+from lakecdc.columns import infer_types
+from lakecdc.consolidate import Layout, consolidate, drop_stale, widen
+from lakecdc.decoders import get_decoder
+from lakecdc.decoders._records import read_records
+from lakecdc.errors import ConfigError, LakecdcError, MissingKeyError, PrimaryKeyUpdateError
+from lakecdc.ledger import InputFile, Ledger, Manifest, list_inputs
+from lakecdc.merge.plan import CDC_COLUMNS, MergePlan
+from lakecdc.merge.source import BatchSource
+from lakecdc.quarantine import BAD_COLUMNS, Quarantined, collect_bad, write_quarantine
+from lakecdc.session import get_spark
+from lakecdc.state import (
+    DEFAULT_TOMBSTONE_RETENTION,
+    expire_tombstones,
+    quarantine_path,
+    read_rows,
+    read_stored,
+    stored_max_seq,
+    table_path,
+    tombstone_path,
+    tombstone_rows,
+    truncate_watermark,
+)
+from lakecdc.summary import RunSummary, TableSummary
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from lakecdc.decoders.base import Decoder
+    from lakecdc.merge.delta_rs import DeltaRsEngine
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class ApplySettings:
+    """Everything that shapes a run besides its inputs."""
+
+    format: str
+    keys: Mapping[str, tuple[str, ...]]
+    pk_update: PkUpdate
+    tombstone_retention: dt.timedelta
+    treat_all_as_strings: bool
+
+
+def _normalise_keys(keys: Mapping[str, Sequence[str] | str] | None) -> dict[str, tuple[str, ...]]:
+    out: dict[str, tuple[str, ...]] = {}
+    for table, cols in (keys or {}).items():
+        items = [c.strip() for c in (cols.split(",") if isinstance(cols, str) else cols)]
+        if not items or not all(items):
+            raise ConfigError(f"keys for table {table!r} are empty")
+        out[table] = tuple(items)
+    return out
+
+
+def _make_engine(engine: str | DeltaRsEngine | None, spark: SparkSession, storage_options: Mapping[str, str] | None) -> DeltaRsEngine:
+    from lakecdc._compat import delta_spark_available
+    from lakecdc.merge.delta_rs import DeltaRsEngine
+
+    if engine is None or engine == "auto":
+        engine = "delta-spark" if delta_spark_available(spark) else "delta-rs"
+    if engine == "delta-rs":
+        return DeltaRsEngine(storage_options)
+    if engine == "delta-spark":
+        from lakecdc.merge.delta_spark import DeltaSparkEngine
+
+        return DeltaSparkEngine(spark)  # type: ignore[return-value]
+    if isinstance(engine, str):
+        raise ConfigError(f"unknown engine {engine!r}; use 'auto', 'delta-rs' or 'delta-spark'")
+    return engine
+
+
+def apply(
+    inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    target: str | os.PathLike[str],
+    *,
+    format: str = "ogg-json",
+    keys: Mapping[str, Sequence[str] | str] | None = None,
+    pk_update: PkUpdate = "delete-insert",
+    options: Mapping[str, str] | None = None,
+    spark: SparkSession | None = None,
+    engine: str | DeltaRsEngine | None = None,
+    tombstone_retention: dt.timedelta = DEFAULT_TOMBSTONE_RETENTION,
+    storage_options: Mapping[str, str] | None = None,
+    progress: Progress | None = None,
+) -> RunSummary:
+    """Apply the change files under ``inputs`` to one Delta table per source table under ``target``.
+
+    Only files no earlier run applied to ``target`` are read; a run interrupted by a crash is
+    finished first, on exactly its files. Running again with nothing new changes nothing.
+
+    Args:
+        inputs: files or directories (read recursively, in a stable order).
+        target: root directory; each source table becomes ``<target>/<table>``.
+        format: a registered format name (see :data:`lakecdc.decoders.DECODERS`).
+        keys: primary-key columns per source table, for messages that carry none
+            (DLT's ``keys``); ``{"QASOURCE.TCUSTORD": ["CUST_CODE", "ORDER_ID"]}``.
+        pk_update: ``delete-insert`` (default), ``update`` or ``abend`` (see ``semantics.md``).
+        options: format options (GoldenGate property names for GoldenGate formats).
+        spark: the session to use; default: the active one, else an embedded local one.
+        engine: ``auto`` (delta-spark when its JVM classes are present, else delta-rs),
+            ``delta-rs`` or ``delta-spark``.
+        tombstone_retention: how long a deleted key keeps blocking late events.
+        progress: called with a short message at each step (the CLI shows them).
+
+    Returns:
+        A :class:`~lakecdc.summary.RunSummary`; ``summary.ok`` is False when a table failed
+        (its error is in the summary; the other tables were applied).
+
+    Raises:
+        PrimaryKeyUpdateError: a key change met ``pk_update="abend"``; nothing was committed.
+
+    Example:
+        >>> import lakecdc
+        >>> s = lakecdc.apply("landing/", "lake/", format="ogg-json")        # doctest: +SKIP
+        >>> print(s.render())                                                # doctest: +SKIP
+    """
+    if pk_update not in PK_UPDATE_MODES:
+        raise ConfigError(f"pk_update {pk_update!r} is not one of {', '.join(PK_UPDATE_MODES)}")
+    started = time.perf_counter()
+    spark = spark or get_spark()
+    target_s = str(Path(target).resolve())
+    decoder = get_decoder(format, options)
+    eng = _make_engine(engine, spark, storage_options)
+    settings = ApplySettings(
+        format=format,
+        keys=_normalise_keys(keys),
+        pk_update=pk_update,
+        tombstone_retention=tombstone_retention,
+        treat_all_as_strings=bool(getattr(decoder, "all_strings", False)),
+    )
+    say = progress or (lambda _msg: None)
+    raw_inputs = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
+    files = list_inputs(raw_inputs)
+    ledger = Ledger(target_s)
+    pending, new = ledger.plan(format, files)
+    manifests: list[tuple[Manifest, bool]] = []
+    if pending is not None:
+        manifests.append((pending, True))
+    if new:
+        manifest = Manifest(run_id=ledger.next_run_id(), status="planned", format=format,
+                            inputs=[InputFile.of(f) for f in new])
+        ledger.write(manifest)
+        manifests.append((manifest, False))
+    if not manifests:
+        say("nothing new to apply")
+    results: list[RunSummary] = []
+    for manifest, resumed in manifests:
+        say(f"run {manifest.run_id}: {len(manifest.inputs)} file(s){' (resuming)' if resumed else ''}")
+        result = _run(spark, eng, decoder, settings, target_s, manifest, resumed=resumed, say=say)
+        if result.ok:
+            manifest.status = "committed"
+            manifest.finished_at = time.time()
+        manifest.summary = result.to_dict()
+        ledger.write(manifest)
+        results.append(result)
+    return _combine(results, target=target_s, fmt=format, engine=eng.name, seconds=time.perf_counter() - started)
+
+
+def _combine(results: list[RunSummary], *, target: str, fmt: str, engine: str, seconds: float) -> RunSummary:
+    tables: dict[str, TableSummary] = {}
+    for r in results:
+        for t in r.tables:
+            tables[t.source_table] = tables[t.source_table].plus(t) if t.source_table in tables else t
+    return RunSummary(
+        target=target, format=fmt, runs=tuple(x for r in results for x in r.runs),
+        files=sum(r.files for r in results), tables=tuple(tables[k] for k in sorted(tables)),
+        quarantine=quarantine_path(target), quarantined_unrouted=sum(r.quarantined_unrouted for r in results),
+        seconds=seconds, engine=engine, resumed=any(r.resumed for r in results),
+    )
+
+
+@dataclass
+class _Prepared:
+    table: str
+    path: str
+    layout: Layout
+    new_fields: T.StructType
+    exists: bool
+    fresh: DataFrame
+    stats: dict[str, int]
+    truncate_seq: str | None
+    has_pk_updates: bool
+    stored: DataFrame | None
+    wide: DataFrame
+
+
+def _run(
+    spark: SparkSession, engine: DeltaRsEngine, decoder: Decoder, settings: ApplySettings, target: str,
+    manifest: Manifest, *, resumed: bool, say: Progress,
+) -> RunSummary:
+    files = [f.path for f in manifest.inputs]
+    run_id = manifest.run_id
+    now = dt.datetime.now(dt.timezone.utc)
+    say(f"decoding {len(files)} file(s) as {settings.format}")
+    records = read_records(spark, files)
+    events = decoder.decode(records.where(F.trim(F.col("value")) != "")).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        profile = _profile(events)
+        bad_parts: list[DataFrame] = [events.where(F.col("_error").isNotNull()).select(*BAD_COLUMNS)]
+        prepared: list[_Prepared] = []
+        failed: dict[str, TableSummary] = {}
+        for table in sorted(profile):
+            path = table_path(target, table)
+            done = engine.committed_version(path)
+            if done is not None and done >= run_id:
+                failed[table] = TableSummary(table, path, status="skipped", delta_version=engine.version(path),
+                                             error=None)
+                continue
+            try:
+                say(f"{table}: preparing")
+                prep, bad = _prepare(spark, engine, settings, target, table, profile[table], events)
+            except MissingKeyError as exc:
+                failed[table] = TableSummary(table, path, events=profile[table]["events"], status="failed", error=str(exc))
+                continue
+            bad_parts.append(bad)
+            prepared.append(prep)
+        if settings.pk_update == "abend":
+            for prep in prepared:
+                if prep.has_pk_updates:
+                    _raise_abend(prep)
+        summaries = dict(failed)
+        for prep in prepared:
+            say(f"{prep.table}: consolidating and merging")
+            try:
+                summaries[prep.table] = _commit(spark, engine, settings, target, prep, run_id=run_id, now=now)
+            finally:
+                prep.wide.unpersist()
+        say("writing the quarantine")
+        bad_all = bad_parts[0]
+        for b in bad_parts[1:]:
+            bad_all = bad_all.unionByName(b)
+        rows = collect_bad(spark, bad_all, files) if bad_all.limit(1).count() else None
+        quarantined: list[Quarantined] = []
+        if rows is not None:
+            quarantined = write_quarantine(engine, target, rows, fmt=settings.format, run_id=run_id, now=now)
+        per_table: dict[str | None, int] = {}
+        for q in quarantined:
+            per_table[q.table] = per_table.get(q.table, 0) + 1
+        for name, s in list(summaries.items()):
+            summaries[name] = replace(s, quarantined=per_table.get(name, 0))
+        for q in quarantined[:20]:
+            say(q.message(settings.format))
+        if len(quarantined) > 20:
+            say(f"... and {len(quarantined) - 20} more quarantined record(s) in {quarantine_path(target)}")
+    finally:
+        events.unpersist()
+    return RunSummary(
+        target=target, format=settings.format, runs=(run_id,), files=len(files),
+        tables=tuple(summaries[k] for k in sorted(summaries)), quarantine=quarantine_path(target),
+        quarantined_unrouted=per_table.get(None, 0), engine=engine.name, resumed=resumed,
+    )
+
+
+def _profile(events: DataFrame) -> dict[str, dict]:
+    """One aggregation over the run: per table counts, seq range, truncates, columns, keys."""
+    good = events.where(F.col("_error").isNull())
+    rows = good.groupBy("table").agg(
+        F.count(F.lit(1)).alias("events"),
+        F.min("seq").alias("min_seq"),
+        F.max(F.when(F.col("op") == "T", F.col("seq"))).alias("max_truncate"),
+        F.collect_set(F.map_keys("after")).alias("after_cols"),
+        F.collect_set(F.map_keys("before")).alias("before_cols"),
+        F.max_by("keys", F.when(F.col("keys").isNotNull(), F.col("seq"))).alias("keys"),
+    ).collect()
+    out: dict[str, dict] = {}
+    for r in rows:
+        cols: list[str] = []
+        for group in (r["after_cols"], r["before_cols"]):
+            for arr in group:
+                for c in arr:
+                    if c not in cols:
+                        cols.append(c)
+        out[r["table"]] = {
+            "events": int(r["events"]), "min_seq": r["min_seq"], "max_truncate": r["max_truncate"],
+            "columns": cols, "keys": list(r["keys"]) if r["keys"] else None,
+        }
+    return out
+
+
+def _resolve_keys(table: str, declared: Sequence[str] | None, configured: Sequence[str] | None, columns: Sequence[str]) -> tuple[str, ...]:
+    """The key columns, spelled as the table's columns are (message keys may differ in case)."""
+    if declared and configured and [c.lower() for c in declared] != [c.lower() for c in configured]:
+        raise ConfigError(
+            f"table {table!r}: the messages' primary_keys {list(declared)} differ from the configured "
+            f"keys {list(configured)}; remove one of them"
+        )
+    chosen = declared or configured
+    if not chosen:
+        raise MissingKeyError(table)
+    out = []
+    lower = {c.lower(): c for c in columns}
+    for k in chosen:
+        out.append(k if k in columns else lower.get(k.lower(), k))
+    return tuple(out)
+
+
+def _prepare(
+    spark: SparkSession, engine: DeltaRsEngine, settings: ApplySettings, target: str, table: str,
+    prof: dict, events: DataFrame,
+) -> tuple[_Prepared, DataFrame]:
+    path = table_path(target, table)
+    exists = engine.exists(path)
+    existing = engine.schema(path) if exists else T.StructType()
+    existing_cols = [f.name for f in existing.fields if not f.name.startswith("_cdc_")]
+    spelled: dict[str, list[str]] = {c.lower(): [c] for c in existing_cols}
+    seen: list[str] = []
+    for c in prof["columns"]:
+        if c.lower() not in spelled:
+            spelled[c.lower()] = [c]
+            seen.append(c)
+        elif c not in spelled[c.lower()]:
+            spelled[c.lower()].append(c)
+    keys = _resolve_keys(table, prof["keys"], settings.keys.get(table), existing_cols + seen)
+    for k in keys:
+        if k.lower() not in spelled:
+            spelled[k.lower()] = [k]
+            seen.append(k)
+    mine = events.where((F.col("table") == table) & F.col("_error").isNull())
+    if settings.treat_all_as_strings:
+        inferred = {c: T.StringType() for c in seen}
+    else:
+        inferred = infer_types(mine, seen, {c: spelled[c.lower()][1:] for c in seen}) if seen else {}
+    types = {f.name: f.dataType for f in existing.fields}
+    types.update(inferred)
+    columns = tuple(existing_cols + seen)
+    layout = Layout(
+        columns=columns, types=tuple(types[c] for c in columns), keys=keys,
+        aliases=tuple(tuple(spelled[c.lower()][1:]) for c in columns),
+    )
+    new_fields = T.StructType([T.StructField(c, inferred[c]) for c in seen])
+
+    wide = widen(mine, layout).persist(StorageLevel.MEMORY_AND_DISK)
+    bad = wide.where(F.col("_error").isNotNull()).select(
+        "_file", "_block", "_row", "_line", F.lit(table).alias("table"), "_error", "_raw"
+    )
+    ok = wide.where(F.col("_error").isNull())
+    watermark = truncate_watermark(engine, target, table) if exists else None
+    max_stored = stored_max_seq(engine, target, table) if exists else ""
+    need_stored = max_stored is None or (prof["min_seq"] is not None and prof["min_seq"] <= max_stored)
+    stored = read_stored(spark, engine, target, table, layout) if need_stored else None
+    marked = drop_stale(ok, layout, stored, watermark)
+    run_truncate = prof["max_truncate"]
+    stats_row = marked.agg(
+        F.sum(F.col("_stale").cast("int")).alias("stale"),
+        F.sum((F.col("_pku") & ~F.col("_stale")).cast("int")).alias("pku"),
+        F.max(F.when((F.col("_op") == "T") & ~F.col("_stale"), F.col("_seq"))).alias("truncate"),
+    ).first()
+    stats = {"stale": int((stats_row and stats_row["stale"]) or 0), "pku": int((stats_row and stats_row["pku"]) or 0)}
+    run_truncate = stats_row["truncate"] if stats_row else None
+    fresh = marked.where(~F.col("_stale") & (F.col("_op") != "T"))
+    if run_truncate is not None:
+        fresh = fresh.where(F.col("_seq") > F.lit(run_truncate))
+    prep = _Prepared(
+        table=table, path=path, layout=layout, new_fields=new_fields, exists=exists, fresh=fresh,
+        stats={"events": prof["events"], **stats}, truncate_seq=run_truncate,
+        has_pk_updates=stats["pku"] > 0, stored=stored, wide=wide,
+    )
+    return prep, bad
+
+
+def _raise_abend(prep: _Prepared) -> None:
+    first = prep.fresh.where("_pku").orderBy("_seq").limit(1).collect()
+    if not first:
+        return
+    r = first[0]
+    nk = len(prep.layout.keys)
+    old = tuple(r[f"k{j}"] for j in range(nk))
+    new = tuple(r[f"n{j}"] for j in range(nk))
+    raise PrimaryKeyUpdateError(prep.table, old, new, r["_pos"])
+
+
+def _commit(
+    spark: SparkSession, engine: DeltaRsEngine, settings: ApplySettings, target: str, prep: _Prepared,
+    *, run_id: int, now: dt.datetime,
+) -> TableSummary:
+    layout = prep.layout
+    target_rows = read_rows(spark, engine, target, prep.table, layout) if prep.has_pk_updates else None
+    stored = prep.stored
+    if prep.has_pk_updates and stored is None:
+        stored = read_stored(spark, engine, target, prep.table, layout)
+    net = consolidate(
+        prep.fresh, layout, pk_update=settings.pk_update, has_pk_updates=prep.has_pk_updates,
+        table=prep.table, target_rows=target_rows, stored=stored,
+    )
+    n, nk = len(layout.columns), len(layout.keys)
+    if engine.name == "delta-rs":
+        source = BatchSource.from_arrow(net.toArrow(), n_columns=n, n_keys=nk)
+    else:
+        source = BatchSource.from_spark(net, n_columns=n, n_keys=nk)
+    schema = T.StructType(
+        [T.StructField(c, t) for c, t in zip(layout.columns, layout.types)]
+        + [T.StructField(name, dtype) for name, dtype in CDC_COLUMNS]
+    )
+    if not prep.exists:
+        engine.create(prep.path, schema, name=prep.table)
+    elif prep.new_fields.fields:
+        engine.add_columns(prep.path, prep.new_fields)
+    plan = MergePlan(
+        table=prep.table, path=prep.path, columns=layout.columns, keys=layout.keys, version=run_id,
+        always_set=source.always_set, key_ranges=source.key_ranges if prep.truncate_seq is None else (),
+        truncate_below=prep.truncate_seq,
+        metadata={"lakecdc.run_id": str(run_id), "lakecdc.format": settings.format},
+    )
+    inserted = updated = deleted = 0
+    if source.rows or prep.truncate_seq is not None:
+        result = engine.merge(plan, source)
+        inserted, updated, deleted = result.inserted, result.updated, result.deleted
+    stones = tombstone_rows(source.deletes, layout, truncate_seq=prep.truncate_seq, now=now)
+    if stones.num_rows:
+        engine.append(tombstone_path(target, prep.table), stones, version=run_id)
+    expire_tombstones(engine, target, prep.table, settings.tombstone_retention, now)
+    if settings.pk_update == "update":
+        moved = min(prep.stats["pku"], inserted, deleted)
+        inserted, deleted, updated = inserted - moved, deleted - moved, updated + moved
+    return TableSummary(
+        source_table=prep.table, target=prep.path, events=prep.stats["events"], inserted=inserted,
+        updated=updated, deleted=deleted, duplicate_or_late=prep.stats["stale"] + source.dups,
+        delta_version=engine.version(prep.path),
+    )
+
+
+def read_changes(
+    inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    *,
+    format: str = "ogg-json",
+    options: Mapping[str, str] | None = None,
+    spark: SparkSession | None = None,
+) -> DataFrame:
+    """Decode change files into ops-style canonical events (good and bad records alike).
+
+    ``_error`` is NULL for good records and holds the reason for bad ones.
+
+    Example:
+        >>> ev = lakecdc.read_changes("landing/", format="ogg-json")     # doctest: +SKIP
+        >>> ev.groupBy("table", "op").count().show()                      # doctest: +SKIP
+    """
+    spark = spark or get_spark()
+    raw = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
+    files = list_inputs(raw)
+    if not files:
+        raise LakecdcError(f"no input files under {', '.join(map(str, raw))}")
+    return get_decoder(format, options).read(spark, files)

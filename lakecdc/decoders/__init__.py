@@ -1,0 +1,35 @@
+"""Format decoders, one module per vendor format, looked up by name.
+
+>>> sorted(DECODERS)          # doctest: +SKIP
+['ogg-json']
+>>> get_decoder("ogg-json", {"flatten": "true"}).name
+'ogg-json'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from lakecdc.decoders.base import Decoder
+from lakecdc.decoders.ogg_json import OggJsonDecoder
+from lakecdc.errors import UnknownFormatError
+
+DECODERS: dict[str, type[Decoder]] = {
+    OggJsonDecoder.name: OggJsonDecoder,
+}
+
+
+def get_decoder(name: str, options: Mapping[str, str] | None = None) -> Decoder:
+    """The decoder registered as ``name``, configured with ``options``.
+
+    Raises:
+        UnknownFormatError: ``name`` is not registered; the message lists the known names.
+    """
+    try:
+        cls = DECODERS[name]
+    except KeyError:
+        raise UnknownFormatError(name, sorted(DECODERS)) from None
+    return cls(options)
+
+
+__all__ = ["DECODERS", "Decoder", "get_decoder"]

@@ -1,0 +1,99 @@
+"""What every decoder shares: options, the record flow, and how a bad record is marked.
+
+A vendor module subclasses :class:`Decoder`, names its options with their defaults, and writes
+only :meth:`Decoder.decode`: raw records in, canonical change events out (see
+:mod:`lakecdc.changes`). A record that cannot be decoded is not dropped and does not stop the
+batch: the decoder sets ``_error`` to a reason a person can act on and keeps ``_raw``; the
+pipeline sends such rows to the quarantine table and applies the rest.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, ClassVar
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from lakecdc.decoders._records import read_records
+from lakecdc.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+_TRUE = {"true", "yes", "1", "on"}
+_FALSE = {"false", "no", "0", "off"}
+
+
+def unwrap_cdata(value: str) -> str:
+    """GoldenGate property values may be wrapped as ``CDATA[...]`` to keep whitespace."""
+    if value.startswith("CDATA[") and value.endswith("]"):
+        return value[len("CDATA[") : -1]
+    return value
+
+
+class Decoder(ABC):
+    """Base of every format decoder.
+
+    Subclasses set :attr:`name` (the registry key, e.g. ``ogg-json``), :attr:`OPTIONS` (option
+    name to default, as strings, the way a properties file gives them) and implement
+    :meth:`decode`.
+    """
+
+    name: ClassVar[str]
+    OPTIONS: ClassVar[Mapping[str, str]] = {}
+    #: Options accepted for compatibility that do not change how lakecdc reads the data.
+    IGNORED_OPTIONS: ClassVar[frozenset[str]] = frozenset()
+
+    def __init__(self, options: Mapping[str, str] | None = None) -> None:
+        given = dict(options or {})
+        unknown = sorted(set(given) - set(self.OPTIONS) - self.IGNORED_OPTIONS)
+        if unknown:
+            known = ", ".join(sorted({*self.OPTIONS, *self.IGNORED_OPTIONS}))
+            raise ConfigError(f"{self.name}: unknown option(s) {', '.join(unknown)}; known: {known}")
+        self.options: dict[str, str] = {
+            k: unwrap_cdata(str(v)) for k, v in {**self.OPTIONS, **given}.items()
+        }
+
+    def flag(self, name: str) -> bool:
+        value = self.options[name].strip().lower()
+        if value in _TRUE:
+            return True
+        if value in _FALSE:
+            return False
+        raise ConfigError(f"{self.name}: option {name}={self.options[name]!r} is not true/false")
+
+    def read(self, spark: SparkSession, files: Sequence[str]) -> DataFrame:
+        """Decode ``files`` into canonical events (plus ``_error``/``_raw`` for bad records)."""
+        records = read_records(spark, files)
+        return self.decode(records.where(F.trim(F.col("value")) != ""))
+
+    @abstractmethod
+    def decode(self, records: DataFrame) -> DataFrame:
+        """Turn raw records (``value`` plus origin columns) into canonical events."""
+
+
+def first_error(*checks: tuple[Column, Column | str]) -> Column:
+    """The reason of the first failing check, NULL when all pass.
+
+    Each check is ``(condition_that_means_bad, reason)``; reasons may be columns so that they can
+    quote the offending value.
+    """
+    out: Column | None = None
+    for bad, reason in checks:
+        reason_col = F.lit(reason) if isinstance(reason, str) else reason
+        out = F.when(bad, reason_col) if out is None else out.when(bad, reason_col)
+    assert out is not None
+    return out.otherwise(F.lit(None).cast("string"))
+
+
+def parse_op_ts(text: Column) -> Column:
+    """A source timestamp string (``2015-11-05 18:45:36.000000`` or ISO-8601) read as UTC.
+
+    The zone is fixed to UTC explicitly, so a notebook whose session time zone differs still
+    reads the same instant.
+    """
+    iso = F.regexp_replace(F.trim(text), r"^(\d{4}-\d{2}-\d{2})[ T:]", "$1T")
+    with_zone = F.when(iso.rlike(r"(Z|[+-]\d{2}:?\d{2})$"), iso).otherwise(F.concat(iso, F.lit("Z")))
+    return with_zone.try_cast("timestamp")

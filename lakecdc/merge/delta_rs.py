@@ -1,0 +1,154 @@
+"""The embedded engine: delta-rs (the ``deltalake`` package) commits the plans.
+
+The batch's net actions reach delta-rs as one Arrow table collected from Spark: memory on the
+driver is bounded by the batch's distinct keys (one row per key), never by the target table.
+``streamed_exec=False`` plus the key-range literals in the predicate let delta-rs skip target
+files the batch cannot touch (see ``engines.md``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+from deltalake import CommitProperties, DeltaTable, Transaction
+from deltalake.exceptions import CommitFailedError
+from deltalake.schema import Schema
+from pyspark.sql import types as T
+
+from lakecdc.errors import CommitConflict
+from lakecdc.merge.arrow_types import to_arrow_schema, to_spark_schema
+from lakecdc.merge.plan import APP_ID, MergePlan, MergeResult
+from lakecdc.merge.source import BatchSource
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+class DeltaRsEngine:
+    """Runs merge plans and small appends with delta-rs; reads tables for Spark."""
+
+    name = "delta-rs"
+
+    def __init__(self, storage_options: Mapping[str, str] | None = None) -> None:
+        self.storage_options = dict(storage_options or {})
+
+    def table(self, path: str) -> DeltaTable:
+        return DeltaTable(path, storage_options=self.storage_options or None)
+
+    # -- table lifecycle -------------------------------------------------------------------------
+    def exists(self, path: str) -> bool:
+        return DeltaTable.is_deltatable(path, storage_options=self.storage_options or None)
+
+    def create(self, path: str, schema: T.StructType, *, name: str | None = None) -> None:
+        DeltaTable.create(
+            path, to_arrow_schema(schema), mode="ignore", name=name,
+            storage_options=self.storage_options or None,
+        )
+
+    def schema(self, path: str) -> T.StructType:
+        return to_spark_schema(pa.schema(self.table(path).schema().to_arrow()))
+
+    def add_columns(self, path: str, fields: T.StructType) -> None:
+        arrow = to_arrow_schema(fields)
+        new = Schema.from_arrow(arrow).fields
+        self.table(path).alter.add_columns(list(new))
+
+    def committed_version(self, path: str, app_id: str = APP_ID) -> int | None:
+        if not self.exists(path):
+            return None
+        return self.table(path).transaction_version(app_id)
+
+    def version(self, path: str) -> int:
+        return self.table(path).version()
+
+    def max_stat(self, path: str, column: str) -> str | None:
+        """The largest ``column`` value per the Delta log's file statistics, or None if unknown.
+
+        An empty table answers ``""`` (nothing stored is larger than any seq).
+        """
+        if not self.exists(path):
+            return ""
+        actions = pa.table(self.table(path).get_add_actions(flatten=True))
+        if actions.num_rows == 0:
+            return ""
+        name = f"max.{column}"
+        if name not in actions.column_names:
+            return None
+        values = actions.column(name)
+        counts = actions.column("num_records").to_pylist()
+        nulls = actions.column(f"null_count.{column}").to_pylist() if f"null_count.{column}" in actions.column_names else [0] * len(counts)
+        best = ""
+        for value, count, null_count in zip(values.to_pylist(), counts, nulls):
+            if value is None and count != null_count:
+                return None
+            if value is not None and value > best:
+                best = value
+        return best
+
+    # -- writes ----------------------------------------------------------------------------------
+    def merge(self, plan: MergePlan, source: BatchSource) -> MergeResult:
+        """Run ``plan`` with ``source`` (the net actions) in one atomic, idempotent commit."""
+        assert source.arrow is not None, "delta-rs merges an Arrow batch"
+        props = CommitProperties(
+            app_transactions=[Transaction(app_id=plan.app_id, version=plan.version)],
+            custom_metadata=dict(plan.metadata),
+        )
+        merger = self.table(plan.path).merge(
+            source.arrow, plan.predicate(), source_alias="s", target_alias="t",
+            streamed_exec=False, commit_properties=props,
+        )
+        merger = (
+            merger.when_matched_delete(plan.delete_condition())
+            .when_matched_update(updates=plan.update_set(), predicate=plan.update_condition())
+            .when_not_matched_insert(updates=plan.insert_values(), predicate=plan.insert_condition())
+        )
+        by_source = plan.by_source_delete_condition()
+        if by_source is not None:
+            merger = merger.when_not_matched_by_source_delete(by_source)
+        try:
+            metrics = merger.execute()
+        except CommitFailedError as exc:
+            raise CommitConflict(f"table {plan.table!r} at {plan.path}: {exc}") from exc
+        return MergeResult(
+            table=plan.table,
+            engine=self.name,
+            version=self.version(plan.path),
+            inserted=int(metrics.get("num_target_rows_inserted", 0)),
+            updated=int(metrics.get("num_target_rows_updated", 0)),
+            deleted=int(metrics.get("num_target_rows_deleted", 0)),
+            files_added=int(metrics.get("num_target_files_added", 0)),
+            files_removed=int(metrics.get("num_target_files_removed", 0)),
+        )
+
+    def append(self, path: str, data: pa.Table, *, version: int, app_id: str = APP_ID) -> None:
+        """Append ``data`` once: skipped when ``(app_id, version)`` is already committed."""
+        from deltalake import write_deltalake
+
+        done = self.committed_version(path, app_id)
+        if done is not None and done >= version:
+            return
+        write_deltalake(
+            path, data, mode="append", schema_mode="merge",
+            storage_options=self.storage_options or None,
+            commit_properties=CommitProperties(app_transactions=[Transaction(app_id=app_id, version=version)]),
+        )
+
+    # -- reads for Spark -------------------------------------------------------------------------
+    def read(self, spark: SparkSession, path: str) -> DataFrame:
+        """The table as a Spark DataFrame, read by Spark from the files the Delta log lists.
+
+        Tables that need Delta's reader (deletion vectors, column mapping) are read through
+        delta-rs instead.
+        """
+        dt = self.table(path)
+        schema = to_spark_schema(pa.schema(dt.schema().to_arrow()))
+        protocol = dt.protocol()
+        features = set((protocol.reader_features or []))
+        if features & {"deletionVectors", "columnMapping"} or dt.metadata().partition_columns:
+            return spark.createDataFrame(dt.to_pyarrow_table())
+        files = dt.file_uris()
+        if not files:
+            return spark.createDataFrame([], schema)
+        return spark.read.schema(schema).parquet(*files)

@@ -1,0 +1,145 @@
+"""Where a target keeps its tables and the state that protects them from late events.
+
+Under a target root::
+
+    <target>/<source table>/             one Delta table per source table (visible rows only)
+    <target>/_lakecdc/tombstones/<t>/    Delta table: deleted keys (+ seq) and truncate marks
+    <target>/_lakecdc/runs/              run manifests (see lakecdc.ledger)
+    <target>/_quarantine/                Delta table: records that could not be applied
+
+A tombstone remembers a deleted key's seq so that a late update cannot resurrect the row; it
+expires after the retention. A truncate mark (``_cdc_kind = 'T'``, keys NULL) is the table's
+truncate watermark: nothing older than it applies again.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from lakecdc.merge.arrow_types import to_arrow_type
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from lakecdc.consolidate import Layout
+    from lakecdc.merge.delta_rs import DeltaRsEngine
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._$-]")
+DEFAULT_TOMBSTONE_RETENTION = dt.timedelta(days=7)
+
+
+def table_dir(table: str) -> str:
+    """A source table name as a directory name: unsafe characters become ``_``.
+
+    Names starting with ``_`` or ``.`` would be hidden from Delta and Spark, so they get a ``t``
+    in front.
+    """
+    name = _UNSAFE.sub("_", table)
+    return f"t{name}" if name.startswith(("_", ".")) or not name else name
+
+
+def table_path(target: str, table: str) -> str:
+    return str(Path(target) / table_dir(table))
+
+
+def tombstone_path(target: str, table: str) -> str:
+    return str(Path(target) / "_lakecdc" / "tombstones" / table_dir(table))
+
+
+def quarantine_path(target: str) -> str:
+    return str(Path(target) / "_quarantine")
+
+
+def truncate_watermark(engine: DeltaRsEngine, target: str, table: str) -> str | None:
+    path = tombstone_path(target, table)
+    if not engine.exists(path):
+        return None
+    marks = engine.table(path).to_pyarrow_table(columns=["_cdc_seq", "_cdc_kind"], filters=[("_cdc_kind", "=", "T")])
+    if marks.num_rows == 0:
+        return None
+    return pc.max(marks.column("_cdc_seq")).as_py()
+
+
+def stored_max_seq(engine: DeltaRsEngine, target: str, table: str) -> str | None:
+    """Largest seq the table or its tombstones hold (None: unknown, read the keys)."""
+    a = engine.max_stat(table_path(target, table), "_cdc_seq")
+    b = engine.max_stat(tombstone_path(target, table), "_cdc_seq")
+    if a is None or b is None:
+        return None
+    return max(a, b)
+
+
+def read_stored(spark: SparkSession, engine: DeltaRsEngine, target: str, table: str, layout: Layout) -> DataFrame:
+    """Per key (``k{j}``) the seq the table reflects: its live row's or its tombstone's."""
+    parts: list[DataFrame] = []
+    keys = [F.col(f"`{k}`").alias(f"k{j}") for j, k in enumerate(layout.keys)]
+    main = table_path(target, table)
+    if engine.exists(main):
+        parts.append(engine.read(spark, main).select(*keys, F.col("_cdc_seq").alias("_stored_seq")))
+    stones = tombstone_path(target, table)
+    if engine.exists(stones):
+        t = engine.read(spark, stones).where(F.col("_cdc_kind") == "D")
+        if all(k in t.columns for k in layout.keys):
+            parts.append(t.select(*keys, F.col("_cdc_seq").alias("_stored_seq")))
+    if not parts:
+        schema = T.StructType(
+            [T.StructField(f"k{j}", layout.types[i]) for j, i in enumerate(layout.key_index)]
+            + [T.StructField("_stored_seq", T.StringType())]
+        )
+        return spark.createDataFrame([], schema)
+    out = parts[0]
+    for p in parts[1:]:
+        out = out.unionByName(p)
+    return out.groupBy(*layout.key_cols).agg(F.max("_stored_seq").alias("_stored_seq"))
+
+
+def read_rows(spark: SparkSession, engine: DeltaRsEngine, target: str, table: str, layout: Layout) -> DataFrame | None:
+    """The table's rows with positional names (``k{j}``, ``c{i}``, ``_cdc_seq``), or None."""
+    main = table_path(target, table)
+    if not engine.exists(main):
+        return None
+    df = engine.read(spark, main)
+    cols = [
+        (F.col(f"`{c}`") if c in df.columns else F.lit(None).cast(layout.types[i])).alias(f"c{i}")
+        for i, c in enumerate(layout.columns)
+    ]
+    keys = [F.col(f"`{k}`").alias(f"k{j}") for j, k in enumerate(layout.keys)]
+    return df.select(*keys, *cols, "_cdc_seq")
+
+
+def tombstone_rows(deleted: pa.Table, layout: Layout, *, truncate_seq: str | None, now: dt.datetime) -> pa.Table:
+    """Tombstones for the batch's deleted keys, plus a truncate mark when the batch truncated."""
+    n = deleted.num_rows + (1 if truncate_seq is not None else 0)
+    cols: dict[str, pa.Array] = {}
+    for j, i in enumerate(layout.key_index):
+        values = deleted.column(f"k{j}").to_pylist() + ([None] if truncate_seq is not None else [])
+        cols[layout.keys[j]] = pa.array(values, type=to_arrow_type(layout.types[i]))
+    seqs = deleted.column("_cdc_seq").to_pylist() + ([truncate_seq] if truncate_seq is not None else [])
+    cols["_cdc_seq"] = pa.array(seqs, type=pa.string())
+    cols["_cdc_kind"] = pa.array(["D"] * deleted.num_rows + (["T"] if truncate_seq is not None else []), type=pa.string())
+    cols["_cdc_recorded_at"] = pa.array([now] * n, type=pa.timestamp("us", tz="UTC"))
+    return pa.table(cols)
+
+
+def expire_tombstones(engine: DeltaRsEngine, target: str, table: str, retention: dt.timedelta, now: dt.datetime) -> int:
+    """Delete tombstones older than ``retention`` (truncate marks are kept). Returns how many."""
+    path = tombstone_path(target, table)
+    if not engine.exists(path):
+        return 0
+    cutoff = (now - retention).astimezone(dt.timezone.utc).replace(tzinfo=None).isoformat(sep=" ")
+    actions = pa.table(engine.table(path).get_add_actions(flatten=True))
+    col = "min._cdc_recorded_at"
+    if actions.num_rows == 0 or (col in actions.column_names and all(
+        v is not None and v.replace(tzinfo=None) >= dt.datetime.fromisoformat(cutoff) for v in actions.column(col).to_pylist()
+    )):
+        return 0
+    metrics = engine.table(path).delete(f"_cdc_kind = 'D' AND _cdc_recorded_at < TIMESTAMP '{cutoff}'")
+    return int(metrics.get("num_deleted_rows", 0))
