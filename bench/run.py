@@ -103,6 +103,40 @@ class PeakRss:
         self.peak = max(self.peak, process_tree_rss())
 
 
+class OtherLoad:
+    """Share of the machine's CPU time used by processes outside this process tree meanwhile
+    (other work on the machine skews every figure)."""
+
+    share = 0.0
+
+    def __enter__(self) -> OtherLoad:
+        self._wall, self._busy_start, self._own_start = time.perf_counter(), self._busy(), self._own()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        wall = time.perf_counter() - self._wall
+        others = (self._busy() - self._busy_start) - (self._own() - self._own_start)
+        self.share = max(0.0, others) / (wall * (os.cpu_count() or 1))
+
+    @staticmethod
+    def _busy() -> float:
+        times = psutil.cpu_times()
+        return sum(times) - times.idle - getattr(times, "iowait", 0.0)
+
+    @staticmethod
+    def _own() -> float:
+        total = 0.0
+        for process in [psutil.Process(), *psutil.Process().children(recursive=True)]:
+            try:
+                times = process.cpu_times()
+            except psutil.Error:
+                continue
+            total += times.user + times.system
+        return total
+
+
 # --- Correctness -----------------------------------------------------------------------------
 
 
@@ -477,12 +511,15 @@ def main(argv: list[str] | None = None) -> None:
         print(f"\n== {heading}: {workload_markdown(workload)}")
         scratch = args.workdir / "targets" / workload.directory.name
         scratch.mkdir(parents=True, exist_ok=True)
-        outcomes = [
-            measure(spark, workload, contender, scratch, args.warmup, args.repeat) for contender in contenders
-        ]
+        with OtherLoad() as other:
+            outcomes = [
+                measure(spark, workload, contender, scratch, args.warmup, args.repeat)
+                for contender in contenders
+            ]
         table = table_markdown(workload, outcomes)
         details = details_markdown(outcomes)
-        print(f"\n{table}\n\n{details}")
+        load_line = f"Other processes used {other.share:.0%} of the machine's CPU time meanwhile."
+        print(f"\n{table}\n\n{details}\n\n{load_line}")
         if args.write_results:
             when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
             runs = f"median of {args.repeat} timed runs" if args.repeat > 1 else "one timed run"
@@ -490,7 +527,7 @@ def main(argv: list[str] | None = None) -> None:
             write_results(
                 heading,
                 f"Measured {when}, {runs}, with `{command}`.\n\n"
-                f"- Machine: {machine}.\n- Workload: {workload_markdown(workload)}.\n- {spark_line}\n\n"
+                f"- Machine: {machine}.\n- Workload: {workload_markdown(workload)}.\n- {spark_line}\n- {load_line}\n\n"
                 f"{table}\n\n{details}\n",
             )
     spark.stop()

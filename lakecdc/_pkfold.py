@@ -160,4 +160,7 @@ def replay(tbl: pa.Table, *, n_columns: int, n_keys: int, arrow_schema: pa.Schem
         out["_cdc_op_ts"].append(op_ts[k])
         out["_events"].append(events[k])
         out["_dups"].append(dups[k])
+        out["_stale"].append(0)
+        out["_errors"].append(0)
+        out["_pku"].append(False)
     return pa.Table.from_pydict(out, schema=arrow_schema)

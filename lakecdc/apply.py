@@ -26,13 +26,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark import StorageLevel
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakecdc.changes import PK_UPDATE_MODES, PkUpdate
 from lakecdc.columns import infer_types
-from lakecdc.consolidate import Layout, consolidate, drop_stale, widen
+from lakecdc.consolidate import Layout, drop_stale, fold, fold_with_key_moves, widen
 from lakecdc.decoders import get_decoder
 from lakecdc.decoders._records import read_records
 from lakecdc.errors import ConfigError, LakecdcError, MissingKeyError, PrimaryKeyUpdateError
@@ -204,17 +206,16 @@ def _combine(results: list[RunSummary], *, target: str, fmt: str, engine: str, s
 
 @dataclass
 class _Prepared:
+    """One table, ready to merge: its layout, its net actions and its counts."""
+
     table: str
     path: str
     layout: Layout
     new_fields: T.StructType
     exists: bool
-    fresh: DataFrame
-    stats: dict[str, int]
+    net: pa.Table
+    counts: dict[str, int]
     truncate_seq: str | None
-    has_pk_updates: bool
-    stored: DataFrame | None
-    wide: DataFrame
 
 
 def _run(
@@ -240,24 +241,18 @@ def _run(
                                              error=None)
                 continue
             try:
-                say(f"{table}: preparing")
+                say(f"{table}: consolidating")
                 prep, bad = _prepare(spark, engine, settings, target, table, profile[table], events)
             except MissingKeyError as exc:
                 failed[table] = TableSummary(table, path, events=profile[table]["events"], status="failed", error=str(exc))
                 continue
-            bad_parts.append(bad)
+            if bad is not None:
+                bad_parts.append(bad)
             prepared.append(prep)
-        if settings.pk_update == "abend":
-            for prep in prepared:
-                if prep.has_pk_updates:
-                    _raise_abend(prep)
         summaries = dict(failed)
         for prep in prepared:
-            say(f"{prep.table}: consolidating and merging")
-            try:
-                summaries[prep.table] = _commit(spark, engine, settings, target, prep, run_id=run_id, now=now)
-            finally:
-                prep.wide.unpersist()
+            say(f"{prep.table}: merging {prep.net.num_rows} net change(s)")
+            summaries[prep.table] = _commit(engine, settings, target, prep, run_id=run_id, now=now)
         say("writing the quarantine")
         bad_all = bad_parts[0]
         for b in bad_parts[1:]:
@@ -330,7 +325,12 @@ def _resolve_keys(table: str, declared: Sequence[str] | None, configured: Sequen
 def _prepare(
     spark: SparkSession, engine: DeltaRsEngine, settings: ApplySettings, target: str, table: str,
     prof: dict, events: DataFrame,
-) -> tuple[_Prepared, DataFrame]:
+) -> tuple[_Prepared, DataFrame | None]:
+    """Fold one table's events into net actions (collected as Arrow) and count what was left out.
+
+    Returns the prepared table and, when some of its records did not fit (a value of the wrong
+    type, a missing key), those records for the quarantine.
+    """
     path = table_path(target, table)
     exists = engine.exists(path)
     existing = engine.schema(path) if exists else T.StructType()
@@ -362,64 +362,64 @@ def _prepare(
     )
     new_fields = T.StructType([T.StructField(c, inferred[c]) for c in seen])
 
-    wide = widen(mine, layout).persist(StorageLevel.MEMORY_AND_DISK)
-    bad = wide.where(F.col("_error").isNotNull()).select(
-        "_file", "_block", "_row", "_line", F.lit(table).alias("table"), "_error", "_raw"
-    )
-    ok = wide.where(F.col("_error").isNull())
     watermark = truncate_watermark(engine, target, table) if exists else None
+    run_truncate = prof["max_truncate"]
+    if run_truncate is not None and watermark is not None and run_truncate <= watermark:
+        run_truncate = None  # a replayed truncate: already applied
     max_stored = stored_max_seq(engine, target, table) if exists else ""
     need_stored = max_stored is None or (prof["min_seq"] is not None and prof["min_seq"] <= max_stored)
     stored = read_stored(spark, engine, target, table, layout) if need_stored else None
-    marked = drop_stale(ok, layout, stored, watermark)
-    run_truncate = prof["max_truncate"]
-    stats_row = marked.agg(
-        F.sum(F.col("_stale").cast("int")).alias("stale"),
-        F.sum((F.col("_pku") & ~F.col("_stale")).cast("int")).alias("pku"),
-        F.max(F.when((F.col("_op") == "T") & ~F.col("_stale"), F.col("_seq"))).alias("truncate"),
-    ).first()
-    stats = {"stale": int((stats_row and stats_row["stale"]) or 0), "pku": int((stats_row and stats_row["pku"]) or 0)}
-    run_truncate = stats_row["truncate"] if stats_row else None
-    fresh = marked.where(~F.col("_stale") & (F.col("_op") != "T"))
+    marked = drop_stale(widen(mine, layout), layout, stored, watermark)
+    usable = marked.where(F.col("_op") != "T")
     if run_truncate is not None:
-        fresh = fresh.where(F.col("_seq") > F.lit(run_truncate))
+        usable = usable.where(F.col("_seq") > F.lit(run_truncate))
+    net = fold(usable, layout).toArrow()
+    counts = {
+        name: int(pc.sum(net.column(name)).as_py() or 0) for name in ("_events", "_dups", "_stale", "_errors")
+    }
+    if pc.any(net.column("_pku")).as_py():
+        ok = usable.where(F.col("_error").isNull() & ~F.col("_stale"))
+        if settings.pk_update == "abend":
+            _raise_abend(table, ok, layout)
+        if stored is None:
+            stored = read_stored(spark, engine, target, table, layout)
+        moved = fold_with_key_moves(
+            ok, layout, pk_update=settings.pk_update, table=table,
+            target_rows=read_rows(spark, engine, target, table, layout), stored=stored,
+        ).toArrow()
+        counts["_dups"] = int(pc.sum(moved.column("_dups")).as_py() or 0)
+        counts["_pku"] = int(ok.where("_pku").count())
+        net = moved
+    net = net.filter(pc.is_valid(net.column("_action")))
+    bad = None
+    if counts["_errors"]:
+        bad = marked.where(F.col("_error").isNotNull()).select(
+            "_file", "_block", "_row", "_line", F.lit(table).alias("table"), "_error", "_raw"
+        )
+    counts["events"] = prof["events"]
     prep = _Prepared(
-        table=table, path=path, layout=layout, new_fields=new_fields, exists=exists, fresh=fresh,
-        stats={"events": prof["events"], **stats}, truncate_seq=run_truncate,
-        has_pk_updates=stats["pku"] > 0, stored=stored, wide=wide,
+        table=table, path=path, layout=layout, new_fields=new_fields, exists=exists, net=net,
+        counts=counts, truncate_seq=run_truncate,
     )
     return prep, bad
 
 
-def _raise_abend(prep: _Prepared) -> None:
-    first = prep.fresh.where("_pku").orderBy("_seq").limit(1).collect()
+def _raise_abend(table: str, ok: DataFrame, layout: Layout) -> None:
+    first = ok.where("_pku").orderBy("_seq").limit(1).collect()
     if not first:
         return
     r = first[0]
-    nk = len(prep.layout.keys)
+    nk = len(layout.keys)
     old = tuple(r[f"k{j}"] for j in range(nk))
     new = tuple(r[f"n{j}"] for j in range(nk))
-    raise PrimaryKeyUpdateError(prep.table, old, new, r["_pos"])
+    raise PrimaryKeyUpdateError(table, old, new, r["_pos"])
 
 
 def _commit(
-    spark: SparkSession, engine: DeltaRsEngine, settings: ApplySettings, target: str, prep: _Prepared,
-    *, run_id: int, now: dt.datetime,
+    engine: DeltaRsEngine, settings: ApplySettings, target: str, prep: _Prepared, *, run_id: int, now: dt.datetime,
 ) -> TableSummary:
     layout = prep.layout
-    target_rows = read_rows(spark, engine, target, prep.table, layout) if prep.has_pk_updates else None
-    stored = prep.stored
-    if prep.has_pk_updates and stored is None:
-        stored = read_stored(spark, engine, target, prep.table, layout)
-    net = consolidate(
-        prep.fresh, layout, pk_update=settings.pk_update, has_pk_updates=prep.has_pk_updates,
-        table=prep.table, target_rows=target_rows, stored=stored,
-    )
-    n, nk = len(layout.columns), len(layout.keys)
-    if engine.name == "delta-rs":
-        source = BatchSource.from_arrow(net.toArrow(), n_columns=n, n_keys=nk)
-    else:
-        source = BatchSource.from_spark(net, n_columns=n, n_keys=nk)
+    source = BatchSource.from_arrow(prep.net, n_columns=len(layout.columns), n_keys=len(layout.keys))
     schema = T.StructType(
         [T.StructField(c, t) for c, t in zip(layout.columns, layout.types)]
         + [T.StructField(name, dtype) for name, dtype in CDC_COLUMNS]
@@ -443,11 +443,11 @@ def _commit(
         engine.append(tombstone_path(target, prep.table), stones, version=run_id)
     expire_tombstones(engine, target, prep.table, settings.tombstone_retention, now)
     if settings.pk_update == "update":
-        moved = min(prep.stats["pku"], inserted, deleted)
+        moved = min(prep.counts.get("_pku", 0), inserted, deleted)
         inserted, deleted, updated = inserted - moved, deleted - moved, updated + moved
     return TableSummary(
-        source_table=prep.table, target=prep.path, events=prep.stats["events"], inserted=inserted,
-        updated=updated, deleted=deleted, duplicate_or_late=prep.stats["stale"] + source.dups,
+        source_table=prep.table, target=prep.path, events=prep.counts["events"], inserted=inserted,
+        updated=updated, deleted=deleted, duplicate_or_late=prep.counts["_stale"] + prep.counts["_dups"],
         delta_version=engine.version(prep.path),
     )
 

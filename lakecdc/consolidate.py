@@ -20,7 +20,6 @@ column name works.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -147,59 +146,81 @@ def drop_stale(wide: DataFrame, layout: Layout, stored: DataFrame | None, waterm
 
 
 def fold(wide: DataFrame, layout: Layout) -> DataFrame:
-    """Fold each key's (fresh, non-truncate) events into one net action.
+    """Fold each key's events into one net action, counting the events it leaves out.
+
+    ``wide`` comes from :func:`widen` (and :func:`drop_stale`, which adds ``_stale``); truncates
+    must have been removed. Events with an ``_error`` or marked ``_stale`` take no part in the
+    fold but are counted, so that one pass over the data gives both the actions and the counts.
 
     Output, one row per key: ``k{j}``, ``c{i}`` (value), ``u{i}`` (true: overwrite the target's
-    value on update), ``_action`` (``upsert`` or ``delete``), ``_cdc_seq``, ``_cdc_op``,
-    ``_cdc_op_ts``, ``_events``, ``_dups`` (same key and seq as an earlier event of this run).
+    value on update), ``_action`` (``upsert``, ``delete``, or NULL when the key had no usable
+    event), ``_cdc_seq``, ``_cdc_op``, ``_cdc_op_ts``, and the counts ``_events``, ``_dups``
+    (same key and seq as an earlier event of this run), ``_stale``, ``_errors``, and ``_pku``
+    (the key saw a primary-key update: the caller must fold it with :func:`consolidate`).
     """
     keys = layout.key_cols
-    order = [F.col("_seq"), *[F.col(c) for c in ARRIVAL]]
-    w = Window.partitionBy(*keys).orderBy(*order)
+    n = len(layout.columns)
+    stale = F.col("_stale") if "_stale" in wide.columns else F.lit(False)
+    ok = F.col("_error").isNull() & ~stale
+    src = wide.select(
+        *keys, "_op", "_seq", "_op_ts", "_pku", *ARRIVAL, ok.alias("_ok"), stale.alias("_stale"),
+        F.col("_error").isNotNull().alias("_bad"),
+        *[f"{p}{i}" for i in range(n) for p in ("a", "p", "b", "q")],
+    )
+    # Unusable events sort first in their key's partition, so lag() of a usable event only
+    # ever shows another usable event or nothing usable (prev_ok false).
+    w = Window.partitionBy(*keys).orderBy(F.col("_ok"), F.col("_seq"), *[F.col(c) for c in ARRIVAL])
     whole = w.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    okc = F.col("_ok")
     is_d = F.col("_op") == "D"
-    ev = wide.select(
-        *keys, "_op", "_seq", "_op_ts",
-        *[f"a{i}" for i in range(len(layout.columns))], *[f"p{i}" for i in range(len(layout.columns))],
-        *[f"b{i}" for i in range(len(layout.columns))], *[f"q{i}" for i in range(len(layout.columns))],
+    ev = src.select(
+        "*",
+        F.coalesce(F.lag("_ok").over(w), F.lit(False)).alias("_prev_ok"),
         F.lag("_seq").over(w).alias("_prev_seq"),
         F.lag("_op").over(w).alias("_prev_op"),
-        F.max(F.when(is_d, F.col("_seq"))).over(whole).alias("_last_d"),
+        F.max(F.when(okc & is_d, F.col("_seq"))).over(whole).alias("_last_d"),
     )
-    dup = F.coalesce(F.col("_seq") == F.col("_prev_seq"), F.lit(False))
-    last_d = F.col("_last_d")
-    first_after_reset = F.when(last_d.isNull(), F.col("_prev_seq").isNull()).otherwise(
-        (F.col("_prev_op") == "D") & (F.col("_prev_seq") == last_d) & (F.col("_seq") > last_d)
+    prev_ok, last_d = F.col("_prev_ok"), F.col("_last_d")
+    dup = okc & prev_ok & (F.col("_seq") == F.col("_prev_seq"))
+    live = okc & ~dup
+    first_after_reset = live & F.when(last_d.isNull(), ~prev_ok).otherwise(
+        prev_ok & (F.col("_prev_op") == "D") & (F.col("_prev_seq") == last_d) & (F.col("_seq") > last_d)
     )
-    live = ~dup
     after_reset = last_d.isNull() | (F.col("_seq") > last_d)
     aggs: list[Column] = [
         F.count(F.lit(1)).alias("_events"),
-        F.sum(dup.cast("int")).alias("_dups"),
+        F.sum(dup.cast("long")).alias("_dups"),
+        F.sum((F.col("_stale") & ~F.col("_bad")).cast("long")).alias("_stale"),
+        F.sum(F.col("_bad").cast("long")).alias("_errors"),
+        F.max(live & F.col("_pku")).alias("_pku"),
         F.max(F.when(live, F.struct("_seq", "_op", "_op_ts"))).alias("_last"),
         F.max(last_d).alias("_last_d"),
     ]
-    for i in range(len(layout.columns)):
+    for i in range(n):
         aggs.append(
-            F.max(F.when(live & F.col(f"p{i}") & ~is_d & after_reset, F.struct(F.col("_seq"), F.col(f"a{i}").alias("v")))).alias(f"l{i}")
+            F.max(F.when(live & F.col(f"p{i}") & ~is_d & after_reset,
+                         F.struct(F.col("_seq"), F.col(f"a{i}").alias("v")))).alias(f"l{i}")
         )
         aggs.append(
-            F.max(F.when(live & first_after_reset & (F.col("_op") == "U") & F.col(f"q{i}"), F.struct(F.lit(1).alias("o"), F.col(f"b{i}").alias("v")))).alias(f"f{i}")
+            F.max(F.when(first_after_reset & (F.col("_op") == "U") & F.col(f"q{i}"),
+                         F.struct(F.lit(1).alias("o"), F.col(f"b{i}").alias("v")))).alias(f"f{i}")
         )
     agg = ev.groupBy(*keys).agg(*aggs)
     replace = F.col("_last_d").isNotNull()
     out: list[Column] = [*[F.col(k) for k in keys]]
-    for i in range(len(layout.columns)):
+    for i in range(n):
         last, fill = F.col(f"l{i}"), F.col(f"f{i}")
         out.append(F.when(last.isNotNull(), last["v"]).otherwise(fill["v"]).alias(f"c{i}"))
         out.append((last.isNotNull() | replace).alias(f"u{i}"))
     out += [
-        F.when(F.col("_last._op") == "D", F.lit("delete")).otherwise(F.lit("upsert")).alias("_action"),
+        F.when(F.col("_last").isNull(), F.lit(None))
+        .when(F.col("_last._op") == "D", F.lit("delete"))
+        .otherwise(F.lit("upsert")).alias("_action"),
         F.col("_last._seq").alias("_cdc_seq"),
         F.col("_last._op").alias("_cdc_op"),
         F.col("_last._op_ts").alias("_cdc_op_ts"),
-        F.col("_events").cast("long").alias("_events"),
-        F.col("_dups").cast("long").alias("_dups"),
+        *[F.coalesce(F.col(c), F.lit(0)).cast("long").alias(c) for c in ("_events", "_dups", "_stale", "_errors")],
+        F.coalesce(F.col("_pku"), F.lit(False)).alias("_pku"),
     ]
     return agg.select(*out)
 
@@ -216,6 +237,9 @@ def net_schema(layout: Layout) -> T.StructType:
         T.StructField("_cdc_op_ts", T.TimestampType()),
         T.StructField("_events", T.LongType()),
         T.StructField("_dups", T.LongType()),
+        T.StructField("_stale", T.LongType()),
+        T.StructField("_errors", T.LongType()),
+        T.StructField("_pku", T.BooleanType()),
     ]
     return T.StructType(fields)
 
@@ -228,38 +252,27 @@ def pk_touched(wide: DataFrame, layout: Layout) -> DataFrame:
     return old.unionByName(new).distinct()
 
 
-def consolidate(
+def fold_with_key_moves(
     wide: DataFrame,
     layout: Layout,
     *,
     pk_update: PkUpdate,
-    has_pk_updates: bool,
     table: str,
     target_rows: DataFrame | None = None,
     stored: DataFrame | None = None,
 ) -> DataFrame:
-    """Net actions for one table's fresh events (see :func:`fold`), primary-key updates included.
+    """Net actions for a batch that holds primary-key updates (see :func:`fold`).
 
-    ``target_rows`` (full rows of the target, positional ``c{i}`` plus ``_cdc_seq``) and
-    ``stored`` (tombstones and live seqs, ``k{j}`` + ``_stored_seq``) are only read when the
-    batch holds primary-key updates.
+    Keys untouched by any key change are folded by :func:`fold`; the others, with their target
+    rows (``k{j}``, ``c{i}``, ``_cdc_seq``) and stored seqs (``k{j}``, ``_stored_seq``), are
+    replayed in order by :mod:`lakecdc._pkfold`. ``wide`` must hold usable events only.
     """
-    if not has_pk_updates:
-        return fold(wide, layout)
     from lakecdc._pkfold import fold_pk_keys
 
     touched = pk_touched(wide, layout).withColumn("_touched", F.lit(True))
     marked = wide.join(touched, layout.key_cols, "left")
     simple = marked.where(F.col("_touched").isNull()).drop("_touched")
-    complex_ = marked.where(F.col("_touched").isNotNull()).drop("_touched")
+    moved = marked.where(F.col("_touched").isNotNull()).drop("_touched")
     return fold(simple, layout).unionByName(
-        fold_pk_keys(complex_, layout, touched, target_rows=target_rows, stored=stored, pk_update=pk_update, table=table)
+        fold_pk_keys(moved, layout, touched, target_rows=target_rows, stored=stored, pk_update=pk_update, table=table)
     )
-
-
-def key_ranges(net: DataFrame, layout: Layout) -> Sequence[tuple[object, object]]:
-    """Min and max of each key column of a batch, to prune target files in the MERGE."""
-    row = net.select(*[x for k in layout.key_cols for x in (F.min(k), F.max(k))]).first()
-    if row is None:
-        return []
-    return [(row[2 * j], row[2 * j + 1]) for j in range(len(layout.keys))]

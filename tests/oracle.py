@@ -203,11 +203,12 @@ class Oracle:
     * A delete of a key the table does not hold removes nothing but still leaves a tombstone with
       its seq (so an older insert arriving later cannot resurrect the key). It is not counted as
       ``duplicate_or_late`` and not as ``deleted``.
-    * A truncate is stale (``duplicate_or_late``, changes nothing) when its seq is not above the
-      table's watermark, so a replayed truncate counts as a duplicate. A truncate above the
-      watermark is applied even when it removes nothing (e.g. every row is newer).
-    * Keyed events are stale when strictly below the watermark (the contract's wording); with
-      unique seqs no keyed event can equal a truncate's seq.
+    * Rule 6's "below the table's last truncate" is strict, for truncates too: a truncate is
+      stale (``duplicate_or_late``) only when its seq is below the watermark. A replayed truncate
+      (seq equal to the watermark) is therefore applied, removes nothing (nothing older than the
+      watermark can be left) and is counted in ``events`` only. A truncate above the watermark
+      is applied even when it removes nothing (e.g. every row is newer). With unique seqs no
+      keyed event can equal a truncate's seq.
     * Truncate leaves existing tombstones alone and writes none: the watermark already rejects
       everything older.
     * A primary-key update whose new key already holds a row older than the update replaces that
@@ -217,9 +218,9 @@ class Oracle:
       live) and the new key ``inserted`` (``updated`` when it was live); ``update`` counts one
       ``updated`` when the old key was live and the new key was not, otherwise the same as
       delete-insert.
-    * ``abend`` raises for any primary-key update in the run, even a stale one, before anything
-      is applied (the formatter's rule: it sees the update, it stops). The first such update in
-      seq order is named.
+    * ``abend`` raises at the first primary-key update, in seq order, that rule 6 lets through
+      (a stale one changes nothing, so it is only counted, in every mode); the run is then
+      discarded as a whole.
     * An update of a live key counts ``updated`` even when no value changes; an upsert (I/R) of
       a live key counts ``updated``.
     * The column set holds every column present in any image of any event of the table,
@@ -246,9 +247,7 @@ class Oracle:
         state = self._tables.get(table)
         if state is None:
             return {}
-        return {
-            key: {col: row.get(col) for col in state.columns} for key, row in state.rows.items()
-        }
+        return {key: {col: row.get(col) for col in state.columns} for key, row in state.rows.items()}
 
     def stored_seq(self, table: str, key: Key) -> Seq | None:
         state = self._tables.get(table)
@@ -269,9 +268,7 @@ class Oracle:
 
     # ---- applying ------------------------------------------------------------------------------
 
-    def apply_run(
-        self, events: list[Event], pk_update: PkUpdate = "delete-insert"
-    ) -> dict[str, RunCounts]:
+    def apply_run(self, events: list[Event], pk_update: PkUpdate = "delete-insert") -> dict[str, RunCounts]:
         """Apply one run (one batch) and return its counts per table.
 
         On any error (``PrimaryKeyUpdateError``, ``ValueError`` for a malformed event) the oracle
@@ -282,12 +279,6 @@ class Oracle:
         for event in events:
             _validate(event)
         ordered = sorted(events, key=lambda e: e.seq)  # stable: arrival order breaks seq ties
-        if pk_update == "abend":
-            for event in ordered:
-                keys = pk_update_keys(event)
-                if keys is not None:
-                    raise PrimaryKeyUpdateError(event.table, keys[0], keys[1], event.pos)
-
         work = copy.deepcopy(self._tables)
         counts: dict[str, RunCounts] = {}
         live_before = {t: dict(s.seqs) for t, s in work.items()}
@@ -333,6 +324,8 @@ class Oracle:
             keys = pk_update_keys(event)
             if keys is None:
                 _update(state, key, event, counts)
+            elif pk_update == "abend":  # apply_run discards its working copy
+                raise PrimaryKeyUpdateError(event.table, keys[0], keys[1], event.pos)
             else:
                 _pk_update(state, keys[0], keys[1], event, pk_update, counts)
 
@@ -368,9 +361,7 @@ def _delete(state: TableState, key: Key, seq: Seq, counts: RunCounts) -> None:
     state.remove(key, seq)
 
 
-def _pk_update(
-    state: TableState, old: Key, new: Key, event: Event, mode: str, counts: RunCounts
-) -> None:
+def _pk_update(state: TableState, old: Key, new: Key, event: Event, mode: str, counts: RunCounts) -> None:
     """Rule 3 (``delete-insert`` and ``update`` give the same content; only counts differ)."""
     assert event.after is not None
     seq = event.seq
@@ -401,14 +392,15 @@ def _pk_update(
 
 def _truncate(state: TableState, seq: Seq, counts: RunCounts) -> None:
     """Rule 5: remove every row older than the truncate; raise the watermark."""
-    if state.truncated_at is not None and seq <= state.truncated_at:
+    if state.truncated_at is not None and seq < state.truncated_at:
         counts.duplicate_or_late += 1
         return
     for key in [k for k, row_seq in state.seqs.items() if row_seq < seq]:
         del state.rows[key]
         del state.seqs[key]
         counts.deleted += 1
-    state.truncated_at = seq
+    if state.truncated_at is None or seq > state.truncated_at:
+        state.truncated_at = seq
 
 
 def _net_counts(before: dict[Key, Seq], after: dict[Key, Seq], counts: RunCounts) -> None:

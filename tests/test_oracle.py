@@ -282,11 +282,26 @@ def test_pk_update_abend_raises_and_changes_nothing() -> None:
     assert c["updated"] == 1
 
 
-def test_pk_update_abend_raises_even_when_stale() -> None:
+def test_stale_pk_update_does_not_abend() -> None:
     o = Oracle()
     run(o, ins(5, ID=1, A="a"))
-    with pytest.raises(PrimaryKeyUpdateError):
-        run(o, upd(3, {"ID": 1}, {"ID": 2}), pk_update="abend")
+    c = run(o, upd(3, {"ID": 1}, {"ID": 2}), pk_update="abend")
+    assert rows(o) == {(1,): {"ID": 1, "A": "a"}}
+    assert c["duplicate_or_late"] == 1
+
+
+def test_abend_names_the_first_applicable_pk_update_in_seq_order() -> None:
+    o = Oracle()
+    run(o, ins(1, ID=1), ins(2, ID=3), ins(9, ID=5))
+    with pytest.raises(PrimaryKeyUpdateError) as info:
+        run(
+            o,
+            upd(6, {"ID": 3}, {"ID": 4}),
+            upd(4, {"ID": 5}, {"ID": 6}),
+            upd(5, {"ID": 1}, {"ID": 2}),
+            pk_update="abend",
+        )
+    assert (info.value.old_key, info.value.new_key) == ((1,), (2,))  # seq 4 is stale (row 5 has 9)
 
 
 def test_pk_update_onto_newer_key_deletes_old_key_only() -> None:
@@ -390,9 +405,13 @@ def test_late_truncate_does_not_remove_newer_rows() -> None:
     assert rows(o) == {(1,): {"ID": 1, "A": "a5"}}
     assert (c["events"], c["deleted"], c["duplicate_or_late"]) == (1, 1, 0)
     assert o.truncate_watermark(T) == (ts(4), f"{4:020d}", 0)
-    c = run(o, trunc(2), trunc(4))  # older than the watermark / a replay
+    c = run(o, trunc(2))  # older than the watermark: late
     assert rows(o) == {(1,): {"ID": 1, "A": "a5"}}
-    assert (c["events"], c["duplicate_or_late"], c["deleted"]) == (2, 2, 0)
+    assert (c["events"], c["duplicate_or_late"], c["deleted"]) == (1, 1, 0)
+    c = run(o, trunc(4))  # a replay: not below the watermark, so applied; it removes nothing
+    assert rows(o) == {(1,): {"ID": 1, "A": "a5"}}
+    assert (c["events"], c["duplicate_or_late"], c["deleted"]) == (1, 0, 0)
+    assert o.truncate_watermark(T) == (ts(4), f"{4:020d}", 0)
 
 
 def test_truncate_removing_nothing_still_raises_the_watermark() -> None:
@@ -438,8 +457,16 @@ def seed_events() -> list[Event]:
     for line in SEED_MESSAGES:
         m = json.loads(line)
         out.append(
-            Event(m["table"], m["op_type"], m["op_ts"], m["pos"], 0,
-                  m.get("before"), m.get("after"), TCUSTORD_KEYS)
+            Event(
+                m["table"],
+                m["op_type"],
+                m["op_ts"],
+                m["pos"],
+                0,
+                m.get("before"),
+                m.get("after"),
+                TCUSTORD_KEYS,
+            )
         )
     return out
 
@@ -455,14 +482,22 @@ def test_seed_tcustord_into_an_empty_table() -> None:
     c = o.apply_run([delete, update, insert])[TCUSTORD].as_dict()
     assert o.table(TCUSTORD) == {
         WILL: {
-            "CUST_CODE": "WILL", "ORDER_DATE": "1994-09-30:15:33:00", "PRODUCT_CODE": "CAR",
-            "ORDER_ID": 144, "PRODUCT_PRICE": 17520.00, "PRODUCT_AMOUNT": 3,
+            "CUST_CODE": "WILL",
+            "ORDER_DATE": "1994-09-30:15:33:00",
+            "PRODUCT_CODE": "CAR",
+            "ORDER_ID": 144,
+            "PRODUCT_PRICE": 17520.00,
+            "PRODUCT_AMOUNT": 3,
             "TRANSACTION_ID": 100,
         },
         # BILL was not in the target: inserted from after, then before for the missing columns
         BILL: {
-            "CUST_CODE": "BILL", "ORDER_DATE": "1995-12-31:15:00:00", "PRODUCT_CODE": "CAR",
-            "ORDER_ID": 765, "PRODUCT_PRICE": 14000.00, "PRODUCT_AMOUNT": 3,
+            "CUST_CODE": "BILL",
+            "ORDER_DATE": "1995-12-31:15:00:00",
+            "PRODUCT_CODE": "CAR",
+            "ORDER_ID": 765,
+            "PRODUCT_PRICE": 14000.00,
+            "PRODUCT_AMOUNT": 3,
             "TRANSACTION_ID": 100,
         },
     }
@@ -477,18 +512,46 @@ def test_seed_tcustord_over_existing_rows() -> None:
     insert, update, delete, truncate = seed_events()
     o = Oracle()
     earlier = "2015-11-01 00:00:00.000000"
-    o.apply_run([
-        Event(TCUSTORD, "I", earlier, "00000000000000000100", 0, None, {
-            "CUST_CODE": "BILL", "ORDER_DATE": "1995-12-31:15:00:00", "PRODUCT_CODE": "CAR",
-            "ORDER_ID": 765, "PRODUCT_PRICE": 15000.00, "PRODUCT_AMOUNT": 5,
-            "TRANSACTION_ID": 99,
-        }, TCUSTORD_KEYS),
-        Event(TCUSTORD, "I", earlier, "00000000000000000200", 0, None, {
-            "CUST_CODE": "DAVE", "ORDER_DATE": "1993-11-03:07:51:35", "PRODUCT_CODE": "PLANE",
-            "ORDER_ID": 600, "PRODUCT_PRICE": 135000.00, "PRODUCT_AMOUNT": 2,
-            "TRANSACTION_ID": 200,
-        }, TCUSTORD_KEYS),
-    ])
+    o.apply_run(
+        [
+            Event(
+                TCUSTORD,
+                "I",
+                earlier,
+                "00000000000000000100",
+                0,
+                None,
+                {
+                    "CUST_CODE": "BILL",
+                    "ORDER_DATE": "1995-12-31:15:00:00",
+                    "PRODUCT_CODE": "CAR",
+                    "ORDER_ID": 765,
+                    "PRODUCT_PRICE": 15000.00,
+                    "PRODUCT_AMOUNT": 5,
+                    "TRANSACTION_ID": 99,
+                },
+                TCUSTORD_KEYS,
+            ),
+            Event(
+                TCUSTORD,
+                "I",
+                earlier,
+                "00000000000000000200",
+                0,
+                None,
+                {
+                    "CUST_CODE": "DAVE",
+                    "ORDER_DATE": "1993-11-03:07:51:35",
+                    "PRODUCT_CODE": "PLANE",
+                    "ORDER_ID": 600,
+                    "PRODUCT_PRICE": 135000.00,
+                    "PRODUCT_AMOUNT": 2,
+                    "TRANSACTION_ID": 200,
+                },
+                TCUSTORD_KEYS,
+            ),
+        ]
+    )
     c = o.apply_run([insert, update, delete])[TCUSTORD].as_dict()
     table = o.table(TCUSTORD)
     assert set(table) == {WILL, BILL}
@@ -507,7 +570,7 @@ def test_render_seed_messages_round_trip() -> None:
     events = seed_events()
     lines = render_ogg_json(events).splitlines()
     assert len(lines) == 4
-    for line, original in zip(lines, SEED_MESSAGES):
+    for line, original in zip(lines, SEED_MESSAGES, strict=True):
         got, want = json.loads(line), json.loads(original)
         assert list(got)[:5] == ["table", "op_type", "op_ts", "current_ts", "pos"]
         assert got.pop("primary_keys") == list(TCUSTORD_KEYS)
@@ -520,11 +583,11 @@ def test_render_seed_messages_round_trip() -> None:
 
 
 def test_render_keeps_missing_null_and_empty_apart(tmp_path: Any) -> None:
-    e = upd(1, {"ID": 1, "A": None}, {"ID": 1, "B": "", "C": "é\"\\"})
+    e = upd(1, {"ID": 1, "A": None}, {"ID": 1, "B": "", "C": 'é"\\'})
     text = render_ogg_json([e])
     msg = json.loads(text)
     assert msg["before"] == {"ID": 1, "A": None}
-    assert msg["after"] == {"ID": 1, "B": "", "C": "é\"\\"}
+    assert msg["after"] == {"ID": 1, "B": "", "C": 'é"\\'}
     assert text.endswith("\n") and text.count("\n") == 1
     paths = write_runs([e, ins(2, ID=2)], [[1, 0], [0]], tmp_path / "landing")
     assert [p.name for p in paths] == ["run-0001.json", "run-0002.json"]

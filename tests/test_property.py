@@ -59,8 +59,17 @@ CLI_EXAMPLES = int(os.environ.get("LAKECDC_PROPERTY_CLI_EXAMPLES", "5"))
 ASSERT_NET_ROW_COUNTS = True
 
 SUMMARY_FIELDS = (
-    "source_table", "target", "events", "inserted", "updated", "deleted",
-    "duplicate_or_late", "quarantined", "delta_version",
+    "source_table",
+    "target",
+    "events",
+    "inserted",
+    "updated",
+    "deleted",
+    "duplicate_or_late",
+    "quarantined",
+    "delta_version",
+    "status",
+    "error",
 )
 
 # ---- scenarios ---------------------------------------------------------------------------------
@@ -77,8 +86,14 @@ STRS = st.text(alphabet="ab '\"\\é", max_size=3)
 
 # weights by repetition; sampled_from shrinks towards the first entry
 KINDS = (
-    ["insert"] * 10 + ["update"] * 16 + ["orphan_update"] * 2 + ["pk_update"] * 4
-    + ["pk_chain"] * 2 + ["delete"] * 6 + ["reinsert"] * 2 + ["truncate"]
+    ["insert"] * 10
+    + ["update"] * 16
+    + ["orphan_update"] * 2
+    + ["pk_update"] * 4
+    + ["pk_chain"] * 2
+    + ["delete"] * 6
+    + ["reinsert"] * 2
+    + ["truncate"]
 )
 PK_MODES = ("delete-insert", "delete-insert", "update", "abend")
 
@@ -138,8 +153,7 @@ class _History:
 
     # -- plumbing
 
-    def emit(self, spec: TableSpec, op: str, before: dict | None = None,
-             after: dict | None = None) -> None:
+    def emit(self, spec: TableSpec, op: str, before: dict | None = None, after: dict | None = None) -> None:
         if self.events and self.draw(st.booleans()):
             self.op_ts += timedelta(microseconds=self.draw(st.integers(1, 10**10)))
             self.pos_base = self.draw(st.integers(0, 10**15))
@@ -147,13 +161,19 @@ class _History:
         else:
             self.in_tx += 1
         event = Event(
-            spec.name, op, f"{self.op_ts:%Y-%m-%d %H:%M:%S.%f}",
-            f"{self.pos_base + self.in_tx:020d}", 0, before, after, spec.keys,
+            spec.name,
+            op,
+            f"{self.op_ts:%Y-%m-%d %H:%M:%S.%f}",
+            f"{self.pos_base + self.in_tx:020d}",
+            0,
+            before,
+            after,
+            spec.keys,
         )
         self.events.append(event)
 
     def key_values(self, spec: TableSpec, key: tuple[Any, ...]) -> dict[str, Any]:
-        return dict(zip(spec.keys, key))
+        return dict(zip(spec.keys, key, strict=True))
 
     def columns(self, spec: TableSpec, *, full: bool | None = None) -> list[str]:
         """All non-key columns, or a random subset of them (possibly empty)."""
@@ -277,7 +297,7 @@ class DeliveryPlan:
             runs[r % self.n_runs].append(i % n_events)
         if self.shuffle:
             runs = [
-                [i for _, i in sorted(zip(self.order_keys, run), key=lambda p: p[0])]
+                [i for _, i in sorted(zip(self.order_keys, run, strict=False), key=lambda p: p[0])]
                 for run in runs
             ]
         return [run for run in runs if run]
@@ -290,17 +310,18 @@ def delivery_plans(draw: st.DrawFn, max_events: int) -> DeliveryPlan:
         n_runs=draw(st.integers(1, 4)),
         scattered=draw(st.booleans()),
         run_of=draw(st.lists(st.integers(0, 11), min_size=size, max_size=size)),
-        replays=draw(st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 3)),
-                              max_size=max_events // 3 + 1)),
+        replays=draw(
+            st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 3)), max_size=max_events // 3 + 1)
+        ),
         shuffle=draw(st.booleans()),
-        order_keys=draw(st.lists(st.integers(0, 10**6), min_size=size + max_events,
-                                 max_size=size + max_events)),
+        order_keys=draw(
+            st.lists(st.integers(0, 10**6), min_size=size + max_events, max_size=size + max_events)
+        ),
     )
 
 
 @st.composite
-def scenarios(draw: st.DrawFn, *, max_events: int = 30,
-              modes: tuple[str, ...] = PK_MODES) -> Scenario:
+def scenarios(draw: st.DrawFn, *, max_events: int = 30, modes: tuple[str, ...] = PK_MODES) -> Scenario:
     pk_update = draw(st.sampled_from(modes))
     primary_keys = draw(st.booleans())
     plan = draw(delivery_plans(max_events))
@@ -322,8 +343,7 @@ def describe(sc: Scenario) -> str:
     for spec in sc.specs:
         lines.append(f"table {spec.name} keys={spec.keys} columns={spec.columns}")
     for i, e in enumerate(sc.events):
-        lines.append(f"  #{i:<3} {e.table:<24} {e.op} {e.op_ts} {e.pos} "
-                     f"before={e.before} after={e.after}")
+        lines.append(f"  #{i:<3} {e.table:<24} {e.op} {e.op_ts} {e.pos} before={e.before} after={e.after}")
     for n, run in enumerate(sc.runs, 1):
         lines.append(f"run {n}: {run}")
     return "\n".join(lines)
@@ -353,19 +373,18 @@ def delta_tables_under(root: Path) -> dict[str, int]:
 def table_problems(oracle: Oracle, table: str, path: str | None) -> list[str]:
     expected = oracle.table(table)
     if path is None:
-        return [f"{table}: no target reported, the oracle holds {len(expected)} rows"] \
-            if expected else []
+        return [f"{table}: no target reported, the oracle holds {len(expected)} rows"] if expected else []
     keys = oracle.keys(table)
     seen = oracle.columns(table)
     try:
         cols, rows = read_delta(path)
     except TableNotFoundError:
         # fine while the table has nothing to hold (e.g. it has only seen truncates)
-        return [f"{table}: no Delta table at {path}, the oracle holds {len(expected)} rows"] \
-            if expected else []
+        return (
+            [f"{table}: no Delta table at {path}, the oracle holds {len(expected)} rows"] if expected else []
+        )
     problems = [f"{table}: column {c!r} was never in the source" for c in cols if c not in seen]
-    problems += [f"{table}: key column {k!r} missing from the Delta table" for k in keys
-                 if k not in cols]
+    problems += [f"{table}: key column {k!r} missing from the Delta table" for k in keys if k not in cols]
     if any(k not in cols for k in keys):
         return problems
     all_cols = list(seen) + [c for c in cols if c not in seen]
@@ -381,8 +400,9 @@ def table_problems(oracle: Oracle, table: str, path: str | None) -> list[str]:
     for key in sorted(actual.keys() - want.keys(), key=repr):
         problems.append(f"{table}: row {key!r} should not exist; found {actual[key]}")
     for key in sorted(want.keys() & actual.keys(), key=repr):
-        diff = {c: (actual[key][c], want[key][c]) for c in all_cols
-                if not _same(actual[key][c], want[key][c])}
+        diff = {
+            c: (actual[key][c], want[key][c]) for c in all_cols if not _same(actual[key][c], want[key][c])
+        }
         if diff:
             problems.append(f"{table}: row {key!r} differs (column: (found, expected)): {diff}")
     return problems
@@ -398,26 +418,34 @@ def assert_targets_match(oracle: Oracle, targets: dict[str, str], when: str) -> 
     problems = []
     for table in oracle.tables():
         problems += table_problems(oracle, table, targets.get(table))
-    assert not problems, f"after {when}, the targets differ from the oracle:\n" + \
-        "\n".join(problems[:40])
+    assert not problems, f"after {when}, the targets differ from the oracle:\n" + "\n".join(problems[:40])
 
 
-def assert_counts(number: int, sc: Scenario, run_events: list[Event],
-                  expected: dict[str, RunCounts], actual: dict[str, dict[str, Any]]) -> None:
+def assert_counts(
+    number: int,
+    sc: Scenario,
+    run_events: list[Event],
+    expected: dict[str, RunCounts],
+    actual: dict[str, dict[str, Any]],
+) -> None:
     problems = []
     for table, exp in expected.items():
         got = actual.get(table)
         if got is None:
             problems.append(f"{table}: no summary entry, expected {exp.as_dict()}")
             continue
+        if got.get("status") not in (None, "applied"):
+            problems.append(f"{table}: status={got.get('status')!r}, error={got.get('error')!r}")
         for name in ("events", "duplicate_or_late"):
             if got[name] != getattr(exp, name):
                 problems.append(f"{table}: {name}={got[name]}, expected {getattr(exp, name)}")
         if got["quarantined"] != 0:
             problems.append(f"{table}: quarantined={got['quarantined']}, expected 0")
         mine = [e for e in run_events if e.table == table]
-        if ASSERT_NET_ROW_COUNTS and not any(e.op == "T" for e in mine) and not (
-            sc.pk_update == "update" and any(pk_update_keys(e) for e in mine)
+        if (
+            ASSERT_NET_ROW_COUNTS
+            and not any(e.op == "T" for e in mine)
+            and not (sc.pk_update == "update" and any(pk_update_keys(e) for e in mine))
         ):
             want = (exp.net_inserted, exp.net_updated, exp.net_deleted)
             found = (got["inserted"], got["updated"], got["deleted"])
@@ -441,7 +469,7 @@ def run_scenario(sc: Scenario, workdir: Path, target: Path, apply: Applier) -> N
     files = write_runs(sc.events, sc.runs, workdir / "runs", primary_keys=sc.primary_keys)
     oracle = Oracle()
     targets: dict[str, str] = {}
-    for number, (run, path) in enumerate(zip(sc.runs, files), start=1):
+    for number, (run, path) in enumerate(zip(sc.runs, files, strict=True), start=1):
         run_events = [sc.events[i] for i in run]
         try:
             expected = oracle.apply_run(run_events, pk_update=sc.pk_update)  # type: ignore[arg-type]
@@ -478,8 +506,9 @@ def assert_names_a_pk_update(message: str, run_events: list[Event]) -> None:
 def api_applier(spark: Any, sc: Scenario, target: Path) -> Applier:
     applied: list[str] = []
 
-    def apply(number: int, path: Path, run_events: list[Event], expect_failure: bool
-              ) -> dict[str, dict[str, Any]] | None:
+    def apply(
+        number: int, path: Path, run_events: list[Event], expect_failure: bool
+    ) -> dict[str, dict[str, Any]] | None:
         import lakecdc
 
         applied.append(str(path))  # all files so far: lakecdc must skip those already applied
@@ -490,9 +519,7 @@ def api_applier(spark: Any, sc: Scenario, target: Path) -> Applier:
             assert_names_a_pk_update(str(info.value), run_events)
             return None
         summary = lakecdc.apply(list(applied), str(target), **kwargs)
-        return {
-            t.source_table: {f: getattr(t, f) for f in SUMMARY_FIELDS} for t in summary.tables
-        }
+        return {t.source_table: {f: getattr(t, f, None) for f in SUMMARY_FIELDS} for t in summary.tables}
 
     return apply
 
@@ -503,19 +530,30 @@ def cli_applier(sc: Scenario, workdir: Path, target: Path) -> Applier:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
 
-    def apply(number: int, path: Path, run_events: list[Event], expect_failure: bool
-              ) -> dict[str, dict[str, Any]] | None:
+    def apply(
+        number: int, path: Path, run_events: list[Event], expect_failure: bool
+    ) -> dict[str, dict[str, Any]] | None:
         shutil.copy(path, landing / path.name)  # the landing directory grows by one file a run
         summary_file = workdir / f"summary-{number:04d}.json"
         cmd = [
-            sys.executable, "-m", "lakecdc", "apply", "--format", "ogg-json",
-            "--input", str(landing), "--target", str(target),
-            "--summary-json", str(summary_file), "--pk-update", sc.pk_update,
+            sys.executable,
+            "-m",
+            "lakecdc",
+            "apply",
+            "--format",
+            "ogg-json",
+            "--input",
+            str(landing),
+            "--target",
+            str(target),
+            "--summary-json",
+            str(summary_file),
+            "--pk-update",
+            sc.pk_update,
         ]
         for table, cols in sc.keys().items():
             cmd += ["--key", f"{table}={','.join(cols)}"]
-        proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True,
-                              timeout=1800)
+        proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=1800)
         output = proc.stdout + proc.stderr
         if expect_failure:
             assert proc.returncode != 0, f"run {number} should abend; exit 0:\n{output[-3000:]}"
@@ -540,8 +578,7 @@ SLOW_SETTINGS = dict(
 @pytest.mark.spark
 @settings(max_examples=API_EXAMPLES, **SLOW_SETTINGS)  # type: ignore[arg-type]
 @given(sc=scenarios())
-def test_api_matches_oracle(spark: Any, tmp_path_factory: pytest.TempPathFactory,
-                            sc: Scenario) -> None:
+def test_api_matches_oracle(spark: Any, tmp_path_factory: pytest.TempPathFactory, sc: Scenario) -> None:
     workdir = tmp_path_factory.mktemp("api")
     target = workdir / "target"
     run_scenario(sc, workdir, target, api_applier(spark, sc, target))
@@ -573,17 +610,16 @@ def _outcome(sc: Scenario, runs: list[list[int]]) -> tuple[Any, ...]:
     return tables, counts
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(sc=scenarios(), data=st.data())
 def test_oracle_ignores_arrival_order_inside_runs(sc: Scenario, data: st.DataObject) -> None:
     reshuffled = [list(data.draw(st.permutations(run))) for run in sc.runs]
     assert _outcome(sc, sc.runs) == _outcome(sc, reshuffled)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(sc=scenarios(modes=("delete-insert", "update")), data=st.data())
-def test_oracle_replays_change_only_the_duplicate_count(sc: Scenario,
-                                                        data: st.DataObject) -> None:
+def test_oracle_replays_change_only_the_duplicate_count(sc: Scenario, data: st.DataObject) -> None:
     delivered: list[int] = []
     replayed = []
     for run in sc.runs:
@@ -593,16 +629,18 @@ def test_oracle_replays_change_only_the_duplicate_count(sc: Scenario,
     plain_tables, plain_counts = _outcome(sc, sc.runs)
     tables, counts = _outcome(sc, replayed)
     assert tables == plain_tables
-    for run, extra_run, got, want in zip(sc.runs, replayed, counts, plain_counts):
-        extra = [sc.events[i].table for i in extra_run[len(run):]]
+    for run, extra_run, got, want in zip(sc.runs, replayed, counts, plain_counts, strict=False):
+        extra = [sc.events[i] for i in extra_run[len(run) :]]
         for table in set(got) | set(want):
             g = got.get(table, {"events": 0, "duplicate_or_late": 0})
             w = want.get(table, {"events": 0, "duplicate_or_late": 0})
-            assert g["events"] - w["events"] == extra.count(table)
-            assert g["duplicate_or_late"] - w["duplicate_or_late"] == extra.count(table)
+            assert g["events"] - w["events"] == sum(e.table == table for e in extra)
+            # a replayed truncate is not below the watermark: applied as a no-op, not counted
+            keyed = sum(e.table == table and e.op != "T" for e in extra)
+            assert g["duplicate_or_late"] - w["duplicate_or_late"] == keyed
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(sc=scenarios(modes=("delete-insert", "update")))
 def test_oracle_in_seq_order_reproduces_the_source(sc: Scenario) -> None:
     """Delivered once each, in seq order, in any number of runs: the target is the source."""
@@ -624,10 +662,26 @@ def test_oracle_in_seq_order_reproduces_the_source(sc: Scenario) -> None:
 
 def test_scenario_files_parse_back(tmp_path: Path) -> None:
     """One concrete scenario, end to end through the renderer (no Spark)."""
-    e1 = Event("QASOURCE.TCUSTMER", "I", "2024-01-01 00:00:00.000000", "0" * 20, 0, None,
-               {"ID": 1, "C1": "a"}, ("ID",))
-    e2 = Event("QASOURCE.TCUSTMER", "U", "2024-01-01 00:00:00.000000", "0" * 19 + "1", 0,
-               {"ID": 1}, {"ID": 2, "C1": None}, ("ID",))
+    e1 = Event(
+        "QASOURCE.TCUSTMER",
+        "I",
+        "2024-01-01 00:00:00.000000",
+        "0" * 20,
+        0,
+        None,
+        {"ID": 1, "C1": "a"},
+        ("ID",),
+    )
+    e2 = Event(
+        "QASOURCE.TCUSTMER",
+        "U",
+        "2024-01-01 00:00:00.000000",
+        "0" * 19 + "1",
+        0,
+        {"ID": 1},
+        {"ID": 2, "C1": None},
+        ("ID",),
+    )
     files = write_runs([e1, e2], [[1], [0, 1]], tmp_path)
     lines = [json.loads(line) for f in files for line in f.read_text().splitlines()]
     assert [(m["op_type"], m["pos"][-1]) for m in lines] == [("U", "1"), ("I", "0"), ("U", "1")]

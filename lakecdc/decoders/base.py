@@ -91,9 +91,7 @@ def first_error(*checks: tuple[Column, Column | str]) -> Column:
 def parse_op_ts(text: Column) -> Column:
     """A source timestamp string (``2015-11-05 18:45:36.000000`` or ISO-8601) read as UTC.
 
-    The zone is fixed to UTC explicitly, so a notebook whose session time zone differs still
-    reads the same instant.
+    A string without a zone is read as UTC explicitly (``Z`` appended), so a notebook whose
+    session time zone differs still reads the same instant; a string with its own zone keeps it.
     """
-    iso = F.regexp_replace(F.trim(text), r"^(\d{4}-\d{2}-\d{2})[ T:]", "$1T")
-    with_zone = F.when(iso.rlike(r"(Z|[+-]\d{2}:?\d{2})$"), iso).otherwise(F.concat(iso, F.lit("Z")))
-    return with_zone.try_cast("timestamp")
+    return F.coalesce(F.concat(text, F.lit("Z")).try_cast("timestamp"), text.try_cast("timestamp"))

@@ -21,8 +21,6 @@ class BatchSource:
     always_set: frozenset[int]
     key_ranges: tuple[tuple[Any, Any], ...]
     deletes: pa.Table  # k{j}, _cdc_seq of the keys the batch deletes
-    events: int
-    dups: int
     arrow: pa.Table | None = None
     df: DataFrame | None = None
 
@@ -45,8 +43,6 @@ class BatchSource:
             always_set=always,
             key_ranges=ranges,
             deletes=deletes,
-            events=int(pc.sum(table.column("_events")).as_py() or 0),
-            dups=int(pc.sum(table.column("_dups")).as_py() or 0),
             arrow=table,
         )
 
@@ -54,7 +50,7 @@ class BatchSource:
     def from_spark(cls, df: DataFrame, *, n_columns: int, n_keys: int) -> BatchSource:
         """Facts computed by one Spark aggregation; the rows stay distributed (delta-spark)."""
         df = df.persist()
-        aggs = [F.count(F.lit(1)).alias("n"), F.sum("_events").alias("ev"), F.sum("_dups").alias("dups")]
+        aggs = [F.count(F.lit(1)).alias("n")]
         aggs += [F.min(F.coalesce(f"u{i}", F.lit(False))).alias(f"u{i}") for i in range(n_columns)]
         aggs += [x for j in range(n_keys) for x in (F.min(f"k{j}").alias(f"lo{j}"), F.max(f"k{j}").alias(f"hi{j}"))]
         row = df.agg(*aggs).first()
@@ -67,7 +63,5 @@ class BatchSource:
             always_set=frozenset(i for i in range(n_columns) if row[f"u{i}"]),
             key_ranges=tuple((row[f"lo{j}"], row[f"hi{j}"]) for j in range(n_keys)),
             deletes=deletes,
-            events=int(row["ev"] or 0),
-            dups=int(row["dups"] or 0),
             df=df,
         )

@@ -1,0 +1,49 @@
+"""Shared fixtures: one small local Spark session for the whole test run."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+SAMPLES = Path(os.environ.get("LAKECDC_SAMPLES", SHARED / "samples"))
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """A local Spark session sized for tests (2 threads, 2 shuffle partitions)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from lakecdc.session import get_spark
+
+    session = get_spark(conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2",
+                              "spark.driver.memory": "2g"})
+    yield session
+
+
+def strip_license_header(text: str) -> str:
+    """The samples from public projects start with a /* ... */ licence block: drop it."""
+    stripped = text.lstrip()
+    if stripped.startswith("/*"):
+        end = stripped.index("*/") + 2
+        return stripped[end:].lstrip("\n")
+    return text
+
+
+@pytest.fixture
+def sample(tmp_path):
+    """Copy a file of ../shared/samples into tmp_path without its licence header."""
+
+    def copy(relative: str, name: str | None = None) -> Path:
+        src = SAMPLES / relative
+        if not src.exists():
+            pytest.skip(f"shared sample {src} not present")
+        dest = tmp_path / "landing" / (name or src.name)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_text(strip_license_header(src.read_text()))
+        return dest
+
+    return copy
