@@ -104,8 +104,8 @@ class PeakRss:
 
 
 class OtherLoad:
-    """Share of the machine's CPU time used by processes outside this process tree meanwhile
-    (other work on the machine skews every figure)."""
+    """Share of the machine's CPU time used meanwhile by other processes (and the hypervisor's
+    steal): other work on the machine skews every figure."""
 
     share = 0.0
 
@@ -122,8 +122,11 @@ class OtherLoad:
 
     @staticmethod
     def _busy() -> float:
+        """Busy CPU seconds of the machine (on Linux ``user`` already includes ``guest``)."""
         times = psutil.cpu_times()
-        return sum(times) - times.idle - getattr(times, "iowait", 0.0)
+        return sum(
+            getattr(times, name, 0.0) for name in ("user", "nice", "system", "irq", "softirq", "steal")
+        )
 
     @staticmethod
     def _own() -> float:
@@ -518,7 +521,7 @@ def main(argv: list[str] | None = None) -> None:
             ]
         table = table_markdown(workload, outcomes)
         details = details_markdown(outcomes)
-        load_line = f"Other processes used {other.share:.0%} of the machine's CPU time meanwhile."
+        load_line = f"Other work took {other.share:.0%} of the machine's CPU time meanwhile."
         print(f"\n{table}\n\n{details}\n\n{load_line}")
         if args.write_results:
             when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

@@ -62,7 +62,8 @@ def truncate_watermark(engine: DeltaRsEngine, target: str, table: str) -> str | 
     path = tombstone_path(target, table)
     if not engine.exists(path):
         return None
-    marks = engine.table(path).to_pyarrow_table(columns=["_cdc_seq", "_cdc_kind"], filters=[("_cdc_kind", "=", "T")])
+    marks = engine.read_arrow(path, ["_cdc_seq", "_cdc_kind"])
+    marks = marks.filter(pc.equal(marks.column("_cdc_kind"), "T"))
     if marks.num_rows == 0:
         return None
     return pc.max(marks.column("_cdc_seq")).as_py()
@@ -134,12 +135,11 @@ def expire_tombstones(engine: DeltaRsEngine, target: str, table: str, retention:
     path = tombstone_path(target, table)
     if not engine.exists(path):
         return 0
-    cutoff = (now - retention).astimezone(dt.timezone.utc).replace(tzinfo=None).isoformat(sep=" ")
-    actions = pa.table(engine.table(path).get_add_actions(flatten=True))
-    col = "min._cdc_recorded_at"
-    if actions.num_rows == 0 or (col in actions.column_names and all(
-        v is not None and v.replace(tzinfo=None) >= dt.datetime.fromisoformat(cutoff) for v in actions.column(col).to_pylist()
-    )):
+    cutoff = (now - retention).astimezone(dt.timezone.utc)
+    recorded = engine.read_arrow(path, ["_cdc_recorded_at", "_cdc_kind"])
+    expired = recorded.filter(pc.and_(pc.equal(recorded.column("_cdc_kind"), "D"),
+                                      pc.less(recorded.column("_cdc_recorded_at"), pa.scalar(cutoff, pa.timestamp("us", tz="UTC")))))
+    if expired.num_rows == 0:
         return 0
-    metrics = engine.table(path).delete(f"_cdc_kind = 'D' AND _cdc_recorded_at < TIMESTAMP '{cutoff}'")
-    return int(metrics.get("num_deleted_rows", 0))
+    stamp = cutoff.replace(tzinfo=None).isoformat(sep=" ")
+    return engine.delete_where(path, f"_cdc_kind = 'D' AND _cdc_recorded_at < TIMESTAMP '{stamp}'")

@@ -135,6 +135,14 @@ class DeltaRsEngine:
             commit_properties=CommitProperties(app_transactions=[Transaction(app_id=app_id, version=version)]),
         )
 
+    def delete_where(self, path: str, predicate: str) -> int:
+        """Delete the rows matching ``predicate``; returns how many were deleted."""
+        metrics = self.table(path).delete(predicate)
+        return int(metrics.get("num_deleted_rows", 0))
+
+    def read_arrow(self, path: str, columns: list[str] | None = None) -> pa.Table:
+        return pa.table(self.table(path).to_pyarrow_table(columns=columns))
+
     # -- reads for Spark -------------------------------------------------------------------------
     def read(self, spark: SparkSession, path: str) -> DataFrame:
         """The table as a Spark DataFrame, read by Spark from the files the Delta log lists.

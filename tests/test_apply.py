@@ -1,0 +1,228 @@
+"""End to end through the Python API: seed examples, re-runs, increments, quarantine, crashes."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+
+import lakecdc
+from lakecdc.ledger import Ledger
+from tests.helpers import ogg, rows, version, write_jsonl
+
+pytestmark = pytest.mark.spark
+
+FIX = Path(__file__).parent / "fixtures" / "ogg-json"
+TCUSTORD_KEYS = {"QASOURCE.TCUSTORD": ["CUST_CODE", "ORDER_DATE", "PRODUCT_CODE", "ORDER_ID"]}
+
+
+class Crash(RuntimeError):
+    """Raised from the progress callback to stop a run at a chosen step, like a killed process."""
+
+
+def crash_at(fragment: str):
+    def say(msg: str) -> None:
+        if fragment in msg:
+            raise Crash(msg)
+
+    return say
+
+
+def test_seed_examples_end_to_end(spark, tmp_path):
+    """The manual's insert/update/delete, then its truncate in a later file, then a late replay."""
+    landing = tmp_path / "landing"
+    docs = (FIX / "seed-13.3.4.1-op.json").read_text().split("\n\n\n")
+    (landing).mkdir()
+    (landing / "1.json").write_text("\n\n".join(docs[:3]))
+    target = tmp_path / "lake"
+    s = lakecdc.apply(landing, target, keys=TCUSTORD_KEYS, spark=spark)
+    t = s.table("QASOURCE.TCUSTORD")
+    assert (t.events, t.inserted, t.updated, t.deleted, t.quarantined) == (3, 2, 0, 0, 0)
+    assert t.target == str((target / "QASOURCE.TCUSTORD").resolve())
+    got = rows(t.target, "CUST_CODE")
+    assert got == [
+        # BILL's update met no row: inserted from the after image, then the before image
+        {"CUST_CODE": "BILL", "ORDER_DATE": "1995-12-31:15:00:00", "PRODUCT_CODE": "CAR", "ORDER_ID": 765,
+         "PRODUCT_PRICE": Decimal("14000.00"), "PRODUCT_AMOUNT": 3, "TRANSACTION_ID": 100},
+        {"CUST_CODE": "WILL", "ORDER_DATE": "1994-09-30:15:33:00", "PRODUCT_CODE": "CAR", "ORDER_ID": 144,
+         "PRODUCT_PRICE": Decimal("17520.00"), "PRODUCT_AMOUNT": 3, "TRANSACTION_ID": 100},
+    ]
+    schema = pa.schema(DeltaTable(t.target).schema().to_arrow())
+    assert schema.field("PRODUCT_PRICE").type == pa.decimal128(38, 2)
+    assert schema.field("ORDER_ID").type == pa.int64()
+    assert {"_cdc_seq", "_cdc_op", "_cdc_op_ts"} <= set(schema.names)
+
+    (landing / "2.json").write_text(docs[3])
+    s2 = lakecdc.apply(landing, target, keys=TCUSTORD_KEYS, spark=spark)
+    assert s2.table("QASOURCE.TCUSTORD").deleted == 2
+    assert rows(t.target) == []
+
+    # the insert of WILL delivered again, after the truncate: older than the truncate, so skipped
+    (landing / "3.json").write_text(docs[0])
+    s3 = lakecdc.apply(landing, target, keys=TCUSTORD_KEYS, spark=spark)
+    assert s3.table("QASOURCE.TCUSTORD").duplicate_or_late == 1
+    assert rows(t.target) == []
+
+
+def test_rerun_changes_nothing_and_new_files_apply_alone(spark, tmp_path):
+    landing, target = tmp_path / "landing", tmp_path / "lake"
+    write_jsonl(landing / "a.json", [
+        ogg("S.T", "I", "00:00:01", 1, after={"ID": 1, "V": "a"}, keys=["ID"]),
+        ogg("S.T", "I", "00:00:02", 2, after={"ID": 2, "V": "b"}, keys=["ID"]),
+    ])
+    s1 = lakecdc.apply(landing, target, spark=spark)
+    path = s1.table("S.T").target
+    v1 = version(path)
+    s2 = lakecdc.apply(landing, target, spark=spark)
+    assert s2.runs == () and s2.tables == ()
+    assert version(path) == v1
+    write_jsonl(landing / "b.json", [ogg("S.T", "U", "00:00:03", 3, before={"ID": 1}, after={"ID": 1, "V": "z"}, keys=["ID"])])
+    s3 = lakecdc.apply(landing, target, spark=spark)
+    t = s3.table("S.T")
+    assert (t.events, t.updated, t.inserted) == (1, 1, 0)
+    assert rows(path, "ID") == [{"ID": 1, "V": "z"}, {"ID": 2, "V": "b"}]
+    assert [m.status for m in Ledger(target).manifests()] == ["committed", "committed"]
+
+
+def test_partial_updates_never_overwrite_with_missing_columns(spark, tmp_path):
+    landing, target = tmp_path / "landing", tmp_path / "lake"
+    write_jsonl(landing / "a.json", [
+        ogg("S.T", "I", "00:00:01", 1, after={"ID": 1, "A": "a0", "B": "b0", "C": "c0"}, keys=["ID"]),
+    ])
+    lakecdc.apply(landing, target, spark=spark)
+    write_jsonl(landing / "b.json", [
+        ogg("S.T", "U", "00:00:02", 2, before={"ID": 1}, after={"ID": 1, "A": "a1"}, keys=["ID"]),
+        ogg("S.T", "U", "00:00:03", 3, before={"ID": 1}, after={"ID": 1, "B": None}, keys=["ID"]),
+    ])
+    s = lakecdc.apply(landing, target, spark=spark)
+    assert rows(s.table("S.T").target) == [{"ID": 1, "A": "a1", "B": None, "C": "c0"}]
+
+
+def test_bad_records_are_quarantined_and_the_rest_applies(spark, tmp_path):
+    landing, target = tmp_path / "landing", tmp_path / "lake"
+    good = [ogg("S.T", "I", "00:00:01", 1, after={"ID": 1, "N": 10}, keys=["ID"]),
+            ogg("S.T", "I", "00:00:02", 2, after={"ID": 2, "N": 20}, keys=["ID"])]
+    write_jsonl(landing / "a.json", good)
+    lakecdc.apply(landing, target, spark=spark)
+    lines = [
+        json.dumps(ogg("S.T", "I", "00:00:03", 3, after={"ID": 3, "N": 30}, keys=["ID"])),
+        '{"table": "S.T", "op_type": "I", ',                                                     # line 2
+        json.dumps(ogg("S.T", "Q", "00:00:04", 4, after={"ID": 4}, keys=["ID"])),                 # line 3
+        json.dumps(ogg("S.T", "I", "00:00:05", 5, after={"ID": 5, "N": "five"}, keys=["ID"])),    # line 4
+        json.dumps(ogg("S.T", "I", "00:00:06", 6, after={"N": 6}, keys=["ID"])),                  # line 5
+        json.dumps(ogg("S.T", "I", "00:00:07", 7, after={"ID": 7, "N": 70}, keys=["ID"])),
+    ]
+    bad_file = landing / "b.json"
+    bad_file.write_text("\n".join(lines) + "\n")
+    s = lakecdc.apply(landing, target, spark=spark)
+    t = s.table("S.T")
+    assert t.quarantined == 3 and s.quarantined_unrouted == 1
+    assert rows(t.target, "ID") == [{"ID": i, "N": i * 10} for i in (1, 2, 3, 7)]
+    q = sorted(pa.table(DeltaTable(s.quarantine).to_pyarrow_table()).to_pylist(), key=lambda r: r["line"])
+    assert [(r["line"], r["source_table"], r["reason"]) for r in q] == [
+        (2, None, "not valid JSON"),
+        (3, "S.T", "unknown op_type 'Q' (expected one of I, U, D, T)"),
+        (4, "S.T", "column 'N': after value \"five\" does not fit type bigint"),
+        (5, "S.T", "key column 'ID' missing from the after image"),
+    ]
+    assert all(r["file"] == str(bad_file.resolve()) and r["raw"] == lines[r["line"] - 1] for r in q)
+    assert {r["run_id"] for r in q} == {2}
+
+
+def test_table_without_a_key_fails_alone(spark, tmp_path):
+    landing, target = tmp_path / "landing", tmp_path / "lake"
+    write_jsonl(landing / "a.json", [
+        ogg("S.NOKEY", "I", "00:00:01", 1, after={"X": 1}),
+        ogg("S.T", "I", "00:00:02", 2, after={"ID": 1}, keys=["ID"]),
+    ])
+    s = lakecdc.apply(landing, target, spark=spark)
+    assert not s.ok
+    assert s.table("S.NOKEY").status == "failed"
+    assert "--key S.NOKEY=COL" in (s.table("S.NOKEY").error or "")
+    assert rows(s.table("S.T").target) == [{"ID": 1}]
+    # the run stays open: given the key, the next run applies the failed table only
+    s2 = lakecdc.apply(landing, target, keys={"S.NOKEY": ["X"]}, spark=spark)
+    assert s2.ok and s2.table("S.T").status == "skipped"
+    assert rows(s2.table("S.NOKEY").target) == [{"X": 1}]
+
+
+def test_abend_on_a_key_change_commits_nothing(spark, tmp_path):
+    landing, target = tmp_path / "landing", tmp_path / "lake"
+    write_jsonl(landing / "a.json", [ogg("S.T", "I", "00:00:01", 1, after={"ID": 1, "V": "a"}, keys=["ID"]),
+                                     ogg("S.U", "I", "00:00:01", 1, after={"ID": 1}, keys=["ID"])])
+    first = lakecdc.apply(landing, target, spark=spark)
+    versions = {t.source_table: version(t.target) for t in first.tables}
+    write_jsonl(landing / "b.json", [
+        ogg("S.U", "I", "00:00:02", 2, after={"ID": 2}, keys=["ID"]),
+        ogg("S.T", "U", "00:00:03", 3, before={"ID": 1, "V": "a"}, after={"ID": 9, "V": "a"}, keys=["ID"]),
+    ])
+    with pytest.raises(lakecdc.PrimaryKeyUpdateError, match=r"'S.T'.*\(1,\).*\(9,\).*00000000000000000003"):
+        lakecdc.apply(landing, target, pk_update="abend", spark=spark)
+    assert {t.source_table: version(t.target) for t in first.tables} == versions
+    s = lakecdc.apply(landing, target, spark=spark)   # default delete-insert resumes the same run
+    assert rows(s.table("S.T").target) == [{"ID": 9, "V": "a"}]
+    assert rows(s.table("S.U").target, "ID") == [{"ID": 1}, {"ID": 2}]
+
+
+def test_crash_between_tables_then_rerun_applies_exactly_once(spark, tmp_path):
+    landing, target = tmp_path / "landing", tmp_path / "lake"
+    write_jsonl(landing / "a.json", [
+        ogg("S.A", "I", "00:00:01", 1, after={"ID": 1, "N": 1}, keys=["ID"]),
+        ogg("S.B", "I", "00:00:02", 2, after={"ID": 1, "N": 1}, keys=["ID"]),
+        ogg("S.A", "D", "00:00:03", 3, before={"ID": 1}, keys=["ID"]),
+        ogg("S.A", "I", "00:00:04", 4, after={"ID": 2, "N": 2}, keys=["ID"]),
+    ])
+    with pytest.raises(Crash):
+        lakecdc.apply(landing, target, spark=spark, progress=crash_at("S.B: merging"))
+    a = str(target.resolve() / "S.A")
+    assert rows(a, "ID") == [{"ID": 2, "N": 2}]
+    assert [m.status for m in Ledger(target).manifests()] == ["planned"]
+    s = lakecdc.apply(landing, target, spark=spark)
+    assert s.resumed and s.table("S.A").status == "skipped"
+    assert rows(a, "ID") == [{"ID": 2, "N": 2}]
+    assert rows(s.table("S.B").target) == [{"ID": 1, "N": 1}]
+    assert [m.status for m in Ledger(target).manifests()] == ["committed"]
+    # a crash after every commit (before the manifest closed) resumes to a no-op
+    write_jsonl(landing / "b.json", [ogg("S.A", "U", "00:00:05", 5, before={"ID": 2}, after={"ID": 2, "N": 3}, keys=["ID"])])
+    with pytest.raises(Crash):
+        lakecdc.apply(landing, target, spark=spark, progress=crash_at("writing the quarantine"))
+    v = version(a)
+    s = lakecdc.apply(landing, target, spark=spark)
+    assert version(a) == v and rows(a) == [{"ID": 2, "N": 3}]
+    assert [m.status for m in Ledger(target).manifests()] == ["committed", "committed"]
+
+
+def test_late_update_after_delete_does_not_resurrect(spark, tmp_path):
+    landing, target = tmp_path / "landing", tmp_path / "lake"
+    write_jsonl(landing / "1.json", [ogg("S.T", "I", "00:00:01", 1, after={"ID": 1, "V": "a"}, keys=["ID"]),
+                                     ogg("S.T", "D", "00:00:05", 5, before={"ID": 1}, keys=["ID"])])
+    lakecdc.apply(landing, target, spark=spark)
+    write_jsonl(landing / "2.json", [ogg("S.T", "U", "00:00:03", 3, before={"ID": 1}, after={"ID": 1, "V": "late"}, keys=["ID"]),
+                                     ogg("S.T", "I", "00:00:01", 1, after={"ID": 1, "V": "a"}, keys=["ID"])])
+    s = lakecdc.apply(landing, target, spark=spark)
+    assert s.table("S.T").duplicate_or_late == 2
+    assert rows(s.table("S.T").target) == []
+
+
+def test_goldengate_samples_from_public_projects(spark, tmp_path, sample):
+    """Paimon's GoldenGate fixtures: several tables, mixed-case names, updates, deletes."""
+    for name in ("paimon-ogg-database-include-multitable.txt", "paimon-ogg-database-case-insensitive.txt",
+                 "paimon-ogg-table-schemaevolution-3.txt", "paimon-ogg-event-update.txt",
+                 "paimon-ogg-event-delete.txt"):
+        sample(f"ogg-json/{name}")
+    s = lakecdc.apply(tmp_path / "landing", tmp_path / "lake", spark=spark)
+    assert s.ok and s.quarantined_unrouted == 0
+    # case-insensitive: ID/id, NAME/name, weight/WEIGHT are one column each
+    t1 = rows(s.table("PAIMON_SYNC_DATABASE.T1").target, "ID")
+    assert t1 == [
+        {"ID": 101, "NAME": "scooter", "description": "Small 2-wheel scooter", "weight": Decimal("3.14")},
+        {"ID": 102, "NAME": "car battery", "description": "12V car battery", "weight": Decimal("8.10")},
+    ]
+    # schema evolution sample: insert 105 (with address), update 105 -> Beijing, insert 107, delete 101
+    tbl = rows(s.table("OGG.TBL_TEST").target, "id")
+    assert [(r["id"], r["address"]) for r in tbl] == [(105, "Beijing"), (107, None)]
+    assert {t.source_table for t in s.tables} >= {"PAIMON_SYNC_DATABASE_AFFIX.paimon_1", "PAIMON_SYNC_DATABASE_AFFIX.flink"}
