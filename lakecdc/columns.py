@@ -25,7 +25,6 @@ import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -139,19 +138,24 @@ def widest(types: list[T.DataType]) -> T.DataType:
     return T.StringType()
 
 
-def typed(value: Column, dtype: T.DataType) -> tuple[Column, Column]:
-    """``(typed value, ok)`` for a VARIANT ``value``; ``ok`` is false when the value would change.
+def sql_string(value: str) -> str:
+    """A Python string as a Spark SQL string literal."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
-    NULL (absent or a variant null) is always ok.
+
+def typed_sql(raw: str, dtype: T.DataType) -> tuple[str, str | None]:
+    """SQL for ``(typed value, ok)`` of the VARIANT expression ``raw``.
+
+    ``ok`` is None when every value fits (string columns); otherwise it is false exactly when the
+    value is not NULL and would change in the conversion (rounding, truncation, a failed parse).
     """
     if isinstance(dtype, T.StringType):
-        out = F.try_variant_get(value, "$", "string")
-        return out, F.lit(True)
-    out = F.try_variant_get(value, "$", dtype.simpleString())
-    is_null = value.isNull() | F.is_variant_null(value)
+        return f"try_variant_get({raw}, '$', 'string')", None
+    value = f"try_variant_get({raw}, '$', '{dtype.simpleString()}')"
+    is_null = f"({raw} IS NULL OR is_variant_null({raw}))"
     if isinstance(dtype, (T.LongType, T.IntegerType, T.ShortType, T.ByteType, T.DecimalType)):
-        exact = F.try_variant_get(value, "$", _EXACT.simpleString())
-        ok = is_null | (out.isNotNull() & (out.cast(_EXACT) == exact))
+        exact = _EXACT.simpleString()
+        ok = f"({is_null} OR coalesce(CAST({value} AS {exact}) = try_variant_get({raw}, '$', '{exact}'), false))"
     else:
-        ok = is_null | out.isNotNull()
-    return out, ok
+        ok = f"({is_null} OR {value} IS NOT NULL)"
+    return value, ok

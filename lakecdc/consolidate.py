@@ -23,12 +23,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pyspark.sql import Column, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakecdc.changes import PkUpdate
-from lakecdc.columns import typed
+from lakecdc.columns import sql_string, typed_sql
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -69,63 +68,51 @@ def widen(events: DataFrame, layout: Layout) -> DataFrame:
     Adds per column ``i``: ``a{i}``/``p{i}`` (after value / present) and ``b{i}``/``q{i}``
     (before), per key column ``j``: ``k{j}`` (the event's key) and ``n{j}`` (the after image's key,
     differing from ``k{j}`` only for a primary-key update), and ``_pku`` (is a key update).
+    The expressions are built as SQL text: one call into Spark per projection, whatever the
+    number of columns.
     """
-    cols: list[Column] = [
-        F.col("op").alias("_op"), F.col("seq").alias("_seq"), F.col("op_ts").alias("_op_ts"),
-        F.col("pos").alias("_pos"), *[F.col(c) for c in ARRIVAL], F.col("_line"), F.col("_raw"),
-    ]
-    cast_error: Column | None = None
+    first = ["op AS _op", "seq AS _seq", "op_ts AS _op_ts", "pos AS _pos", *ARRIVAL, "_line", "_raw"]
+    checks: list[tuple[str, str]] = []
     for i, (name, dtype) in enumerate(zip(layout.columns, layout.types)):
         for img, val, pres in (("after", f"a{i}", f"p{i}"), ("before", f"b{i}", f"q{i}")):
-            raw, present = _lookup(F.col(img), layout.spellings(i))
-            value, ok = typed(raw, dtype)
-            cols += [value.alias(val), present.alias(pres)]
-            if not isinstance(dtype, T.StringType):
-                reason = F.format_string(
-                    f"column '{name}': {img} value %s does not fit type {dtype.simpleString()}", F.to_json(raw)
-                )
-                cast_error = F.when(~ok, reason) if cast_error is None else cast_error.when(~ok, reason)
-    cols.append((F.lit(None) if cast_error is None else cast_error.otherwise(F.lit(None))).cast("string").alias("_cast_error"))
-    wide = events.select(*cols)
+            raw, present = _lookup_sql(img, layout.spellings(i))
+            value, ok = typed_sql(raw, dtype)
+            first += [f"{value} AS {val}", f"{present} AS {pres}"]
+            if ok is not None:
+                reason = sql_string(f"column '{name}': {img} value %s does not fit type {dtype.simpleString()}")
+                first.append(f"CASE WHEN NOT {ok} THEN format_string({reason}, to_json({raw})) END AS _x{len(checks)}")
+                checks.append((f"_x{len(checks)}", name))
+    wide = events.selectExpr(*first)
 
     kidx = layout.key_index
-    op = F.col("_op")
-    before_has_key = F.lit(True)
-    after_has_key = F.lit(True)
-    moved = F.lit(False)
-    for i in kidx:
-        before_has_key = before_has_key & F.col(f"q{i}")
-        after_has_key = after_has_key & F.col(f"p{i}")
-        moved = moved | ~F.col(f"b{i}").eqNullSafe(F.col(f"a{i}"))
-    from_before = (op == "D") | ((op == "U") & before_has_key)
-    image = F.when(from_before, F.lit("before")).otherwise(F.lit("after"))
-    key_cols: list[Column] = []
-    error = F.when(F.lit(False), F.lit(None))
+    before_has_key = " AND ".join(f"q{i}" for i in kidx)
+    after_has_key = " AND ".join(f"p{i}" for i in kidx)
+    moved = " OR ".join(f"NOT (b{i} <=> a{i})" for i in kidx)
+    from_before = f"(_op = 'D' OR (_op = 'U' AND {before_has_key}))"
+    second = ["*"]
+    errors: list[str] = []
     for j, i in enumerate(kidx):
-        name = layout.keys[j]
-        present = F.when(from_before, F.col(f"q{i}")).otherwise(F.col(f"p{i}"))
-        value = F.when(from_before, F.col(f"b{i}")).otherwise(F.col(f"a{i}"))
-        error = error.when((op != "T") & ~present, F.format_string(f"key column '{name}' missing from the %s image", image))
-        error = error.when((op != "T") & value.isNull(), F.lit(f"key column '{name}' is NULL"))
-        key_cols += [value.alias(f"k{j}"), F.col(f"a{i}").alias(f"n{j}")]
-    return wide.select(
-        "*",
-        *key_cols,
-        ((op == "U") & before_has_key & after_has_key & moved).alias("_pku"),
-        error.otherwise(F.col("_cast_error")).cast("string").alias("_error"),
-    ).drop("_cast_error")
+        name = sql_string(layout.keys[j])[1:-1]
+        second += [f"IF({from_before}, b{i}, a{i}) AS k{j}", f"a{i} AS n{j}"]
+        errors.append(
+            f"WHEN _op != 'T' AND NOT IF({from_before}, q{i}, p{i}) THEN "
+            f"concat('key column \\'{name}\\' missing from the ', IF({from_before}, 'before', 'after'), ' image')"
+        )
+        errors.append(f"WHEN _op != 'T' AND IF({from_before}, b{i}, a{i}) IS NULL THEN 'key column \\'{name}\\' is NULL'")
+    errors += [f"WHEN {x} IS NOT NULL THEN {x}" for x, _ in checks]
+    second.append(f"(_op = 'U' AND {before_has_key} AND {after_has_key} AND ({moved})) AS _pku")
+    second.append(f"CAST(CASE {' '.join(errors)} END AS STRING) AS _error")
+    return wide.selectExpr(*second).drop(*[x for x, _ in checks])
 
 
-def _lookup(image: Column, spellings: tuple[str, ...]) -> tuple[Column, Column]:
-    """A column's value in an image and whether it is present, under any of its spellings."""
-    if len(spellings) == 1:
-        return image[spellings[0]], F.coalesce(F.map_contains_key(image, spellings[0]), F.lit(False))
-    value = F.when(F.map_contains_key(image, spellings[0]), image[spellings[0]])
-    present = F.map_contains_key(image, spellings[0])
-    for name in spellings[1:]:
-        value = value.when(F.map_contains_key(image, name), image[name])
-        present = present | F.map_contains_key(image, name)
-    return value, F.coalesce(present, F.lit(False))
+def _lookup_sql(image: str, spellings: tuple[str, ...]) -> tuple[str, str]:
+    """SQL for a column's value in an image and whether it is present, under any spelling."""
+    names = [sql_string(s) for s in spellings]
+    if len(names) == 1:
+        return f"{image}[{names[0]}]", f"coalesce(map_contains_key({image}, {names[0]}), false)"
+    value = "CASE " + " ".join(f"WHEN map_contains_key({image}, {n}) THEN {image}[{n}]" for n in names) + " END"
+    present = "coalesce(" + " OR ".join(f"map_contains_key({image}, {n})" for n in names) + ", false)"
+    return value, present
 
 
 def drop_stale(wide: DataFrame, layout: Layout, stored: DataFrame | None, watermark: str | None) -> DataFrame:
@@ -160,69 +147,55 @@ def fold(wide: DataFrame, layout: Layout) -> DataFrame:
     """
     keys = layout.key_cols
     n = len(layout.columns)
-    stale = F.col("_stale") if "_stale" in wide.columns else F.lit(False)
-    ok = F.col("_error").isNull() & ~stale
-    src = wide.select(
-        *keys, "_op", "_seq", "_op_ts", "_pku", *ARRIVAL, ok.alias("_ok"), stale.alias("_stale"),
-        F.col("_error").isNotNull().alias("_bad"),
-        *[f"{p}{i}" for i in range(n) for p in ("a", "p", "b", "q")],
+    stale = "_stale" if "_stale" in wide.columns else "false"
+    values = [f"{p}{i}" for i in range(n) for p in ("a", "p", "b", "q")]
+    src = wide.selectExpr(
+        *keys, "_op", "_seq", "_op_ts", "_pku", *ARRIVAL, f"(_error IS NULL AND NOT {stale}) AS _ok",
+        f"{stale} AS _stale", "_error IS NOT NULL AS _bad", *values,
     )
     # Unusable events sort first in their key's partition, so lag() of a usable event only
-    # ever shows another usable event or nothing usable (prev_ok false).
-    w = Window.partitionBy(*keys).orderBy(F.col("_ok"), F.col("_seq"), *[F.col(c) for c in ARRIVAL])
-    whole = w.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
-    okc = F.col("_ok")
-    is_d = F.col("_op") == "D"
-    ev = src.select(
+    # ever shows another usable event or nothing usable (_prev_ok false).
+    over = f"PARTITION BY {', '.join(keys)} ORDER BY _ok, _seq, {', '.join(ARRIVAL)}"
+    whole = f"({over} ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)"
+    ev = src.selectExpr(
         "*",
-        F.coalesce(F.lag("_ok").over(w), F.lit(False)).alias("_prev_ok"),
-        F.lag("_seq").over(w).alias("_prev_seq"),
-        F.lag("_op").over(w).alias("_prev_op"),
-        F.max(F.when(okc & is_d, F.col("_seq"))).over(whole).alias("_last_d"),
+        f"coalesce(lag(_ok) OVER ({over}), false) AS _prev_ok",
+        f"lag(_seq) OVER ({over}) AS _prev_seq",
+        f"lag(_op) OVER ({over}) AS _prev_op",
+        f"max(CASE WHEN _ok AND _op = 'D' THEN _seq END) OVER {whole} AS _last_d",
+    ).selectExpr(
+        "*", "_ok AND _prev_ok AND _seq = _prev_seq AS _dup",
+    ).selectExpr(
+        "*", "_ok AND NOT _dup AS _live", "(_last_d IS NULL OR _seq > _last_d) AS _after_reset",
+    ).selectExpr(
+        "*",
+        "_live AND IF(_last_d IS NULL, NOT _prev_ok, "
+        "_prev_ok AND _prev_op = 'D' AND _prev_seq = _last_d AND _seq > _last_d) AS _first",
     )
-    prev_ok, last_d = F.col("_prev_ok"), F.col("_last_d")
-    dup = okc & prev_ok & (F.col("_seq") == F.col("_prev_seq"))
-    live = okc & ~dup
-    first_after_reset = live & F.when(last_d.isNull(), ~prev_ok).otherwise(
-        prev_ok & (F.col("_prev_op") == "D") & (F.col("_prev_seq") == last_d) & (F.col("_seq") > last_d)
-    )
-    after_reset = last_d.isNull() | (F.col("_seq") > last_d)
-    aggs: list[Column] = [
-        F.count(F.lit(1)).alias("_events"),
-        F.sum(dup.cast("long")).alias("_dups"),
-        F.sum((F.col("_stale") & ~F.col("_bad")).cast("long")).alias("_stale"),
-        F.sum(F.col("_bad").cast("long")).alias("_errors"),
-        F.max(live & F.col("_pku")).alias("_pku"),
-        F.max(F.when(live, F.struct("_seq", "_op", "_op_ts"))).alias("_last"),
-        F.max(last_d).alias("_last_d"),
+    aggs = [
+        "count(1) AS _events",
+        "sum(CAST(_dup AS BIGINT)) AS _dups",
+        "sum(CAST(_stale AND NOT _bad AS BIGINT)) AS _stale",
+        "sum(CAST(_bad AS BIGINT)) AS _errors",
+        "max(_live AND _pku) AS _pku",
+        "max(CASE WHEN _live THEN struct(_seq, _op, _op_ts) END) AS _last",
+        "max(_last_d) AS _last_d",
     ]
     for i in range(n):
-        aggs.append(
-            F.max(F.when(live & F.col(f"p{i}") & ~is_d & after_reset,
-                         F.struct(F.col("_seq"), F.col(f"a{i}").alias("v")))).alias(f"l{i}")
-        )
-        aggs.append(
-            F.max(F.when(first_after_reset & (F.col("_op") == "U") & F.col(f"q{i}"),
-                         F.struct(F.lit(1).alias("o"), F.col(f"b{i}").alias("v")))).alias(f"f{i}")
-        )
-    agg = ev.groupBy(*keys).agg(*aggs)
-    replace = F.col("_last_d").isNotNull()
-    out: list[Column] = [*[F.col(k) for k in keys]]
+        aggs.append(f"max(CASE WHEN _live AND p{i} AND _op != 'D' AND _after_reset THEN struct(_seq, a{i} AS v) END) AS l{i}")
+        aggs.append(f"max(CASE WHEN _first AND _op = 'U' AND q{i} THEN struct(1 AS o, b{i} AS v) END) AS f{i}")
+    agg = ev.groupBy(*keys).agg(*[F.expr(a) for a in aggs])
+    out = [*keys]
     for i in range(n):
-        last, fill = F.col(f"l{i}"), F.col(f"f{i}")
-        out.append(F.when(last.isNotNull(), last["v"]).otherwise(fill["v"]).alias(f"c{i}"))
-        out.append((last.isNotNull() | replace).alias(f"u{i}"))
+        out.append(f"IF(l{i} IS NOT NULL, l{i}.v, f{i}.v) AS c{i}")
+        out.append(f"(l{i} IS NOT NULL OR _last_d IS NOT NULL) AS u{i}")
     out += [
-        F.when(F.col("_last").isNull(), F.lit(None))
-        .when(F.col("_last._op") == "D", F.lit("delete"))
-        .otherwise(F.lit("upsert")).alias("_action"),
-        F.col("_last._seq").alias("_cdc_seq"),
-        F.col("_last._op").alias("_cdc_op"),
-        F.col("_last._op_ts").alias("_cdc_op_ts"),
-        *[F.coalesce(F.col(c), F.lit(0)).cast("long").alias(c) for c in ("_events", "_dups", "_stale", "_errors")],
-        F.coalesce(F.col("_pku"), F.lit(False)).alias("_pku"),
+        "CASE WHEN _last IS NULL THEN NULL WHEN _last._op = 'D' THEN 'delete' ELSE 'upsert' END AS _action",
+        "_last._seq AS _cdc_seq", "_last._op AS _cdc_op", "_last._op_ts AS _cdc_op_ts",
+        *[f"CAST(coalesce({c}, 0) AS BIGINT) AS {c}" for c in ("_events", "_dups", "_stale", "_errors")],
+        "coalesce(_pku, false) AS _pku",
     ]
-    return agg.select(*out)
+    return agg.selectExpr(*out)
 
 
 def net_schema(layout: Layout) -> T.StructType:

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Set up lakecdc in ./.venv: checks Java (Spark needs a Java 17 runtime) and Python, installs the
+# package with its test tools. Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v java >/dev/null 2>&1 && [ -z "${JAVA_HOME:-}" ]; then
+  echo "setup: Java was not found. Spark needs a Java 17 runtime:" >&2
+  echo "       Debian/Ubuntu: apt-get install -y openjdk-17-jre-headless   (or set JAVA_HOME)" >&2
+  exit 1
+fi
+JAVA=${JAVA_HOME:+$JAVA_HOME/bin/}java
+echo "setup: $("$JAVA" -version 2>&1 | head -n 1)"
+
+PY=${PYTHON:-python3}
+if ! "$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)'; then
+  echo "setup: Python 3.10 or newer is needed (found $("$PY" --version 2>&1))" >&2
+  exit 1
+fi
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install --quiet --upgrade pip
+.venv/bin/python -m pip install --quiet -e '.[dev]'
+echo "setup: ready (.venv/bin/lakecdc --help)"
