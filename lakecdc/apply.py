@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -36,7 +38,7 @@ from lakecdc.changes import PK_UPDATE_MODES, PkUpdate
 from lakecdc.columns import infer_types
 from lakecdc.consolidate import Layout, drop_stale, fold, fold_with_key_moves, widen
 from lakecdc.decoders import get_decoder
-from lakecdc.decoders._records import read_records
+from lakecdc.decoders._records import EXACT_STRINGS, exact_json_strings
 from lakecdc.errors import ConfigError, LakecdcError, MissingKeyError, PrimaryKeyUpdateError
 from lakecdc.ledger import InputFile, Ledger, Manifest, list_inputs
 from lakecdc.merge.plan import CDC_COLUMNS, MergePlan
@@ -182,6 +184,7 @@ def apply(
     for manifest, resumed in manifests:
         say(f"run {manifest.run_id}: {len(manifest.inputs)} file(s){' (resuming)' if resumed else ''}")
         result = _run(spark, eng, decoder, settings, target_s, manifest, resumed=resumed, say=say)
+        say(f"run {manifest.run_id}: recording the run")
         if result.ok:
             manifest.status = "committed"
             manifest.finished_at = time.time()
@@ -225,53 +228,25 @@ def _run(
     files = [f.path for f in manifest.inputs]
     run_id = manifest.run_id
     now = dt.datetime.now(dt.timezone.utc)
+    staging = str(Path(target) / "_lakecdc" / "staging" / f"run-{run_id:010d}")
     say(f"decoding {len(files)} file(s) as {settings.format}")
-    records = read_records(spark, files)
-    events = decoder.decode(records.where(F.trim(F.col("value")) != "")).persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        profile = _profile(events)
-        bad_parts: list[DataFrame] = [events.where(F.col("_error").isNotNull()).select(*BAD_COLUMNS)]
-        prepared: list[_Prepared] = []
-        failed: dict[str, TableSummary] = {}
-        for table in sorted(profile):
-            path = table_path(target, table)
-            done = engine.committed_version(path)
-            if done is not None and done >= run_id:
-                failed[table] = TableSummary(table, path, status="skipped", delta_version=engine.version(path),
-                                             error=None)
-                continue
-            try:
-                say(f"{table}: consolidating")
-                prep, bad = _prepare(spark, engine, settings, target, table, profile[table], events)
-            except MissingKeyError as exc:
-                failed[table] = TableSummary(table, path, events=profile[table]["events"], status="failed", error=str(exc))
-                continue
-            if bad is not None:
-                bad_parts.append(bad)
-            prepared.append(prep)
-        summaries = dict(failed)
-        for prep in prepared:
-            say(f"{prep.table}: merging {prep.net.num_rows} net change(s)")
-            summaries[prep.table] = _commit(engine, settings, target, prep, run_id=run_id, now=now)
-        say("writing the quarantine")
-        bad_all = bad_parts[0]
-        for b in bad_parts[1:]:
-            bad_all = bad_all.unionByName(b)
-        rows = collect_bad(spark, bad_all, files) if bad_all.limit(1).count() else None
-        quarantined: list[Quarantined] = []
-        if rows is not None:
-            quarantined = write_quarantine(engine, target, rows, fmt=settings.format, run_id=run_id, now=now)
-        per_table: dict[str | None, int] = {}
-        for q in quarantined:
-            per_table[q.table] = per_table.get(q.table, 0) + 1
-        for name, s in list(summaries.items()):
-            summaries[name] = replace(s, quarantined=per_table.get(name, 0))
-        for q in quarantined[:20]:
-            say(q.message(settings.format))
-        if len(quarantined) > 20:
-            say(f"... and {len(quarantined) - 20} more quarantined record(s) in {quarantine_path(target)}")
-    finally:
-        events.unpersist()
+    with exact_json_strings(spark):
+        events = decoder.read(spark, files, staging=staging).persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            summaries, quarantined = _run_tables(spark, engine, decoder, settings, target, files, events,
+                                                 run_id=run_id, now=now, staging=staging, say=say)
+        finally:
+            events.unpersist()
+    shutil.rmtree(staging, ignore_errors=True)
+    per_table: dict[str | None, int] = {}
+    for q in quarantined:
+        per_table[q.table] = per_table.get(q.table, 0) + 1
+    for name, s in list(summaries.items()):
+        summaries[name] = replace(s, quarantined=per_table.get(name, 0))
+    for q in quarantined[:20]:
+        say(q.message(settings.format))
+    if len(quarantined) > 20:
+        say(f"... and {len(quarantined) - 20} more quarantined record(s) in {quarantine_path(target)}")
     return RunSummary(
         target=target, format=settings.format, runs=(run_id,), files=len(files),
         tables=tuple(summaries[k] for k in sorted(summaries)), quarantine=quarantine_path(target),
@@ -279,19 +254,75 @@ def _run(
     )
 
 
-def _profile(events: DataFrame) -> dict[str, dict]:
-    """One aggregation over the run: per table counts, seq range, truncates, columns, keys."""
-    good = events.where(F.col("_error").isNull())
-    rows = good.groupBy("table").agg(
-        F.count(F.lit(1)).alias("events"),
-        F.min("seq").alias("min_seq"),
-        F.max(F.when(F.col("op") == "T", F.col("seq"))).alias("max_truncate"),
-        F.collect_set(F.map_keys("after")).alias("after_cols"),
-        F.collect_set(F.map_keys("before")).alias("before_cols"),
-        F.max_by("keys", F.when(F.col("keys").isNotNull(), F.col("seq"))).alias("keys"),
+def _run_tables(
+    spark: SparkSession, engine: DeltaRsEngine, decoder: Decoder, settings: ApplySettings, target: str,
+    files: list[str], events: DataFrame, *, run_id: int, now: dt.datetime, staging: str, say: Progress,
+) -> tuple[dict[str, TableSummary], list[Quarantined]]:
+    profile, decode_errors = _profile(events)
+    summaries: dict[str, TableSummary] = {}
+    shapes: dict[str, _Shape] = {}
+    for table in sorted(profile):
+        path = table_path(target, table)
+        done = engine.committed_version(path)
+        if done is not None and done >= run_id:
+            summaries[table] = TableSummary(table, path, status="skipped", delta_version=engine.version(path))
+            continue
+        try:
+            shapes[table] = _shape(engine, settings, target, table, profile[table])
+        except MissingKeyError as exc:
+            summaries[table] = TableSummary(table, path, events=profile[table]["events"], status="failed", error=str(exc))
+    wanted = {t: sh.new_columns for t, sh in shapes.items() if sh.new_columns}
+    if wanted and not settings.treat_all_as_strings:
+        say(f"inferring the types of new columns of {len(wanted)} table(s)")
+        inferred = infer_types(decoder.variant_images(spark, files, staging=staging), wanted)  # type: ignore[attr-defined]
+    else:
+        inferred = {t: {c: T.StringType() for c in cols} for t, cols in wanted.items()}
+    bad_parts: list[DataFrame] = []
+    if decode_errors:
+        bad_parts.append(events.where(F.col("_error").isNotNull()).select(*BAD_COLUMNS))
+    prepared: list[_Prepared] = []
+    for table, shape in shapes.items():
+        say(f"{table}: consolidating")
+        prep, bad = _prepare(spark, engine, settings, target, table, profile[table], shape,
+                             inferred.get(table, {}), events)
+        if bad is not None:
+            bad_parts.append(bad)
+        prepared.append(prep)
+    for prep in prepared:
+        say(f"{prep.table}: merging {prep.net.num_rows} net change(s)")
+        summaries[prep.table] = _commit(engine, settings, target, prep, run_id=run_id, now=now)
+    quarantined: list[Quarantined] = []
+    if bad_parts:
+        say("writing the quarantine")
+        bad_all = bad_parts[0]
+        for b in bad_parts[1:]:
+            bad_all = bad_all.unionByName(b)
+        quarantined = write_quarantine(engine, target, collect_bad(bad_all, events), fmt=settings.format,
+                                       run_id=run_id, now=now)
+    return summaries, quarantined
+
+
+def _profile(events: DataFrame) -> tuple[dict[str, dict], int]:
+    """One aggregation over the run: per table counts, seq range, truncates, columns, keys.
+
+    Also returns how many records could not be decoded at all.
+    """
+    good = F.col("_error").isNull()
+    rows = events.groupBy("table").agg(
+        F.count(F.when(good, F.lit(1))).alias("events"),
+        F.count(F.when(~good, F.lit(1))).alias("errors"),
+        F.min(F.when(good, F.col("seq"))).alias("min_seq"),
+        F.max(F.when(good & (F.col("op") == "T"), F.col("seq"))).alias("max_truncate"),
+        F.collect_set(F.when(good, F.map_keys("after"))).alias("after_cols"),
+        F.collect_set(F.when(good, F.map_keys("before"))).alias("before_cols"),
+        F.max_by("keys", F.when(good & F.col("keys").isNotNull(), F.col("seq"))).alias("keys"),
     ).collect()
     out: dict[str, dict] = {}
+    errors = 0
     for r in rows:
+        errors += int(r["errors"])
+        if r["table"] is None or not r["events"]:
+            continue
         cols: list[str] = []
         for group in (r["after_cols"], r["before_cols"]):
             for arr in group:
@@ -302,7 +333,48 @@ def _profile(events: DataFrame) -> dict[str, dict]:
             "events": int(r["events"]), "min_seq": r["min_seq"], "max_truncate": r["max_truncate"],
             "columns": cols, "keys": list(r["keys"]) if r["keys"] else None,
         }
-    return out
+    return out, errors
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """A table's columns before typing: existing ones, new ones (with other spellings), keys."""
+
+    exists: bool
+    existing: T.StructType
+    columns: tuple[str, ...]
+    keys: tuple[str, ...]
+    spelled: dict[str, list[str]]
+    new_columns: dict[str, list[str]]
+
+
+def _shape(engine: DeltaRsEngine, settings: ApplySettings, target: str, table: str, prof: dict) -> _Shape:
+    """Columns and keys of ``table`` from its target (if any) and this run's events.
+
+    Delta column names ignore case, so spellings that differ only in case are one column (the
+    target's spelling, else the first seen).
+    """
+    path = table_path(target, table)
+    exists = engine.exists(path)
+    existing = engine.schema(path) if exists else T.StructType()
+    existing_cols = [f.name for f in existing.fields if not f.name.startswith("_cdc_")]
+    spelled: dict[str, list[str]] = {c.lower(): [c] for c in existing_cols}
+    seen: list[str] = []
+    for c in prof["columns"]:
+        if c.lower() not in spelled:
+            spelled[c.lower()] = [c]
+            seen.append(c)
+        elif c not in spelled[c.lower()]:
+            spelled[c.lower()].append(c)
+    keys = _resolve_keys(table, prof["keys"], settings.keys.get(table), existing_cols + seen)
+    for k in keys:
+        if k.lower() not in spelled:
+            spelled[k.lower()] = [k]
+            seen.append(k)
+    return _Shape(
+        exists=exists, existing=existing, columns=tuple(existing_cols + seen), keys=keys, spelled=spelled,
+        new_columns={c: spelled[c.lower()][1:] for c in seen},
+    )
 
 
 def _resolve_keys(table: str, declared: Sequence[str] | None, configured: Sequence[str] | None, columns: Sequence[str]) -> tuple[str, ...]:
@@ -324,7 +396,7 @@ def _resolve_keys(table: str, declared: Sequence[str] | None, configured: Sequen
 
 def _prepare(
     spark: SparkSession, engine: DeltaRsEngine, settings: ApplySettings, target: str, table: str,
-    prof: dict, events: DataFrame,
+    prof: dict, shape: _Shape, inferred: dict[str, T.DataType], events: DataFrame,
 ) -> tuple[_Prepared, DataFrame | None]:
     """Fold one table's events into net actions (collected as Arrow) and count what was left out.
 
@@ -332,35 +404,16 @@ def _prepare(
     type, a missing key), those records for the quarantine.
     """
     path = table_path(target, table)
-    exists = engine.exists(path)
-    existing = engine.schema(path) if exists else T.StructType()
-    existing_cols = [f.name for f in existing.fields if not f.name.startswith("_cdc_")]
-    spelled: dict[str, list[str]] = {c.lower(): [c] for c in existing_cols}
-    seen: list[str] = []
-    for c in prof["columns"]:
-        if c.lower() not in spelled:
-            spelled[c.lower()] = [c]
-            seen.append(c)
-        elif c not in spelled[c.lower()]:
-            spelled[c.lower()].append(c)
-    keys = _resolve_keys(table, prof["keys"], settings.keys.get(table), existing_cols + seen)
-    for k in keys:
-        if k.lower() not in spelled:
-            spelled[k.lower()] = [k]
-            seen.append(k)
+    exists = shape.exists
     mine = events.where((F.col("table") == table) & F.col("_error").isNull())
-    if settings.treat_all_as_strings:
-        inferred = {c: T.StringType() for c in seen}
-    else:
-        inferred = infer_types(mine, seen, {c: spelled[c.lower()][1:] for c in seen}) if seen else {}
-    types = {f.name: f.dataType for f in existing.fields}
-    types.update(inferred)
-    columns = tuple(existing_cols + seen)
+    types = {f.name: f.dataType for f in shape.existing.fields}
+    types.update({c: inferred.get(c, T.StringType()) for c in shape.new_columns})
+    columns = shape.columns
     layout = Layout(
-        columns=columns, types=tuple(types[c] for c in columns), keys=keys,
-        aliases=tuple(tuple(spelled[c.lower()][1:]) for c in columns),
+        columns=columns, types=tuple(types[c] for c in columns), keys=shape.keys,
+        aliases=tuple(tuple(shape.spelled[c.lower()][1:]) for c in columns),
     )
-    new_fields = T.StructType([T.StructField(c, inferred[c]) for c in seen])
+    new_fields = T.StructType([T.StructField(c, types[c]) for c in shape.new_columns])
 
     watermark = truncate_watermark(engine, target, table) if exists else None
     run_truncate = prof["max_truncate"]
@@ -394,7 +447,7 @@ def _prepare(
     bad = None
     if counts["_errors"]:
         bad = marked.where(F.col("_error").isNotNull()).select(
-            "_file", "_block", "_row", "_line", F.lit(table).alias("table"), "_error", "_raw"
+            "_file", "_block", "_row", F.lit(table).alias("table"), "_error"
         )
     counts["events"] = prof["events"]
     prep = _Prepared(
@@ -472,4 +525,6 @@ def read_changes(
     files = list_inputs(raw)
     if not files:
         raise LakecdcError(f"no input files under {', '.join(map(str, raw))}")
-    return get_decoder(format, options).read(spark, files)
+    staging = tempfile.mkdtemp(prefix="lakecdc-staging-")
+    spark.conf.set(EXACT_STRINGS, "true")
+    return get_decoder(format, options).read(spark, files, staging=staging)

@@ -14,16 +14,18 @@ seq           the total order used to consolidate: a string whose plain order is
               ``(op_ts, pos, idx)`` by default (see :func:`default_seq`)
 txid          source transaction id, when the format carries one
 keys          primary-key column names, when the message or the configuration gives them
-before/after  the row images as ``map<string, variant>``: a column that is *present* is a key of
-              the map (its value may be a VARIANT null, i.e. SQL NULL); a *missing* column is not
-              a key at all. A missing image is a NULL map.
+before/after  the row images as ``map<string, string>``: a column that is *present* is a key of
+              the map (its value may be NULL); a *missing* column is not a key at all. A value is
+              the exact text the message carried (``17520.00`` stays ``17520.00``; objects and
+              arrays as JSON text). A missing image is a NULL map.
 source        everything else the format carries (``current_ts``, ``token.<name>``, ...)
 _file, ...    where the record came from: ``_file``, ``_block``, ``_row`` (and ``_line`` when
               the reader knows it), used for error reports and deterministic tie-breaking
 ============  =====================================================================================
 
-Variant values keep JSON numbers exact (``17520.00`` is a decimal, never a double) and let the
-typing step infer a column's type from the data when no schema or contract gives it.
+Values stay text until the typing step casts them to the table's column types (from the target
+table, else inferred from the JSON types of the data; see :mod:`lakecdc.columns`), so numbers are
+never rounded through a double on the way.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ if TYPE_CHECKING:
 PkUpdate = Literal["abend", "update", "delete-insert"]
 PK_UPDATE_MODES: tuple[str, ...] = ("abend", "update", "delete-insert")
 
-IMAGE_TYPE = T.MapType(T.StringType(), T.VariantType(), valueContainsNull=True)
+IMAGE_TYPE = T.MapType(T.StringType(), T.StringType(), valueContainsNull=True)
 
 #: The canonical ops-style schema (public columns, in order).
 EVENT_SCHEMA = T.StructType(
@@ -125,7 +127,7 @@ def key_changed(keys: Column, before: Column, after: Column) -> Column:
     Only keys present in both images count: an image without the key columns cannot move a row.
     """
     def image_key(image: Column) -> Column:
-        return F.transform(keys, lambda k: F.to_json(image[k]))
+        return F.transform(keys, lambda k: image[k])
 
     def has_all(image: Column) -> Column:
         return F.forall(keys, lambda k: F.coalesce(F.map_contains_key(image, k), F.lit(False)))
@@ -190,8 +192,7 @@ def to_rows(events: DataFrame, *, pk_update: PkUpdate = "abend") -> DataFrame:
 
 
 def _key_value(image: object, column: str) -> object:
-    """A key column's value from a collected image (a dict of VariantVal) as plain Python."""
-    if not isinstance(image, dict) or column not in image:
+    """A key column's value (its text) from a collected image."""
+    if not isinstance(image, dict):
         return None
-    value = image[column]
-    return value.toPython() if hasattr(value, "toPython") else value
+    return image.get(column)

@@ -1,6 +1,6 @@
 """Column types: inferred from the data when nothing declares them, and lossless typing of values.
 
-Images hold VARIANT values. A column's Spark type comes, in this order, from the target Delta
+Image values are text. A column's Spark type comes, in this order, from the target Delta
 table (an existing column keeps its type), then from what the data shows (:func:`infer_types`):
 
 =====================================  ======================================================
@@ -22,7 +22,6 @@ is reported so that its record goes to the quarantine with the reason.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
@@ -92,37 +91,51 @@ def spark_type_for(variant_type: str, *, fractional: bool) -> T.DataType:
 
 
 def infer_types(
-    events: DataFrame, columns: Iterable[str], aliases: dict[str, list[str]] | None = None
-) -> dict[str, T.DataType]:
-    """Infer the types of ``columns`` from the before/after images of ``events`` (one table).
+    images: DataFrame, wanted: dict[str, dict[str, list[str]]]
+) -> dict[str, dict[str, T.DataType]]:
+    """Infer column types per table from ``images`` (``table``, ``before``, ``after`` as maps of
+    VARIANT, which keep the JSON type of each value) in one aggregation.
 
-    ``aliases`` maps a column to other spellings of it; their values count for the column.
-
-    Variant values do not keep a number's trailing zeros (``17520.00`` is stored as the decimal
-    ``17520``), but they do keep that it was written with a decimal point (a DECIMAL, where
-    ``17520`` is a BIGINT): such a column becomes a decimal even when every value seen is whole.
+    ``wanted`` maps a table to its new columns, each with its other spellings. Variant values do
+    not keep a number's trailing zeros (``17520.00`` is the decimal ``17520``) but do keep that it
+    was written with a decimal point (a DECIMAL where ``17520`` is a BIGINT): such a column becomes
+    a decimal even when every value seen is whole.
     """
-    names = list(columns)
-    spellings = {c: [c, *(aliases or {}).get(c, [])] for c in names}
-    wanted = [s for c in names for s in spellings[c]]
     if not wanted:
         return {}
-    images = events.select(F.explode(F.array("before", "after")).alias("img")).where("img is not null")
-    row = images.select(
-        F.schema_of_variant_agg(F.to_variant_object(F.map_filter("img", lambda k, _v: k.isin(wanted)))).alias("s"),
-        *[
-            F.max(
-                F.coalesce(F.schema_of_variant(F.col("img")[c]).startswith("DECIMAL"), F.lit(False))
-            ).alias(f"frac_{i}")
-            for i, c in enumerate(wanted)
-        ],
-    ).first()
-    described = parse_object_schema(row["s"] if row else None)
-    per_spelling: dict[str, T.DataType] = {}
-    for i, c in enumerate(wanted):
-        fractional = bool(row[f"frac_{i}"]) if row else False
-        per_spelling[c] = spark_type_for(described.get(c, "VOID"), fractional=fractional)
-    return {c: widest([per_spelling[s] for s in spellings[c] if described.get(s, "VOID") != "VOID"]) for c in names}
+    spellings = {t: {c: [c, *alts] for c, alts in cols.items()} for t, cols in wanted.items()}
+    flat = sorted({s for cols in spellings.values() for names in cols.values() for s in names})
+    img = F.col("img")
+    rows = (
+        images.where(F.col("table").isin(list(wanted)))
+        .select("table", F.explode(F.array("before", "after")).alias("img"))
+        .where(img.isNotNull())
+        .groupBy("table")
+        .agg(
+            F.schema_of_variant_agg(F.to_variant_object(F.map_filter(img, lambda k, _v: k.isin(flat)))).alias("s"),
+            *[
+                F.max(F.coalesce(F.schema_of_variant(img[c]).startswith("DECIMAL"), F.lit(False))).alias(f"frac_{i}")
+                for i, c in enumerate(flat)
+            ],
+        )
+        .collect()
+    )
+    by_table = {r["table"]: r for r in rows}
+    out: dict[str, dict[str, T.DataType]] = {}
+    for table, cols in spellings.items():
+        row = by_table.get(table)
+        described = parse_object_schema(row["s"] if row else None)
+        found: dict[str, T.DataType] = {}
+        for c, names in cols.items():
+            kinds = []
+            for name in names:
+                if described.get(name, "VOID") == "VOID":
+                    continue
+                fractional = bool(row[f"frac_{flat.index(name)}"]) if row else False
+                kinds.append(spark_type_for(described[name], fractional=fractional))
+            found[c] = widest(kinds)
+        out[table] = found
+    return out
 
 
 def widest(types: list[T.DataType]) -> T.DataType:
@@ -144,18 +157,16 @@ def sql_string(value: str) -> str:
 
 
 def typed_sql(raw: str, dtype: T.DataType) -> tuple[str, str | None]:
-    """SQL for ``(typed value, ok)`` of the VARIANT expression ``raw``.
+    """SQL for ``(typed value, ok)`` of the text expression ``raw``.
 
     ``ok`` is None when every value fits (string columns); otherwise it is false exactly when the
     value is not NULL and would change in the conversion (rounding, truncation, a failed parse).
     """
     if isinstance(dtype, T.StringType):
-        return f"try_variant_get({raw}, '$', 'string')", None
-    value = f"try_variant_get({raw}, '$', '{dtype.simpleString()}')"
-    is_null = f"({raw} IS NULL OR is_variant_null({raw}))"
-    if isinstance(dtype, (T.LongType, T.IntegerType, T.ShortType, T.ByteType, T.DecimalType)):
-        exact = _EXACT.simpleString()
-        ok = f"({is_null} OR coalesce(CAST({value} AS {exact}) = try_variant_get({raw}, '$', '{exact}'), false))"
+        return raw, None
+    value = f"try_cast({raw} AS {dtype.simpleString()})"
+    if isinstance(dtype, T.DecimalType):
+        ok = f"({raw} IS NULL OR coalesce({value} = try_cast({raw} AS {_EXACT.simpleString()}), false))"
     else:
-        ok = f"({is_null} OR {value} IS NOT NULL)"
+        ok = f"({raw} IS NULL OR {value} IS NOT NULL)"
     return value, ok

@@ -71,7 +71,7 @@ def widen(events: DataFrame, layout: Layout) -> DataFrame:
     The expressions are built as SQL text: one call into Spark per projection, whatever the
     number of columns.
     """
-    first = ["op AS _op", "seq AS _seq", "op_ts AS _op_ts", "pos AS _pos", *ARRIVAL, "_line", "_raw"]
+    first = ["op AS _op", "seq AS _seq", "op_ts AS _op_ts", "pos AS _pos", *ARRIVAL]
     checks: list[tuple[str, str]] = []
     for i, (name, dtype) in enumerate(zip(layout.columns, layout.types)):
         for img, val, pres in (("after", f"a{i}", f"p{i}"), ("before", f"b{i}", f"q{i}")):
@@ -79,8 +79,8 @@ def widen(events: DataFrame, layout: Layout) -> DataFrame:
             value, ok = typed_sql(raw, dtype)
             first += [f"{value} AS {val}", f"{present} AS {pres}"]
             if ok is not None:
-                reason = sql_string(f"column '{name}': {img} value %s does not fit type {dtype.simpleString()}")
-                first.append(f"CASE WHEN NOT {ok} THEN format_string({reason}, to_json({raw})) END AS _x{len(checks)}")
+                reason = sql_string(f"column '{name}': {img} value '%s' does not fit type {dtype.simpleString()}")
+                first.append(f"CASE WHEN NOT {ok} THEN format_string({reason}, {raw}) END AS _x{len(checks)}")
                 checks.append((f"_x{len(checks)}", name))
     wide = events.selectExpr(*first)
 

@@ -7,18 +7,17 @@ The quarantine is one Delta table per target (``<target>/_quarantine``), appende
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from pyspark.sql import functions as F
 
-from lakecdc.decoders._records import read_records, resolve_lines
+from lakecdc.decoders._records import locate, source_of
 from lakecdc.state import quarantine_path
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame
 
     from lakecdc.merge.delta_rs import DeltaRsEngine
 
@@ -35,7 +34,7 @@ QUARANTINE_SCHEMA = pa.schema(
     ]
 )
 #: Columns a bad-record DataFrame must have to be quarantined.
-BAD_COLUMNS = ("_file", "_block", "_row", "_line", "table", "_error", "_raw")
+BAD_COLUMNS = ("_file", "_block", "_row", "table", "_error")
 
 
 @dataclass(frozen=True)
@@ -53,22 +52,38 @@ class Quarantined:
         return f"{fmt}: {where}{table}: {self.reason}; the record was quarantined"
 
 
-def collect_bad(spark: SparkSession, bad: DataFrame, files: Sequence[str]) -> pa.Table:
-    """The bad records as rows of the quarantine, their raw text and line numbers filled in.
+def collect_bad(bad: DataFrame, events: DataFrame) -> pa.Table:
+    """The bad records as rows of the quarantine, with their line numbers and raw text.
 
-    Decoders keep the raw text of the records they reject; records rejected later (a value that
-    does not fit its column, a missing key) get theirs from a second read of their files, matched
-    by their position in the split (reads of the same files are split the same way).
+    ``bad`` holds ``_file``, ``_block``, ``_row``, ``table`` and ``_error``; ``events`` is the
+    (cached) DataFrame they came from. A record's position in its split is its row id minus the
+    split's first row id; :func:`~lakecdc.decoders._records.locate` turns that into a line and
+    reads the line's text from the file.
     """
-    records = read_records(spark, files)
-    with_raw = bad.join(
-        records.select("_file", "_block", "_row", F.col("value").alias("_raw2")), ["_file", "_block", "_row"], "left"
-    ).withColumn("_raw", F.coalesce("_raw", "_raw2")).drop("_raw2")
-    resolved = resolve_lines(spark, records, with_raw)
-    return resolved.select(
-        F.col("_file").alias("file"), F.col("_line").alias("line"), F.col("table").alias("source_table"),
-        F.col("_error").alias("reason"), F.col("_raw").alias("raw"),
-    ).orderBy("file", "line").toArrow()
+    found = bad.select("_file", "_block", "_row", "table", "_error").collect()
+    if not found:
+        return pa.table({"file": pa.array([], pa.string()), "line": pa.array([], pa.int64()),
+                         "source_table": pa.array([], pa.string()), "reason": pa.array([], pa.string()),
+                         "raw": pa.array([], pa.string())})
+    splits = {(r["_file"], r["_block"]) for r in found}
+    firsts = {
+        (r["_file"], r["_block"]): r["first"]
+        for r in events.where(F.col("_file").isin(sorted({f for f, _ in splits})))
+        .groupBy("_file", "_block").agg(F.min("_row").alias("first")).collect()
+    }
+    ranks: dict[tuple[str, int], set[int]] = {}
+    for r in found:
+        key = (r["_file"], r["_block"])
+        ranks.setdefault(key, set()).add(r["_row"] - firsts[key])
+    located = {key: locate(key[0], key[1], rs) for key, rs in ranks.items()}
+    out = []
+    for r in found:
+        key = (r["_file"], r["_block"])
+        line, raw = located[key].get(r["_row"] - firsts[key], (None, None))
+        out.append({"file": source_of(r["_file"]), "line": line, "source_table": r["table"],
+                    "reason": r["_error"], "raw": raw})
+    out.sort(key=lambda x: (x["file"], x["line"] or 0))
+    return pa.Table.from_pylist(out)
 
 
 def write_quarantine(

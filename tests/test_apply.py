@@ -126,7 +126,7 @@ def test_bad_records_are_quarantined_and_the_rest_applies(spark, tmp_path):
     assert [(r["line"], r["source_table"], r["reason"]) for r in q] == [
         (2, None, "not valid JSON"),
         (3, "S.T", "unknown op_type 'Q' (expected one of I, U, D, T)"),
-        (4, "S.T", "column 'N': after value \"five\" does not fit type bigint"),
+        (4, "S.T", "column 'N': after value 'five' does not fit type bigint"),
         (5, "S.T", "key column 'ID' missing from the after image"),
     ]
     assert all(r["file"] == str(bad_file.resolve()) and r["raw"] == lines[r["line"] - 1] for r in q)
@@ -189,7 +189,7 @@ def test_crash_between_tables_then_rerun_applies_exactly_once(spark, tmp_path):
     # a crash after every commit (before the manifest closed) resumes to a no-op
     write_jsonl(landing / "b.json", [ogg("S.A", "U", "00:00:05", 5, before={"ID": 2}, after={"ID": 2, "N": 3}, keys=["ID"])])
     with pytest.raises(Crash):
-        lakecdc.apply(landing, target, spark=spark, progress=crash_at("writing the quarantine"))
+        lakecdc.apply(landing, target, spark=spark, progress=crash_at("recording the run"))
     v = version(a)
     s = lakecdc.apply(landing, target, spark=spark)
     assert version(a) == v and rows(a) == [{"ID": 2, "N": 3}]

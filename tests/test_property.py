@@ -459,8 +459,8 @@ def assert_counts(
 
 # ---- driving lakecdc -----------------------------------------------------------------------------
 
-# apply(run number, run file, expect_failure) -> {source_table: summary fields}, or None when
-# expect_failure (the applier itself asserts the failure)
+# apply(run number, run file, the run's events, expect_failure) -> {source_table: summary fields},
+# or None when expect_failure (the applier itself asserts the failure and what the error names)
 Applier = Callable[[int, Path, list[Event], bool], "dict[str, dict[str, Any]] | None"]
 
 

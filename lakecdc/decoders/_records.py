@@ -1,45 +1,55 @@
-"""Reading input files into raw records (one JSON document, line or message per row).
+"""Reading input files: JSON messages through Spark's JSON source, and finding bad records again.
 
-Two layouts are told apart per file by its first bytes:
+JSON messages are read by Spark's own JSON file source, split across executors, with
+``spark.sql.json.enableExactStringParsing`` on so that a value read as a string keeps the exact
+text of the message (``17520.00`` stays ``17520.00``; a 20-digit decimal is not rounded through a
+double). Two layouts are told apart per file by its first bytes:
 
-* **lines**: one record per line (JSON lines, delimited text). Read by Spark's own text source,
-  split across executors; the line number of a record is worked out only when it is needed for
-  an error report (:func:`resolve_lines`).
-* **documents**: pretty-printed or concatenated JSON objects (GoldenGate ``prettyPrint=true``,
-  ``jsonDelimiter``). Each file is read whole by one executor task and split into objects by a
-  small scanner that knows JSON strings, so it also reports exact line numbers.
+* **lines**: one message per line, read in place;
+* **documents**: pretty-printed or concatenated objects (GoldenGate ``prettyPrint=true``,
+  ``jsonDelimiter``): split by a scanner that knows JSON strings and staged as one object per
+  line, with a map back to the original line numbers.
 
-Every record row carries ``_file`` (the path as given), ``_block`` (the byte offset of the split
-it was read from), ``_row`` (an id increasing along the split) and ``_line`` (1-based line of the
-record's first character, NULL until resolved for the lines layout).
+Every row carries ``_file`` (the input path), ``_block`` (start of the split it was read from)
+and ``_row`` (an id increasing along the split, over non-blank lines). A record's line number
+and raw text are recovered only for bad records, by :func:`locate` reading the file again.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
+import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-import pyarrow as pa
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
 Layout = Literal["lines", "documents"]
-
-RECORD_SCHEMA = T.StructType(
-    [
-        T.StructField("_file", T.StringType()),
-        T.StructField("_block", T.LongType()),
-        T.StructField("_row", T.LongType()),
-        T.StructField("_line", T.LongType()),
-        T.StructField("value", T.StringType()),
-    ]
-)
+CORRUPT = "_corrupt_record"
+EXACT_STRINGS = "spark.sql.json.enableExactStringParsing"
 _PEEK_BYTES = 1 << 16
+_WS = b" \t\r\n"
+
+
+@contextlib.contextmanager
+def exact_json_strings(spark: SparkSession) -> Iterator[None]:
+    """Keep JSON values read as strings exactly as written while the block runs."""
+    previous = spark.conf.get(EXACT_STRINGS, None)
+    spark.conf.set(EXACT_STRINGS, "true")
+    try:
+        yield
+    finally:
+        if previous is None:
+            spark.conf.unset(EXACT_STRINGS)
+        else:
+            spark.conf.set(EXACT_STRINGS, previous)
 
 
 def detect_layout(path: str) -> Layout:
@@ -57,62 +67,62 @@ def detect_layout(path: str) -> Layout:
     return "lines"
 
 
-def _uri_to_path(files: Sequence[str]) -> dict[str, str]:
-    return {Path(f).resolve().as_uri(): f for f in files}
+def stage_documents(path: str, staging: str) -> str:
+    """Write the objects of a ``documents`` file one per line; return the staged file's path.
+
+    A sidecar ``<staged>.lines.json`` holds each staged line's original line number.
+    """
+    digest = hashlib.sha1(os.path.abspath(path).encode()).hexdigest()[:16]
+    out = Path(staging) / f"{Path(path).name}.{digest}.jsonl"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    text = Path(path).read_text(encoding="utf-8")
+    lines: list[int] = []
+    with open(out, "w", encoding="utf-8") as fh:
+        for line, doc in split_documents(text):
+            fh.write(doc.replace("\r", " ").replace("\n", " ") + "\n")
+            lines.append(line)
+    Path(f"{out}.lines.json").write_text(json.dumps({"source": path, "lines": lines}))
+    return str(out)
 
 
-def read_records(spark: SparkSession, files: Sequence[str]) -> DataFrame:
-    """All records of ``files`` as a DataFrame with :data:`RECORD_SCHEMA` (blank lines included)."""
-    line_files = [f for f in files if detect_layout(f) == "lines"]
-    doc_files = [f for f in files if f not in set(line_files)]
-    parts: list[DataFrame] = []
-    if line_files:
-        names = _uri_to_path(line_files)
-        mapping = F.create_map(*[F.lit(x) for kv in names.items() for x in kv])
-        uri = F.input_file_name()
-        lines = spark.read.text(line_files).select(
-            F.coalesce(mapping[uri], uri).alias("_file"),
-            F.input_file_block_start().alias("_block"),
-            F.monotonically_increasing_id().alias("_row"),
-            F.lit(None).cast("long").alias("_line"),
-            F.col("value"),
-        )
-        parts.append(lines)
-    if doc_files:
-        names = _uri_to_path(doc_files)
-        whole = spark.read.text(doc_files, wholetext=True).select(
-            F.input_file_name().alias("uri"), F.col("value")
-        )
-        parts.append(whole.mapInArrow(_split_documents_batches(names), RECORD_SCHEMA))
-    if not parts:
-        return spark.createDataFrame([], RECORD_SCHEMA)
-    out = parts[0]
-    for p in parts[1:]:
-        out = out.unionByName(p)
-    return out
+def read_json(spark: SparkSession, files: Sequence[str], schema: StructType, *, staging: str) -> DataFrame:
+    """Messages of ``files`` parsed with ``schema`` (plus ``_corrupt_record``) and origin columns.
+
+    Call inside :func:`exact_json_strings`.
+    """
+    paths = [f if detect_layout(f) == "lines" else stage_documents(f, staging) for f in files]
+    names = {Path(p).resolve().as_uri(): p for p in paths}
+    mapping = F.create_map(*[F.lit(x) for kv in names.items() for x in kv])
+    uri = F.input_file_name()
+    full = schema if CORRUPT in schema.fieldNames() else schema.add(CORRUPT, "string")
+    df = (
+        spark.read.schema(full)
+        .option("mode", "PERMISSIVE")
+        .option("columnNameOfCorruptRecord", CORRUPT)
+        .json(paths)
+    )
+    return df.select(
+        "*",
+        F.coalesce(mapping[uri], uri).alias("_file"),
+        F.input_file_block_start().alias("_block"),
+        F.monotonically_increasing_id().alias("_row"),
+    )
 
 
-def _split_documents_batches(names: dict[str, str]):  # type: ignore[no-untyped-def]
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            for uri, text in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
-                path = names.get(uri, uri)
-                rows = list(split_documents(text or ""))
-                yield pa.RecordBatch.from_pydict(
-                    {
-                        "_file": [path] * len(rows),
-                        "_block": [0] * len(rows),
-                        "_row": [i for i, _ in enumerate(rows)],
-                        "_line": [line for line, _ in rows],
-                        "value": [doc for _, doc in rows],
-                    },
-                    schema=pa.schema(
-                        [("_file", pa.string()), ("_block", pa.int64()), ("_row", pa.int64()),
-                         ("_line", pa.int64()), ("value", pa.string())]
-                    ),
-                )
-
-    return run
+def read_text(spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
+    """Non-blank lines of ``files`` as ``value`` with the same origin columns as :func:`read_json`."""
+    paths = [f if detect_layout(f) == "lines" else stage_documents(f, staging) for f in files]
+    names = {Path(p).resolve().as_uri(): p for p in paths}
+    mapping = F.create_map(*[F.lit(x) for kv in names.items() for x in kv])
+    uri = F.input_file_name()
+    # blank means JSON whitespace only, as for Spark's JSON reader (row ids must agree)
+    lines = spark.read.text(paths).where(F.col("value").rlike("[^ \\t\\r\\n]"))
+    return lines.select(
+        "value",
+        F.coalesce(mapping[uri], uri).alias("_file"),
+        F.input_file_block_start().alias("_block"),
+        F.monotonically_increasing_id().alias("_row"),
+    )
 
 
 def split_documents(text: str) -> Iterator[tuple[int, str]]:
@@ -181,47 +191,47 @@ def _drop_trailing_comma(out: list[str]) -> None:
         del out[j]
 
 
-def resolve_lines(spark: SparkSession, records: DataFrame, bad: DataFrame) -> DataFrame:
-    """Fill ``_line`` of the ``bad`` records that came from the lines layout.
+def locate(path: str, block: int, ranks: set[int]) -> dict[int, tuple[int, str]]:
+    """Line number and raw text of the records of rank ``ranks`` in the split starting at ``block``.
 
-    A record's line is the number of newlines before its split (counted on the driver, only for
-    splits holding a bad record) plus its rank inside the split. ``records`` must be the same
-    (cached) DataFrame the bad ones were taken from, so that ``_row`` ids agree.
+    Follows Hadoop's line reader: a split that does not start the file begins after the first
+    newline at or after its start; blank lines (JSON whitespace only) are not records. For a
+    staged ``documents`` file the line is the original file's.
     """
-    need = bad.where(F.col("_line").isNull()).select("_file", "_block").distinct().collect()
-    if not need:
-        return bad
-    first_rows = (
-        records.where(F.col("_line").isNull())
-        .groupBy("_file", "_block")
-        .agg(F.min("_row").alias("_first_row"))
-    )
-    base = spark.createDataFrame(
-        [(r["_file"], r["_block"], _newlines_before(r["_file"], r["_block"])) for r in need],
-        "_file string, _block long, _lines_before long",
-    )
-    resolved = (
-        bad.join(first_rows, ["_file", "_block"], "left")
-        .join(base, ["_file", "_block"], "left")
-        .withColumn(
-            "_line",
-            F.coalesce(
-                F.col("_line"), F.col("_lines_before") + F.col("_row") - F.col("_first_row") + 1
-            ),
-        )
-        .drop("_first_row", "_lines_before")
-    )
-    return resolved
-
-
-def _newlines_before(path: str, offset: int) -> int:
-    count = 0
+    found: dict[int, tuple[int, str]] = {}
+    if not ranks:
+        return found
+    last = max(ranks)
     with open(path, "rb") as fh:
-        remaining = offset
-        while remaining > 0:
-            chunk = fh.read(min(remaining, 1 << 22))
-            if not chunk:
-                break
-            count += chunk.count(b"\n")
-            remaining -= len(chunk)
-    return count
+        line_no = 1
+        if block > 0:
+            remaining = block
+            while remaining > 0:
+                chunk = fh.read(min(remaining, 1 << 22))
+                if not chunk:
+                    break
+                line_no += chunk.count(b"\n")
+                remaining -= len(chunk)
+            partial = fh.readline()
+            if partial.endswith(b"\n"):
+                line_no += 1
+        rank = 0
+        for raw in fh:
+            if raw.strip(_WS):
+                if rank in ranks:
+                    found[rank] = (line_no, raw.rstrip(b"\r\n").decode("utf-8", errors="replace"))
+                    if rank >= last:
+                        break
+                rank += 1
+            line_no += 1
+    sidecar = Path(f"{path}.lines.json")
+    if sidecar.exists():
+        original = json.loads(sidecar.read_text())["lines"]
+        found = {r: (original[ln - 1], raw) for r, (ln, raw) in found.items()}
+    return found
+
+
+def source_of(path: str) -> str:
+    """The input file a (possibly staged) path stands for."""
+    sidecar = Path(f"{path}.lines.json")
+    return json.loads(sidecar.read_text())["source"] if sidecar.exists() else path

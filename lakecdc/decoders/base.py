@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, ClassVar
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from lakecdc.decoders._records import read_records
 from lakecdc.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -64,14 +63,13 @@ class Decoder(ABC):
             return False
         raise ConfigError(f"{self.name}: option {name}={self.options[name]!r} is not true/false")
 
-    def read(self, spark: SparkSession, files: Sequence[str]) -> DataFrame:
-        """Decode ``files`` into canonical events (plus ``_error``/``_raw`` for bad records)."""
-        records = read_records(spark, files)
-        return self.decode(records.where(F.trim(F.col("value")) != ""))
-
     @abstractmethod
-    def decode(self, records: DataFrame) -> DataFrame:
-        """Turn raw records (``value`` plus origin columns) into canonical events."""
+    def read(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
+        """Decode ``files`` into canonical events plus ``_error`` (NULL for good records).
+
+        Must run inside :func:`lakecdc.decoders._records.exact_json_strings` for JSON formats.
+        ``staging`` is a scratch directory the decoder may write normalised copies into.
+        """
 
 
 def first_error(*checks: tuple[Column, Column | str]) -> Column:

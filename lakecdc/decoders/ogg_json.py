@@ -18,6 +18,7 @@ Options are the formatter's own property names (without ``gg.handler.<name>.form
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 from pyspark.sql import Column
@@ -25,13 +26,13 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakecdc.changes import IMAGE_TYPE, default_seq
+from lakecdc.decoders._records import CORRUPT, read_json, read_text
 from lakecdc.decoders.base import Decoder, first_error, parse_op_ts
 from lakecdc.errors import ConfigError
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
-_CORRUPT = "_corrupt_record"
 _META = ("table", "op_type", "op_ts", "current_ts", "pos")
 
 
@@ -61,64 +62,91 @@ class OggJsonDecoder(Decoder):
 
     def __init__(self, options: dict[str, str] | None = None) -> None:
         super().__init__(options)
-        if self.options["encoding"].replace("-", "").upper() not in ("UTF8",):
+        if self.options["encoding"].replace("-", "").upper() != "UTF8":
             raise ConfigError(f"ogg-json: encoding {self.options['encoding']!r} is not supported; use UTF-8")
         self.all_strings = self.flag("treatAllColumnsAsStrings")
 
-    # -- parsing -------------------------------------------------------------------------------
-    def _parsed(self, records: DataFrame) -> DataFrame:
-        """Records with the message's members as columns ``m_table``, ..., ``m_before``."""
-        before, after = self.options["beforeObjectName"], self.options["afterObjectName"]
-        opts = {"columnNameOfCorruptRecord": _CORRUPT, "mode": "PERMISSIVE"}
-        if self.flag("flatten"):
-            # A flattened message is one object: parse it as a map and split it by prefix.
-            # (A malformed message parses to NULL.)
-            parsed = records.select("*", F.from_json("value", T.MapType(T.StringType(), T.VariantType())).alias("_m"))
-            m = F.col("_m")
-            delim = self.options["flattenDelimiter"]
-            cols: dict[str, Column] = {
-                f"m_{name}": F.try_variant_get(m[name], "$", "string") for name in _META
-            }
-            cols["m_primary_keys"] = F.try_variant_get(m["primary_keys"], "$", "array<string>")
-            cols["m_tokens"] = F.try_variant_get(m["tokens"], "$", "map<string,string>")
-            cols["m_before"] = _image_from_prefix(m, f"{before}{delim}")
-            cols["m_after"] = _image_from_prefix(m, f"{after}{delim}")
-            cols["m_bad_json"] = m.isNull()
-            return parsed.select("*", *[c.alias(n) for n, c in cols.items()])
-        schema = T.StructType(
+    @property
+    def image_names(self) -> tuple[str, str]:
+        return self.options["beforeObjectName"], self.options["afterObjectName"]
+
+    def schema(self) -> T.StructType:
+        """The message schema Spark parses with (images as exact-text maps)."""
+        before, after = self.image_names
+        return T.StructType(
             [T.StructField(n, T.StringType()) for n in _META]
             + [
                 T.StructField("primary_keys", T.ArrayType(T.StringType())),
                 T.StructField("tokens", T.MapType(T.StringType(), T.StringType())),
                 T.StructField(before, IMAGE_TYPE),
                 T.StructField(after, IMAGE_TYPE),
-                T.StructField(_CORRUPT, T.StringType()),
             ]
         )
-        j = F.col("_j")
-        parsed = records.select("*", F.from_json("value", schema, opts).alias("_j"))
-        return parsed.select(
-            "*",
-            *[j[n].alias(f"m_{n}") for n in _META],
-            j["primary_keys"].alias("m_primary_keys"),
-            j["tokens"].alias("m_tokens"),
-            j[before].alias("m_before"),
-            j[after].alias("m_after"),
-            (j.isNull() | j[_CORRUPT].isNotNull()).alias("m_bad_json"),
+
+    def variant_images(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
+        """``table``, ``before``, ``after`` as ``map<string, variant>``: the JSON types, for inference."""
+        before, after = self.image_names
+        if self.flag("flatten"):
+            parsed = self._flat(spark, files, staging=staging, value_type=T.VariantType())
+            return parsed.select(F.col("m_table").alias("table"), F.col("m_before").alias("before"), F.col("m_after").alias("after"))
+        vmap = T.MapType(T.StringType(), T.VariantType())
+        schema = T.StructType([T.StructField("table", T.StringType()), T.StructField(before, vmap), T.StructField(after, vmap)])
+        df = read_json(spark, files, schema, staging=staging)
+        return df.select("table", F.col(before).alias("before"), F.col(after).alias("after"))
+
+    # -- parsing -------------------------------------------------------------------------------
+    def _flat(self, spark: SparkSession, files: Sequence[str], *, staging: str, value_type: T.DataType) -> DataFrame:
+        """Flattened messages: the whole object as one map, split by member-name prefix."""
+        before, after = self.image_names
+        delim = self.options["flattenDelimiter"]
+        # A flattened message has no fixed member names, so Spark's JSON reader cannot type it:
+        # the records are read as text and parsed to a map of variants (numbers stay exact).
+        text = read_text(spark, files, staging=staging)
+        m = F.from_json("value", T.MapType(T.StringType(), T.VariantType()))
+        parsed = text.select("*", m.alias("_m"))
+        mm = F.col("_m")
+
+        def image(prefix: str) -> Column:
+            picked = F.map_filter(mm, lambda k, _v: k.startswith(prefix))
+            keyed = F.transform_keys(picked, lambda k, _v: F.substring(k, len(prefix) + 1, 1 << 20))
+            if isinstance(value_type, T.StringType):
+                return F.transform_values(keyed, lambda _k, v: F.try_variant_get(v, "$", "string"))
+            return keyed
+
+        cols: dict[str, Column] = {f"m_{n}": F.try_variant_get(mm[n], "$", "string") for n in _META}
+        cols["m_primary_keys"] = F.try_variant_get(mm["primary_keys"], "$", "array<string>")
+        cols["m_tokens"] = F.try_variant_get(mm["tokens"], "$", "map<string,string>")
+        b, a = image(f"{before}{delim}"), image(f"{after}{delim}")
+        cols["m_before"] = F.when(F.size(b) > 0, b)
+        cols["m_after"] = F.when(F.size(a) > 0, a)
+        cols["m_bad_json"] = mm.isNull()
+        return parsed.select("_file", "_block", "_row", *[c.alias(n) for n, c in cols.items()])
+
+    def _nested(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
+        before, after = self.image_names
+        df = read_json(spark, files, self.schema(), staging=staging)
+        return df.select(
+            "_file", "_block", "_row",
+            *[F.col(n).alias(f"m_{n}") for n in _META],
+            F.col("primary_keys").alias("m_primary_keys"),
+            F.col("tokens").alias("m_tokens"),
+            F.col(before).alias("m_before"),
+            F.col(after).alias("m_after"),
+            F.col(CORRUPT).isNotNull().alias("m_bad_json"),
         )
 
-    def decode(self, records: DataFrame) -> DataFrame:
+    def read(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
         o = self.options
-        before_name, after_name = o["beforeObjectName"], o["afterObjectName"]
-        p = self._parsed(records)
+        before_name, after_name = self.image_names
+        if self.flag("flatten"):
+            p = self._flat(spark, files, staging=staging, value_type=T.StringType())
+        else:
+            p = self._nested(spark, files, staging=staging)
         op_map = {o["insertOpKey"]: "I", o["updateOpKey"]: "U", o["deleteOpKey"]: "D", o["truncateOpKey"]: "T"}
         op = F.element_at(F.create_map(*[F.lit(x) for kv in op_map.items() for x in kv]), F.col("m_op_type"))
         op_ts = parse_op_ts(F.col("m_op_ts"))
         has_before = F.col("m_before").isNotNull()
         has_after = F.col("m_after").isNotNull()
-        if self.flag("flatten"):
-            has_before = F.size("m_before") > 0
-            has_after = F.size("m_after") > 0
         expected = ", ".join(op_map)
         error = first_error(
             (F.col("m_bad_json"), "not valid JSON"),
@@ -150,13 +178,6 @@ class OggJsonDecoder(Decoder):
             F.when(op.isin("U", "D"), F.col("m_before")).alias("before"),
             F.when(op.isin("I", "U"), F.col("m_after")).alias("after"),
             source.alias("source"),
-            "_file", "_block", "_row", "_line",
+            "_file", "_block", "_row",
             error.alias("_error"),
-            # Only bad records keep their text here; see lakecdc.quarantine for the others.
-            F.when(error.isNotNull(), F.col("value")).alias("_raw"),
         )
-
-
-def _image_from_prefix(m: Column, prefix: str) -> Column:
-    picked = F.map_filter(m, lambda k, _v: k.startswith(prefix))
-    return F.transform_keys(picked, lambda k, _v: F.substring(k, len(prefix) + 1, 1 << 20))
