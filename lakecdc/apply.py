@@ -231,7 +231,7 @@ def _run(
     staging = str(Path(target) / "_lakecdc" / "staging" / f"run-{run_id:010d}")
     say(f"decoding {len(files)} file(s) as {settings.format}")
     with exact_json_strings(spark):
-        events = decoder.read(spark, files, staging=staging).persist(StorageLevel.MEMORY_AND_DISK)
+        events = decoder.read(spark, files, staging=staging)
         try:
             summaries, quarantined = _run_tables(spark, engine, decoder, settings, target, files, events,
                                                  run_id=run_id, now=now, staging=staging, say=say)
@@ -259,6 +259,10 @@ def _run_tables(
     files: list[str], events: DataFrame, *, run_id: int, now: dt.datetime, staging: str, say: Progress,
 ) -> tuple[dict[str, TableSummary], list[Quarantined]]:
     profile, decode_errors = _profile(events)
+    if len(profile) > 1:
+        # Several tables read the same events: decode once into Spark's cache. (A single table
+        # is cheaper to decode twice than to cache: caching maps costs more than parsing.)
+        events.persist(StorageLevel.MEMORY_AND_DISK)
     summaries: dict[str, TableSummary] = {}
     shapes: dict[str, _Shape] = {}
     for table in sorted(profile):

@@ -162,6 +162,7 @@ def fold(wide: DataFrame, layout: Layout) -> DataFrame:
         f"coalesce(lag(_ok) OVER ({over}), false) AS _prev_ok",
         f"lag(_seq) OVER ({over}) AS _prev_seq",
         f"lag(_op) OVER ({over}) AS _prev_op",
+        f"lead(1) OVER ({over}) IS NULL AS _is_last",
         f"max(CASE WHEN _ok AND _op = 'D' THEN _seq END) OVER {whole} AS _last_d",
     ).selectExpr(
         "*", "_ok AND _prev_ok AND _seq = _prev_seq AS _dup",
@@ -172,30 +173,35 @@ def fold(wide: DataFrame, layout: Layout) -> DataFrame:
         "_live AND IF(_last_d IS NULL, NOT _prev_ok, "
         "_prev_ok AND _prev_op = 'D' AND _prev_seq = _last_d AND _seq > _last_d) AS _first",
     )
-    aggs = [
-        "count(1) AS _events",
-        "sum(CAST(_dup AS BIGINT)) AS _dups",
-        "sum(CAST(_stale AND NOT _bad AS BIGINT)) AS _stale",
-        "sum(CAST(_bad AS BIGINT)) AS _errors",
-        "max(_live AND _pku) AS _pku",
-        "max(CASE WHEN _live THEN struct(_seq, _op, _op_ts) END) AS _last",
-        "max(_last_d) AS _last_d",
+    # Whole-partition window aggregates, read off each key's last row: no second shuffle and no
+    # aggregation buffers of structs. Usable events sort last, so the last row is the key's
+    # newest usable event when it has one.
+    per_key = [
+        *keys, "_is_last", "_live", "_op", "_seq", "_op_ts", "_last_d",
+        f"count(1) OVER {whole} AS _events",
+        f"sum(CAST(_dup AS BIGINT)) OVER {whole} AS _dups",
+        f"sum(CAST(_stale AND NOT _bad AS BIGINT)) OVER {whole} AS _stale",
+        f"sum(CAST(_bad AS BIGINT)) OVER {whole} AS _errors",
+        f"max(_live AND _pku) OVER {whole} AS _pku",
     ]
     for i in range(n):
-        aggs.append(f"max(CASE WHEN _live AND p{i} AND _op != 'D' AND _after_reset THEN struct(_seq, a{i} AS v) END) AS l{i}")
-        aggs.append(f"max(CASE WHEN _first AND _op = 'U' AND q{i} THEN struct(1 AS o, b{i} AS v) END) AS f{i}")
-    agg = ev.groupBy(*keys).agg(*[F.expr(a) for a in aggs])
+        per_key.append(
+            f"last(CASE WHEN _live AND p{i} AND _op != 'D' AND _after_reset THEN struct(a{i} AS v) END, true) "
+            f"OVER {whole} AS l{i}"
+        )
+        per_key.append(f"first(CASE WHEN _first AND _op = 'U' AND q{i} THEN struct(b{i} AS v) END, true) OVER {whole} AS f{i}")
+    last_rows = ev.selectExpr(*per_key).where("_is_last")
     out = [*keys]
     for i in range(n):
         out.append(f"IF(l{i} IS NOT NULL, l{i}.v, f{i}.v) AS c{i}")
         out.append(f"(l{i} IS NOT NULL OR _last_d IS NOT NULL) AS u{i}")
     out += [
-        "CASE WHEN _last IS NULL THEN NULL WHEN _last._op = 'D' THEN 'delete' ELSE 'upsert' END AS _action",
-        "_last._seq AS _cdc_seq", "_last._op AS _cdc_op", "_last._op_ts AS _cdc_op_ts",
+        "CASE WHEN NOT _live THEN NULL WHEN _op = 'D' THEN 'delete' ELSE 'upsert' END AS _action",
+        "IF(_live, _seq, NULL) AS _cdc_seq", "IF(_live, _op, NULL) AS _cdc_op", "IF(_live, _op_ts, NULL) AS _cdc_op_ts",
         *[f"CAST(coalesce({c}, 0) AS BIGINT) AS {c}" for c in ("_events", "_dups", "_stale", "_errors")],
         "coalesce(_pku, false) AS _pku",
     ]
-    return agg.selectExpr(*out)
+    return last_rows.selectExpr(*out)
 
 
 def net_schema(layout: Layout) -> T.StructType:
