@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 from pyspark.sql import functions as F
 
-from lakecdc.consolidate import ARRIVAL, Layout, net_schema
+from lakecdc.consolidate import ARRIVAL, Layout, before_columns, net_schema
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -37,7 +37,9 @@ def fold_pk_keys(
     """Net actions for the keys in ``touched`` (see the module docstring)."""
     n = len(layout.columns)
     nk = len(layout.keys)
-    base = events.select(
+    typed = events.drop(*[c for i in range(n) for c in (f"b{i}", f"q{i}") if c in events.columns])
+    typed = typed.selectExpr("*", *before_columns(layout))
+    base = typed.select(
         F.lit("E").alias("_kind"), *layout.key_cols, *[f"n{j}" for j in range(nk)], "_op", "_seq", "_op_ts",
         "_pku", *ARRIVAL, *[f"{p}{i}" for i in range(n) for p in ("a", "p", "b", "q")],
     )

@@ -67,17 +67,22 @@ def widen(events: DataFrame, layout: Layout) -> DataFrame:
 
     Adds per column ``i``: ``a{i}``/``p{i}`` (after value / present) and ``b{i}``/``q{i}``
     (before), per key column ``j``: ``k{j}`` (the event's key) and ``n{j}`` (the after image's key,
-    differing from ``k{j}`` only for a primary-key update), and ``_pku`` (is a key update).
-    The expressions are built as SQL text: one call into Spark per projection, whatever the
+    differing from ``k{j}`` only for a primary-key update), ``_pku`` (is a key update) and
+    ``_before`` (the before image; typed ``b{i}``/``q{i}`` exist for key columns only, see
+    :func:`before_columns`). The expressions are built as SQL text: one call into Spark per projection, whatever the
     number of columns.
     """
-    first = ["op AS _op", "seq AS _seq", "op_ts AS _op_ts", "pos AS _pos", *ARRIVAL]
+    first = ["op AS _op", "seq AS _seq", "op_ts AS _op_ts", "pos AS _pos", *ARRIVAL, "before AS _before"]
     checks: list[tuple[str, str]] = []
+    keyset = set(layout.key_index)
     for i, (name, dtype) in enumerate(zip(layout.columns, layout.types)):
         for img, val, pres in (("after", f"a{i}", f"p{i}"), ("before", f"b{i}", f"q{i}")):
             raw, present = _lookup_sql(img, layout.spellings(i))
             value, ok = typed_sql(raw, dtype)
-            first += [f"{value} AS {val}", f"{present} AS {pres}"]
+            if img == "after" or i in keyset:
+                # Non-key before values travel as the raw map (_before) and are typed only when a
+                # net row needs them; they are still checked here.
+                first += [f"{value} AS {val}", f"{present} AS {pres}"]
             if ok is not None:
                 reason = sql_string(f"column '{name}': {img} value '%s' does not fit type {dtype.simpleString()}")
                 first.append(f"CASE WHEN NOT {ok} THEN format_string({reason}, {raw}) END AS _x{len(checks)}")
@@ -103,6 +108,15 @@ def widen(events: DataFrame, layout: Layout) -> DataFrame:
     second.append(f"(_op = 'U' AND {before_has_key} AND {after_has_key} AND ({moved})) AS _pku")
     second.append(f"CAST(CASE {' '.join(errors)} END AS STRING) AS _error")
     return wide.selectExpr(*second).drop(*[x for x, _ in checks])
+
+
+def before_columns(layout: Layout, image: str = "_before") -> list[str]:
+    """SQL for every column's typed before value ``b{i}`` and presence ``q{i}`` from ``image``."""
+    out = []
+    for i, dtype in enumerate(layout.types):
+        raw, present = _lookup_sql(image, layout.spellings(i))
+        out += [f"{typed_sql(raw, dtype)[0]} AS b{i}", f"{present} AS q{i}"]
+    return out
 
 
 def _lookup_sql(image: str, spellings: tuple[str, ...]) -> tuple[str, str]:
@@ -148,7 +162,7 @@ def fold(wide: DataFrame, layout: Layout) -> DataFrame:
     keys = layout.key_cols
     n = len(layout.columns)
     stale = "_stale" if "_stale" in wide.columns else "false"
-    values = [f"{p}{i}" for i in range(n) for p in ("a", "p", "b", "q")]
+    values = [f"{p}{i}" for i in range(n) for p in ("a", "p")] + ["_before"]
     src = wide.selectExpr(
         *keys, "_op", "_seq", "_op_ts", "_pku", *ARRIVAL, f"(_error IS NULL AND NOT {stale}) AS _ok",
         f"{stale} AS _stale", "_error IS NOT NULL AS _bad", *values,
@@ -189,11 +203,12 @@ def fold(wide: DataFrame, layout: Layout) -> DataFrame:
             f"last(CASE WHEN _live AND p{i} AND _op != 'D' AND _after_reset THEN struct(a{i} AS v) END, true) "
             f"OVER {whole} AS l{i}"
         )
-        per_key.append(f"first(CASE WHEN _first AND _op = 'U' AND q{i} THEN struct(b{i} AS v) END, true) OVER {whole} AS f{i}")
-    last_rows = ev.selectExpr(*per_key).where("_is_last")
+    # the before image of an update that met no row: it completes the columns never present
+    per_key.append(f"first(CASE WHEN _first AND _op = 'U' THEN _before END, true) OVER {whole} AS _fill")
+    last_rows = ev.selectExpr(*per_key).where("_is_last").selectExpr("*", *before_columns(layout, "_fill"))
     out = [*keys]
     for i in range(n):
-        out.append(f"IF(l{i} IS NOT NULL, l{i}.v, f{i}.v) AS c{i}")
+        out.append(f"IF(l{i} IS NOT NULL, l{i}.v, IF(q{i}, b{i}, NULL)) AS c{i}")
         out.append(f"(l{i} IS NOT NULL OR _last_d IS NOT NULL) AS u{i}")
     out += [
         "CASE WHEN NOT _live THEN NULL WHEN _op = 'D' THEN 'delete' ELSE 'upsert' END AS _action",
