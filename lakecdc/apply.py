@@ -38,13 +38,13 @@ from lakecdc.changes import PK_UPDATE_MODES, PkUpdate
 from lakecdc.columns import infer_types
 from lakecdc.consolidate import Layout, drop_stale, fold, fold_with_key_moves, widen
 from lakecdc.decoders import get_decoder
-from lakecdc.decoders._records import EXACT_STRINGS, exact_json_strings
+from lakecdc.decoders._records import EXACT_STRINGS
 from lakecdc.errors import ConfigError, LakecdcError, MissingKeyError, PrimaryKeyUpdateError
 from lakecdc.ledger import InputFile, Ledger, Manifest, list_inputs
 from lakecdc.merge.plan import CDC_COLUMNS, MergePlan
 from lakecdc.merge.source import BatchSource
 from lakecdc.quarantine import BAD_COLUMNS, Quarantined, collect_bad, write_quarantine
-from lakecdc.session import get_spark
+from lakecdc.session import get_spark, job_conf
 from lakecdc.state import (
     DEFAULT_TOMBSTONE_RETENTION,
     expire_tombstones,
@@ -230,7 +230,7 @@ def _run(
     now = dt.datetime.now(dt.timezone.utc)
     staging = str(Path(target) / "_lakecdc" / "staging" / f"run-{run_id:010d}")
     say(f"decoding {len(files)} file(s) as {settings.format}")
-    with exact_json_strings(spark):
+    with job_conf(spark):
         events = decoder.read(spark, files, staging=staging)
         try:
             summaries, quarantined = _run_tables(spark, engine, decoder, settings, target, files, events,
@@ -411,13 +411,16 @@ def _prepare(
     exists = shape.exists
     mine = events.where((F.col("table") == table) & F.col("_error").isNull())
     types = {f.name: f.dataType for f in shape.existing.fields}
-    types.update({c: inferred.get(c, T.StringType()) for c in shape.new_columns})
-    columns = shape.columns
+    types.update(inferred)
+    # A new column seen only as NULL is left out for now: the table reads NULL for it anyway,
+    # and its type is inferred from the first run that carries a value.
+    columns = tuple(c for c in shape.columns if c in types or c in shape.keys)
+    types.update({k: T.StringType() for k in shape.keys if k not in types})
     layout = Layout(
         columns=columns, types=tuple(types[c] for c in columns), keys=shape.keys,
         aliases=tuple(tuple(shape.spelled[c.lower()][1:]) for c in columns),
     )
-    new_fields = T.StructType([T.StructField(c, types[c]) for c in shape.new_columns])
+    new_fields = T.StructType([T.StructField(c, types[c]) for c in shape.new_columns if c in columns])
 
     watermark = truncate_watermark(engine, target, table) if exists else None
     run_truncate = prof["max_truncate"]
@@ -428,21 +431,23 @@ def _prepare(
     stored = read_stored(spark, engine, target, table, layout) if need_stored else None
     marked = drop_stale(widen(mine, layout), layout, stored, watermark)
     usable = marked.where(F.col("_op") != "T")
-    if run_truncate is not None:
-        usable = usable.where(F.col("_seq") > F.lit(run_truncate))
-    net = fold(usable, layout).toArrow()
+    net = fold(usable, layout, reset_seq=run_truncate).toArrow()
     counts = {
         name: int(pc.sum(net.column(name)).as_py() or 0) for name in ("_events", "_dups", "_stale", "_errors")
     }
     if pc.any(net.column("_pku")).as_py():
         ok = usable.where(F.col("_error").isNull() & ~F.col("_stale"))
+        target_rows = read_rows(spark, engine, target, table, layout)
+        if run_truncate is not None:
+            ok = ok.where(F.col("_seq") > F.lit(run_truncate))
+            target_rows = target_rows.where(F.col("_cdc_seq") > F.lit(run_truncate)) if target_rows is not None else None
         if settings.pk_update == "abend":
             _raise_abend(table, ok, layout)
         if stored is None:
             stored = read_stored(spark, engine, target, table, layout)
         moved = fold_with_key_moves(
             ok, layout, pk_update=settings.pk_update, table=table,
-            target_rows=read_rows(spark, engine, target, table, layout), stored=stored,
+            target_rows=target_rows, stored=stored,
         ).toArrow()
         counts["_dups"] = int(pc.sum(moved.column("_dups")).as_py() or 0)
         counts["_pku"] = int(ok.where("_pku").count())

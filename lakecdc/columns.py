@@ -96,7 +96,8 @@ def infer_types(
     """Infer column types per table from ``images`` (``table``, ``before``, ``after`` as maps of
     VARIANT, which keep the JSON type of each value) in one aggregation.
 
-    ``wanted`` maps a table to its new columns, each with its other spellings. Variant values do
+    ``wanted`` maps a table to its new columns, each with its other spellings. A column whose
+    values are all NULL gets no type (it is left out until a value shows its type). Variant values do
     not keep a number's trailing zeros (``17520.00`` is the decimal ``17520``) but do keep that it
     was written with a decimal point (a DECIMAL where ``17520`` is a BIGINT): such a column becomes
     a decimal even when every value seen is whole.
@@ -133,7 +134,8 @@ def infer_types(
                     continue
                 fractional = bool(row[f"frac_{flat.index(name)}"]) if row else False
                 kinds.append(spark_type_for(described[name], fractional=fractional))
-            found[c] = widest(kinds)
+            if kinds:
+                found[c] = widest(kinds)
         out[table] = found
     return out
 

@@ -146,7 +146,7 @@ def drop_stale(wide: DataFrame, layout: Layout, stored: DataFrame | None, waterm
     return wide.withColumn("_stale", stale)
 
 
-def fold(wide: DataFrame, layout: Layout) -> DataFrame:
+def fold(wide: DataFrame, layout: Layout, *, reset_seq: str | None = None) -> DataFrame:
     """Fold each key's events into one net action, counting the events it leaves out.
 
     ``wide`` comes from :func:`widen` (and :func:`drop_stale`, which adds ``_stale``); truncates
@@ -157,7 +157,10 @@ def fold(wide: DataFrame, layout: Layout) -> DataFrame:
     value on update), ``_action`` (``upsert``, ``delete``, or NULL when the key had no usable
     event), ``_cdc_seq``, ``_cdc_op``, ``_cdc_op_ts``, and the counts ``_events``, ``_dups``
     (same key and seq as an earlier event of this run), ``_stale``, ``_errors``, and ``_pku``
-    (the key saw a primary-key update: the caller must fold it with :func:`consolidate`).
+    (the key saw a primary-key update: the caller must fold it with :func:`fold_with_key_moves`).
+
+    ``reset_seq`` is the seq of a truncate in this batch: events before it only count (they are
+    wiped), and every key starts again from an absent row after it, as after a delete.
     """
     keys = layout.key_cols
     n = len(layout.columns)
@@ -166,7 +169,9 @@ def fold(wide: DataFrame, layout: Layout) -> DataFrame:
     src = wide.selectExpr(
         *keys, "_op", "_seq", "_op_ts", "_pku", *ARRIVAL, f"(_error IS NULL AND NOT {stale}) AS _ok",
         f"{stale} AS _stale", "_error IS NOT NULL AS _bad", *values,
+        f"_seq < {sql_string(reset_seq)} AS _wiped" if reset_seq is not None else "false AS _wiped",
     )
+    reset = sql_string(reset_seq) if reset_seq is not None else "NULL"
     # Unusable events sort first in their key's partition, so lag() of a usable event only
     # ever shows another usable event or nothing usable (_prev_ok false).
     over = f"PARTITION BY {', '.join(keys)} ORDER BY _ok, _seq, {', '.join(ARRIVAL)}"
@@ -177,15 +182,15 @@ def fold(wide: DataFrame, layout: Layout) -> DataFrame:
         f"lag(_seq) OVER ({over}) AS _prev_seq",
         f"lag(_op) OVER ({over}) AS _prev_op",
         f"lead(1) OVER ({over}) IS NULL AS _is_last",
-        f"max(CASE WHEN _ok AND _op = 'D' THEN _seq END) OVER {whole} AS _last_d",
+        f"greatest(max(CASE WHEN _ok AND NOT _wiped AND _op = 'D' THEN _seq END) OVER {whole}, {reset}) AS _last_d",
     ).selectExpr(
         "*", "_ok AND _prev_ok AND _seq = _prev_seq AS _dup",
     ).selectExpr(
-        "*", "_ok AND NOT _dup AS _live", "(_last_d IS NULL OR _seq > _last_d) AS _after_reset",
+        "*", "_ok AND NOT _dup AND NOT _wiped AS _live", "(_last_d IS NULL OR _seq > _last_d) AS _after_reset",
     ).selectExpr(
         "*",
-        "_live AND IF(_last_d IS NULL, NOT _prev_ok, "
-        "_prev_ok AND _prev_op = 'D' AND _prev_seq = _last_d AND _seq > _last_d) AS _first",
+        # the first usable event after the last reset (a delete, or the batch's truncate)
+        "_live AND _after_reset AND (NOT _prev_ok OR coalesce(_prev_seq <= _last_d, false)) AS _first",
     )
     # Whole-partition window aggregates, read off each key's last row: no second shuffle and no
     # aggregation buffers of structs. Usable events sort last, so the last row is the key's

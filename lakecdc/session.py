@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from lakecdc.errors import LakecdcError
@@ -61,3 +63,30 @@ def get_spark(*, master: str | None = None, conf: dict[str, str] | None = None) 
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("LAKECDC_SPARK_LOG_LEVEL", "ERROR"))
     return spark
+
+
+#: Runtime SQL settings every lakecdc job needs, set for the job's duration on any session.
+JOB_CONF: dict[str, str] = {
+    # Keep a JSON value read as a string exactly as written (17520.00, 20-digit decimals).
+    "spark.sql.json.enableExactStringParsing": "true",
+    # The consolidation plans carry many aliased columns; inferring constraints over them grows
+    # without bound in Catalyst (minutes, then OutOfMemoryError) and prunes nothing useful here.
+    "spark.sql.constraintPropagation.enabled": "false",
+}
+
+
+@contextlib.contextmanager
+def job_conf(spark: SparkSession, settings: Mapping[str, str] | None = None) -> Iterator[None]:
+    """Set :data:`JOB_CONF` (or ``settings``) on ``spark`` while the block runs, then restore."""
+    wanted = dict(JOB_CONF if settings is None else settings)
+    previous = {k: spark.conf.get(k, None) for k in wanted}
+    for k, v in wanted.items():
+        spark.conf.set(k, v)
+    try:
+        yield
+    finally:
+        for k, v in previous.items():
+            if v is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, v)

@@ -38,18 +38,11 @@ _PEEK_BYTES = 1 << 16
 _WS = b" \t\r\n"
 
 
-@contextlib.contextmanager
-def exact_json_strings(spark: SparkSession) -> Iterator[None]:
+def exact_json_strings(spark: SparkSession) -> contextlib.AbstractContextManager[None]:
     """Keep JSON values read as strings exactly as written while the block runs."""
-    previous = spark.conf.get(EXACT_STRINGS, None)
-    spark.conf.set(EXACT_STRINGS, "true")
-    try:
-        yield
-    finally:
-        if previous is None:
-            spark.conf.unset(EXACT_STRINGS)
-        else:
-            spark.conf.set(EXACT_STRINGS, previous)
+    from lakecdc.session import job_conf
+
+    return job_conf(spark, {EXACT_STRINGS: "true"})
 
 
 def detect_layout(path: str) -> Layout:
