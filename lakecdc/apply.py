@@ -422,11 +422,11 @@ def _prepare(
     )
     new_fields = T.StructType([T.StructField(c, types[c]) for c in shape.new_columns if c in columns])
 
-    watermark = truncate_watermark(engine, target, table) if exists else None
+    watermark = truncate_watermark(engine, target, table)
     run_truncate = prof["max_truncate"]
     if run_truncate is not None and watermark is not None and run_truncate <= watermark:
         run_truncate = None  # a replayed truncate: already applied
-    max_stored = stored_max_seq(engine, target, table) if exists else ""
+    max_stored = stored_max_seq(engine, target, table)
     need_stored = max_stored is None or (prof["min_seq"] is not None and prof["min_seq"] <= max_stored)
     stored = read_stored(spark, engine, target, table, layout) if need_stored else None
     marked = drop_stale(widen(mine, layout), layout, stored, watermark)
@@ -486,7 +486,10 @@ def _commit(
         [T.StructField(c, t) for c, t in zip(layout.columns, layout.types)]
         + [T.StructField(name, dtype) for name, dtype in CDC_COLUMNS]
     )
-    if not prep.exists:
+    has_rows = source.rows > 0 and bool(pc.any(pc.equal(source.arrow.column("_action"), "upsert")).as_py())
+    if not prep.exists and not has_rows:
+        pass  # nothing to write yet (deletes of absent keys, a truncate): tombstones only
+    elif not prep.exists:
         engine.create(prep.path, schema, name=prep.table)
     elif prep.new_fields.fields:
         engine.add_columns(prep.path, prep.new_fields)
@@ -497,7 +500,7 @@ def _commit(
         metadata={"lakecdc.run_id": str(run_id), "lakecdc.format": settings.format},
     )
     inserted = updated = deleted = 0
-    if source.rows or prep.truncate_seq is not None:
+    if (source.rows or prep.truncate_seq is not None) and (prep.exists or has_rows):
         result = engine.merge(plan, source)
         inserted, updated, deleted = result.inserted, result.updated, result.deleted
     stones = tombstone_rows(source.deletes, layout, truncate_seq=prep.truncate_seq, now=now)
@@ -510,7 +513,7 @@ def _commit(
     return TableSummary(
         source_table=prep.table, target=prep.path, events=prep.counts["events"], inserted=inserted,
         updated=updated, deleted=deleted, duplicate_or_late=prep.counts["_stale"] + prep.counts["_dups"],
-        delta_version=engine.version(prep.path),
+        delta_version=engine.version(prep.path) if engine.exists(prep.path) else None,
     )
 
 

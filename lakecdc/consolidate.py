@@ -193,10 +193,11 @@ def fold(wide: DataFrame, layout: Layout, *, reset_seq: str | None = None) -> Da
         "_live AND _after_reset AND (NOT _prev_ok OR coalesce(_prev_seq <= _last_d, false)) AS _first",
     )
     # Whole-partition window aggregates, read off each key's last row: no second shuffle and no
-    # aggregation buffers of structs. Usable events sort last, so the last row is the key's
-    # newest usable event when it has one.
+    # aggregation buffers of structs.
     per_key = [
-        *keys, "_is_last", "_live", "_op", "_seq", "_op_ts", "_last_d",
+        *keys, "_is_last", "_last_d",
+        # the newest usable event (the last row may be a replayed copy of it, which is not usable)
+        f"last(CASE WHEN _live THEN struct(_seq, _op, _op_ts) END, true) OVER {whole} AS _newest",
         f"count(1) OVER {whole} AS _events",
         f"sum(CAST(_dup AS BIGINT)) OVER {whole} AS _dups",
         f"sum(CAST(_stale AND NOT _bad AS BIGINT)) OVER {whole} AS _stale",
@@ -216,8 +217,8 @@ def fold(wide: DataFrame, layout: Layout, *, reset_seq: str | None = None) -> Da
         out.append(f"IF(l{i} IS NOT NULL, l{i}.v, IF(q{i}, b{i}, NULL)) AS c{i}")
         out.append(f"(l{i} IS NOT NULL OR _last_d IS NOT NULL) AS u{i}")
     out += [
-        "CASE WHEN NOT _live THEN NULL WHEN _op = 'D' THEN 'delete' ELSE 'upsert' END AS _action",
-        "IF(_live, _seq, NULL) AS _cdc_seq", "IF(_live, _op, NULL) AS _cdc_op", "IF(_live, _op_ts, NULL) AS _cdc_op_ts",
+        "CASE WHEN _newest IS NULL THEN NULL WHEN _newest._op = 'D' THEN 'delete' ELSE 'upsert' END AS _action",
+        "_newest._seq AS _cdc_seq", "_newest._op AS _cdc_op", "_newest._op_ts AS _cdc_op_ts",
         *[f"CAST(coalesce({c}, 0) AS BIGINT) AS {c}" for c in ("_events", "_dups", "_stale", "_errors")],
         "coalesce(_pku, false) AS _pku",
     ]
