@@ -132,7 +132,7 @@ def replay(tbl: pa.Table, *, n_columns: int, n_keys: int, arrow_schema: pa.Schem
             new_key = key_of(e, "n")
             touch(new_key)
             if new_key in seq_of and e["_seq"] <= seq_of[new_key]:
-                dups[new_key] += 1
+                pass  # the new key already reflects something newer: only the old row goes
             else:
                 built = [after.get(i, before.get(i, old[i] if old is not None else None)) for i in range(n_columns)]
                 rows[new_key] = built
