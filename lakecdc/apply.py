@@ -219,6 +219,7 @@ class _Prepared:
     net: pa.Table
     counts: dict[str, int]
     truncate_seq: str | None
+    seen_columns: bool
 
 
 def _run(
@@ -461,7 +462,7 @@ def _prepare(
     counts["events"] = prof["events"]
     prep = _Prepared(
         table=table, path=path, layout=layout, new_fields=new_fields, exists=exists, net=net,
-        counts=counts, truncate_seq=run_truncate,
+        counts=counts, truncate_seq=run_truncate, seen_columns=bool(prof["columns"]),
     )
     return prep, bad
 
@@ -487,8 +488,11 @@ def _commit(
         + [T.StructField(name, dtype) for name, dtype in CDC_COLUMNS]
     )
     has_rows = source.rows > 0 and bool(pc.any(pc.equal(source.arrow.column("_action"), "upsert")).as_py())
-    if not prep.exists and not has_rows:
-        pass  # nothing to write yet (deletes of absent keys, a truncate): tombstones only
+    # A table is created once some image showed its columns; a stream that so far only
+    # truncated it leaves tombstones and a truncate mark, no table.
+    creatable = has_rows or prep.seen_columns
+    if not prep.exists and not creatable:
+        pass
     elif not prep.exists:
         engine.create(prep.path, schema, name=prep.table)
     elif prep.new_fields.fields:
@@ -500,7 +504,7 @@ def _commit(
         metadata={"lakecdc.run_id": str(run_id), "lakecdc.format": settings.format},
     )
     inserted = updated = deleted = 0
-    if (source.rows or prep.truncate_seq is not None) and (prep.exists or has_rows):
+    if (source.rows or prep.truncate_seq is not None) and (prep.exists or creatable):
         result = engine.merge(plan, source)
         inserted, updated, deleted = result.inserted, result.updated, result.deleted
     stones = tombstone_rows(source.deletes, layout, truncate_seq=prep.truncate_seq, now=now)
