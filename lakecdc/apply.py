@@ -450,7 +450,7 @@ def _prepare(
             ok, layout, pk_update=settings.pk_update, table=table,
             target_rows=target_rows, stored=stored,
         ).toArrow()
-        counts["_dups"] = int(pc.sum(moved.column("_dups")).as_py() or 0)
+        # duplicates stay as the first fold counted them (it also sees events a truncate wiped)
         counts["_pku"] = int(ok.where("_pku").count())
         net = moved
     net = net.filter(pc.is_valid(net.column("_action")))
