@@ -438,12 +438,12 @@ def _prepare(
     }
     if pc.any(net.column("_pku")).as_py():
         ok = usable.where(F.col("_error").isNull() & ~F.col("_stale"))
+        if settings.pk_update == "abend":
+            _raise_abend(table, ok, layout)
         target_rows = read_rows(spark, engine, target, table, layout)
         if run_truncate is not None:
             ok = ok.where(F.col("_seq") > F.lit(run_truncate))
             target_rows = target_rows.where(F.col("_cdc_seq") > F.lit(run_truncate)) if target_rows is not None else None
-        if settings.pk_update == "abend":
-            _raise_abend(table, ok, layout)
         if stored is None:
             stored = read_stored(spark, engine, target, table, layout)
         moved = fold_with_key_moves(

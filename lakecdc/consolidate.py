@@ -202,7 +202,8 @@ def fold(wide: DataFrame, layout: Layout, *, reset_seq: str | None = None) -> Da
         f"sum(CAST(_dup AS BIGINT)) OVER {whole} AS _dups",
         f"sum(CAST(_stale AND NOT _bad AS BIGINT)) OVER {whole} AS _stale",
         f"sum(CAST(_bad AS BIGINT)) OVER {whole} AS _errors",
-        f"max(_live AND _pku) OVER {whole} AS _pku",
+        # a key change before the batch's truncate still stops an abend run, as applied one by one
+        f"max(_ok AND NOT _dup AND _pku) OVER {whole} AS _pku",
     ]
     for i in range(n):
         per_key.append(
