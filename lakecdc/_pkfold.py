@@ -165,4 +165,5 @@ def replay(tbl: pa.Table, *, n_columns: int, n_keys: int, arrow_schema: pa.Schem
         out["_stale"].append(0)
         out["_errors"].append(0)
         out["_pku"].append(False)
+        out["_min_seq"].append(None)
     return pa.Table.from_pydict(out, schema=arrow_schema)

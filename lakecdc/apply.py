@@ -24,7 +24,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,7 +35,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakecdc.changes import PK_UPDATE_MODES, PkUpdate
-from lakecdc.columns import infer_types
+from lakecdc.columns import infer_types, sql_string
 from lakecdc.consolidate import Layout, drop_stale, fold, fold_with_key_moves, widen
 from lakecdc.decoders import get_decoder
 from lakecdc.decoders._records import EXACT_STRINGS
@@ -54,8 +54,10 @@ from lakecdc.state import (
     stored_max_seq,
     table_path,
     tombstone_path,
+    known_tables,
     tombstone_rows,
     truncate_watermark,
+    write_table_info,
 )
 from lakecdc.summary import RunSummary, TableSummary
 
@@ -77,6 +79,22 @@ class ApplySettings:
     pk_update: PkUpdate
     tombstone_retention: dt.timedelta
     treat_all_as_strings: bool
+    #: per table, the only columns to keep (DLT's ``column_list``; keys are always kept)
+    column_list: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: per table, columns to leave out (DLT's ``except_column_list``)
+    except_column_list: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: False: truncates are read but not applied (DLT's ``apply_as_truncates``)
+    apply_as_truncates: bool = True
+
+    def ignores(self, table: str, column: str, keys: Sequence[str]) -> bool:
+        """True when ``column`` of ``table`` is left out of the target by a column list."""
+        low = column.lower()
+        if low in {k.lower() for k in keys}:
+            return False
+        only = self.column_list.get(table)
+        if only is not None and low not in {c.lower() for c in only}:
+            return True
+        return low in {c.lower() for c in self.except_column_list.get(table, ())}
 
 
 def _normalise_keys(keys: Mapping[str, Sequence[str] | str] | None) -> dict[str, tuple[str, ...]]:
@@ -117,6 +135,9 @@ def apply(
     spark: SparkSession | None = None,
     engine: str | DeltaRsEngine | None = None,
     tombstone_retention: dt.timedelta = DEFAULT_TOMBSTONE_RETENTION,
+    column_list: Mapping[str, Sequence[str] | str] | None = None,
+    except_column_list: Mapping[str, Sequence[str] | str] | None = None,
+    apply_as_truncates: bool = True,
     storage_options: Mapping[str, str] | None = None,
     progress: Progress | None = None,
 ) -> RunSummary:
@@ -137,6 +158,11 @@ def apply(
         engine: ``auto`` (delta-spark when its JVM classes are present, else delta-rs),
             ``delta-rs`` or ``delta-spark``.
         tombstone_retention: how long a deleted key keeps blocking late events.
+        column_list: per table, the only columns written to the target (DLT's ``column_list``);
+            key columns are always written. ``{"S.ORDERS": ["ID", "STATUS"]}``.
+        except_column_list: per table, columns never written (DLT's ``except_column_list``).
+        apply_as_truncates: False to read truncates without applying them (DLT's
+            ``apply_as_truncates``): they are left out of the run like records of no interest.
         progress: called with a short message at each step (the CLI shows them).
 
     Returns:
@@ -163,8 +189,13 @@ def apply(
         keys=_normalise_keys(keys),
         pk_update=pk_update,
         tombstone_retention=tombstone_retention,
-        treat_all_as_strings=bool(getattr(decoder, "all_strings", False)),
+        treat_all_as_strings=decoder.all_strings,
+        column_list=_normalise_keys(column_list),
+        except_column_list=_normalise_keys(except_column_list),
+        apply_as_truncates=apply_as_truncates,
     )
+    for table in set(settings.column_list) & set(settings.except_column_list):
+        raise ConfigError(f"table {table!r}: give column_list or except_column_list, not both")
     say = progress or (lambda _msg: None)
     raw_inputs = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
     files = list_inputs(raw_inputs)
@@ -233,6 +264,8 @@ def _run(
     say(f"decoding {len(files)} file(s) as {settings.format}")
     with job_conf(spark):
         events = decoder.read(spark, files, staging=staging)
+        if not settings.apply_as_truncates:
+            events = events.where((F.col("op") != "T") | F.col("op").isNull() | F.col("_error").isNotNull())
         try:
             summaries, quarantined = _run_tables(spark, engine, decoder, settings, target, files, events,
                                                  run_id=run_id, now=now, staging=staging, say=say)
@@ -259,6 +292,11 @@ def _run_tables(
     spark: SparkSession, engine: DeltaRsEngine, decoder: Decoder, settings: ApplySettings, target: str,
     files: list[str], events: DataFrame, *, run_id: int, now: dt.datetime, staging: str, say: Progress,
 ) -> tuple[dict[str, TableSummary], list[Quarantined]]:
+    fast = _fast_path(spark, engine, settings, target, events, run_id=run_id, say=say)
+    if fast is not None:
+        prep = fast
+        say(f"{prep.table}: merging {prep.net.num_rows} net change(s)")
+        return {prep.table: _commit(engine, settings, target, prep, run_id=run_id, now=now)}, []
     profile, decode_errors = _profile(events)
     if len(profile) > 1:
         # Several tables read the same events: decode once into Spark's cache. (A single table
@@ -277,11 +315,7 @@ def _run_tables(
         except MissingKeyError as exc:
             summaries[table] = TableSummary(table, path, events=profile[table]["events"], status="failed", error=str(exc))
     wanted = {t: sh.new_columns for t, sh in shapes.items() if sh.new_columns}
-    if wanted and not settings.treat_all_as_strings:
-        say(f"inferring the types of new columns of {len(wanted)} table(s)")
-        inferred = infer_types(decoder.variant_images(spark, files, staging=staging), wanted)  # type: ignore[attr-defined]
-    else:
-        inferred = {t: {c: T.StringType() for c in cols} for t, cols in wanted.items()}
+    inferred = _new_column_types(spark, decoder, settings, files, wanted, staging=staging, say=say)
     bad_parts: list[DataFrame] = []
     if decode_errors:
         bad_parts.append(events.where(F.col("_error").isNotNull()).select(*BAD_COLUMNS))
@@ -305,6 +339,90 @@ def _run_tables(
         quarantined = write_quarantine(engine, target, collect_bad(bad_all, events), fmt=settings.format,
                                        run_id=run_id, now=now)
     return summaries, quarantined
+
+
+def _new_column_types(
+    spark: SparkSession, decoder: Decoder, settings: ApplySettings, files: list[str],
+    wanted: dict[str, dict[str, list[str]]], *, staging: str, say: Progress,
+) -> dict[str, dict[str, T.DataType]]:
+    """Types of the new columns: declared by the input, else inferred from the data, else string."""
+    if not wanted:
+        return {}
+    if settings.treat_all_as_strings:
+        return {t: {c: T.StringType() for c in cols} for t, cols in wanted.items()}
+    declared = decoder.column_types(spark, files, staging=staging) if wanted else {}
+    out: dict[str, dict[str, T.DataType]] = {}
+    rest: dict[str, dict[str, list[str]]] = {}
+    for table, cols in wanted.items():
+        known = {c.lower(): t for c, t in declared.get(table, {}).items()}
+        out[table] = {c: known[c.lower()] for c in cols if c.lower() in known}
+        left = {c: alts for c, alts in cols.items() if c.lower() not in known}
+        if left:
+            rest[table] = left
+    images = decoder.variant_images(spark, files, staging=staging) if rest else None
+    if images is not None:
+        say(f"inferring the types of new columns of {len(rest)} table(s)")
+        for table, found in infer_types(images, rest).items():
+            out[table].update(found)
+    elif rest:
+        for table, cols in rest.items():
+            out[table].update({c: T.StringType() for c in cols})
+    return out
+
+
+@dataclass(frozen=True)
+class _Speculation:
+    """What the fast path assumes of a batch, checked by the same pass that folds it.
+
+    The fast path skips the profile pass when the target holds exactly one table, recorded by an
+    earlier run with its keys: it assumes the batch holds only that table's events, all decodable,
+    with the same keys, no column the table lacks, no truncate and nothing older than the table.
+    An event that breaks an assumption is marked "unexpected" by :func:`~lakecdc.consolidate.widen`
+    and counted like a bad record by the fold; then the run takes the ordinary path (profile, then
+    fold) and nothing was committed.
+    """
+
+    table: str
+    keys: tuple[str, ...]
+
+    def surprise_sql(self) -> str:
+        """SQL over the canonical events: true for an event the fast path did not assume."""
+        want = sql_string(",".join(k.lower() for k in self.keys))
+        return (
+            f"_error IS NOT NULL OR table IS NULL OR table != {sql_string(self.table)} OR op = 'T' "
+            f"OR (keys IS NOT NULL AND lower(array_join(keys, ',')) != {want})"
+        )
+
+
+def _fast_path(
+    spark: SparkSession, engine: DeltaRsEngine, settings: ApplySettings, target: str, events: DataFrame,
+    *, run_id: int, say: Progress,
+) -> _Prepared | None:
+    """The run's one table prepared in a single pass over the data, or None (see :class:`_Speculation`)."""
+    known = known_tables(target)
+    if len(known) != 1:
+        return None
+    ((table, keys),) = known.items()
+    configured = settings.keys.get(table)
+    if configured and [c.lower() for c in configured] != [k.lower() for k in keys]:
+        return None
+    path = table_path(target, table)
+    if not engine.exists(path):
+        return None
+    done = engine.committed_version(path)
+    if done is not None and done >= run_id:
+        return None
+    prof = {"events": 0, "min_seq": None, "max_truncate": None, "columns": [], "keys": list(keys)}
+    shape = _shape(engine, settings, target, table, prof)
+    if shape.new_columns:
+        return None
+    say(f"{table}: consolidating")
+    out = _prepare(spark, engine, settings, target, table, {**prof, "columns": list(shape.columns)}, shape, {},
+                   events, speculation=_Speculation(table, shape.keys))
+    if out is None:
+        say("the batch holds more than the fast path assumed: profiling it")
+        return None
+    return out[0]
 
 
 def _profile(events: DataFrame) -> tuple[dict[str, dict], int]:
@@ -351,6 +469,8 @@ class _Shape:
     keys: tuple[str, ...]
     spelled: dict[str, list[str]]
     new_columns: dict[str, list[str]]
+    #: columns of the images that a column list leaves out (all spellings)
+    ignored: tuple[str, ...] = ()
 
 
 def _shape(engine: DeltaRsEngine, settings: ApplySettings, target: str, table: str, prof: dict) -> _Shape:
@@ -372,13 +492,23 @@ def _shape(engine: DeltaRsEngine, settings: ApplySettings, target: str, table: s
         elif c not in spelled[c.lower()]:
             spelled[c.lower()].append(c)
     keys = _resolve_keys(table, prof["keys"], settings.keys.get(table), existing_cols + seen)
+    ignored = [c for c in seen if settings.ignores(table, c, keys)]
+    seen = [c for c in seen if c not in ignored]
+    recorded = known_tables(target).get(table) if exists else None
+    if recorded and [k.lower() for k in recorded] != [k.lower() for k in keys]:
+        raise ConfigError(
+            f"table {table!r}: its primary_keys are now {list(keys)}, but {path} was built on {list(recorded)}; "
+            "a Delta table cannot change its key: apply into a new target, or rebuild this table"
+        )
     for k in keys:
         if k.lower() not in spelled:
             spelled[k.lower()] = [k]
             seen.append(k)
+    kept = [c for c in existing_cols if not settings.ignores(table, c, keys)]
     return _Shape(
-        exists=exists, existing=existing, columns=tuple(existing_cols + seen), keys=keys, spelled=spelled,
+        exists=exists, existing=existing, columns=tuple(kept + seen), keys=keys, spelled=spelled,
         new_columns={c: spelled[c.lower()][1:] for c in seen},
+        ignored=tuple(sorted({*ignored, *(c for c in existing_cols if c not in kept)}, key=str.lower)),
     )
 
 
@@ -402,15 +532,18 @@ def _resolve_keys(table: str, declared: Sequence[str] | None, configured: Sequen
 def _prepare(
     spark: SparkSession, engine: DeltaRsEngine, settings: ApplySettings, target: str, table: str,
     prof: dict, shape: _Shape, inferred: dict[str, T.DataType], events: DataFrame,
-) -> tuple[_Prepared, DataFrame | None]:
+    *, speculation: _Speculation | None = None,
+) -> tuple[_Prepared, DataFrame | None] | None:
     """Fold one table's events into net actions (collected as Arrow) and count what was left out.
 
     Returns the prepared table and, when some of its records did not fit (a value of the wrong
-    type, a missing key), those records for the quarantine.
+    type, a missing key), those records for the quarantine. With a ``speculation`` (the fast
+    path: no profile was made), returns None when the batch turned out not to be what it assumed.
     """
     path = table_path(target, table)
     exists = shape.exists
-    mine = events.where((F.col("table") == table) & F.col("_error").isNull())
+    # the fast path folds every event, to find those it did not expect
+    mine = events if speculation is not None else events.where((F.col("table") == table) & F.col("_error").isNull())
     types = {f.name: f.dataType for f in shape.existing.fields}
     types.update(inferred)
     # A new column seen only as NULL is left out for now: the table reads NULL for it anyway,
@@ -420,6 +553,7 @@ def _prepare(
     layout = Layout(
         columns=columns, types=tuple(types[c] for c in columns), keys=shape.keys,
         aliases=tuple(tuple(shape.spelled[c.lower()][1:]) for c in columns),
+        ignored=tuple(n for c in shape.ignored for n in shape.spelled.get(c.lower(), [c])),
     )
     new_fields = T.StructType([T.StructField(c, types[c]) for c in shape.new_columns if c in columns])
 
@@ -428,16 +562,28 @@ def _prepare(
     if run_truncate is not None and watermark is not None and run_truncate <= watermark:
         run_truncate = None  # a replayed truncate: already applied
     max_stored = stored_max_seq(engine, target, table)
-    need_stored = max_stored is None or (prof["min_seq"] is not None and prof["min_seq"] <= max_stored)
+    if speculation is not None:
+        need_stored = max_stored is None  # checked against the batch's smallest seq afterwards
+    else:
+        need_stored = max_stored is None or (prof["min_seq"] is not None and prof["min_seq"] <= max_stored)
     stored = read_stored(spark, engine, target, table, layout) if need_stored else None
-    marked = drop_stale(widen(mine, layout), layout, stored, watermark)
-    usable = marked.where(F.col("_op") != "T")
+    wide = widen(mine, layout, surprise=speculation.surprise_sql() if speculation is not None else None)
+    marked = drop_stale(wide, layout, stored, watermark)
+    # (the fast path keeps truncates: marked unexpected, they count as errors and make it give up)
+    usable = marked if speculation is not None else marked.where(F.col("_op") != "T")
     net = fold(usable, layout, reset_seq=run_truncate).toArrow()
     counts = {
         name: int(pc.sum(net.column(name)).as_py() or 0) for name in ("_events", "_dups", "_stale", "_errors")
     }
+    if speculation is not None:
+        min_seq = pc.min(net.column("_min_seq")).as_py()
+        if counts["_errors"] or (not need_stored and min_seq is not None and max_stored is not None and min_seq <= max_stored):
+            return None
+        prof = {**prof, "events": counts["_events"]}
     if pc.any(net.column("_pku")).as_py():
-        ok = usable.where(F.col("_error").isNull() & ~F.col("_stale"))
+        # the replay needs whole images: widen again with every after value and the before image
+        full = drop_stale(widen(mine, layout, full=True), layout, stored, watermark).where(F.col("_op") != "T")
+        ok = full.where(F.col("_error").isNull() & ~F.col("_stale"))
         if settings.pk_update == "abend":
             _raise_abend(table, ok, layout)
         target_rows = read_rows(spark, engine, target, table, layout)
@@ -497,6 +643,8 @@ def _commit(
         engine.create(prep.path, schema, name=prep.table)
     elif prep.new_fields.fields:
         engine.add_columns(prep.path, prep.new_fields)
+    if prep.exists or creatable:
+        write_table_info(target, prep.table, layout.keys)
     plan = MergePlan(
         table=prep.table, path=prep.path, columns=layout.columns, keys=layout.keys, version=run_id,
         always_set=source.always_set, key_ranges=source.key_ranges if prep.truncate_seq is None else (),

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from lakecdc.decoders import DECODERS
-from lakecdc.errors import LakecdcError
+from lakecdc.errors import ConfigError, LakecdcError
 
 _EPILOG_APPLY = """\
 examples:
@@ -23,6 +24,10 @@ examples:
   # the replicat wrote flattened JSON with renamed images
   lakecdc apply --format ogg-json --input landing/ --target lake/ \\
       --option flatten=true --option beforeObjectName=old --option afterObjectName=new
+
+  # keep only some columns of a table, never apply truncates, keep tombstones 30 days
+  lakecdc apply --format ogg-json --input landing/ --target lake/ \
+      --column-list S.ORDERS=ID,STATUS,AMOUNT --ignore-truncates --tombstone-retention 30d
 
 what happens:
   Only files no earlier run applied to --target are read; running the same command again
@@ -39,14 +44,29 @@ ogg-json options (GoldenGate property names, without gg.handler.<name>.format.):
 """
 
 
-def _parse_keys(values: Sequence[str]) -> dict[str, list[str]]:
+def _parse_keys(values: Sequence[str], flag: str = "--key") -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for v in values:
         table, sep, cols = v.partition("=")
         if not sep or not table or not cols:
-            raise SystemExit(f"lakecdc: --key {v!r}: expected TABLE=COL[,COL...]")
+            raise ConfigError(f"{flag} {v!r}: expected TABLE=COL[,COL...]")
         out[table] = [c.strip() for c in cols.split(",") if c.strip()]
     return out
+
+
+def parse_duration(text: str) -> dt.timedelta:
+    """``7d``, ``36h``, ``90m``, ``45s`` or ``0`` as a timedelta.
+
+    >>> parse_duration("36h")
+    datetime.timedelta(days=1, seconds=43200)
+    """
+    units = {"d": "days", "h": "hours", "m": "minutes", "s": "seconds"}
+    value = text.strip().lower()
+    if value == "0":
+        return dt.timedelta(0)
+    if len(value) < 2 or value[-1] not in units or not value[:-1].replace(".", "", 1).isdigit():
+        raise ConfigError(f"duration {text!r}: expected a number and a unit d/h/m/s, e.g. 7d or 36h")
+    return dt.timedelta(**{units[value[-1]]: float(value[:-1])})
 
 
 def _parse_options(values: Sequence[str]) -> dict[str, str]:
@@ -92,8 +112,17 @@ def build_parser() -> argparse.ArgumentParser:
                     help="primary-key updates: delete-insert (default), update, or abend")
     ap.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
                     help="format option (GoldenGate property name for GoldenGate formats); repeatable")
+    ap.add_argument("--column-list", action="append", default=[], metavar="TABLE=COL[,COL...]",
+                    help="write only these columns of TABLE (keys always); DLT's column_list; repeatable")
+    ap.add_argument("--except-column-list", action="append", default=[], metavar="TABLE=COL[,COL...]",
+                    help="never write these columns of TABLE; DLT's except_column_list; repeatable")
+    ap.add_argument("--ignore-truncates", action="store_true",
+                    help="read truncates but do not apply them (DLT's apply_as_truncates=False)")
+    ap.add_argument("--tombstone-retention", metavar="DURATION", default=None,
+                    help="how long a deleted key blocks late events: 7d (default), 36h, 90m, 0")
     ap.add_argument("--config", metavar="FILE",
-                    help="YAML with any of: format, keys {table: [cols]}, pk_update, options {name: value}")
+                    help="YAML with any of: format, keys {table: [cols]}, pk_update, options {name: value}, "
+                         "column_list / except_column_list {table: [cols]}, apply_as_truncates, tombstone_retention")
     ap.add_argument("--engine", choices=["auto", "delta-rs", "delta-spark"], default="auto",
                     help="Delta engine (auto: delta-spark when its JVM classes are present, else delta-rs)")
     ap.add_argument("--summary-json", metavar="FILE", help="also write the run summary as JSON")
@@ -108,6 +137,11 @@ def _apply(args: argparse.Namespace) -> int:
     keys = {**{t: list(c) for t, c in (config.get("keys") or {}).items()}, **_parse_keys(args.key)}
     options = {**{str(k): str(v) for k, v in (config.get("options") or {}).items()}, **_parse_options(args.option)}
     pk_update = args.pk_update or config.get("pk_update") or "delete-insert"
+    column_list = {**{t: list(c) for t, c in (config.get("column_list") or {}).items()}, **_parse_keys(args.column_list, "--column-list")}
+    except_list = {**{t: list(c) for t, c in (config.get("except_column_list") or {}).items()},
+                   **_parse_keys(args.except_column_list, "--except-column-list")}
+    truncates = not args.ignore_truncates and bool(config.get("apply_as_truncates", True))
+    retention = parse_duration(args.tombstone_retention or str(config.get("tombstone_retention", "7d")))
     started = time.perf_counter()
 
     def say(msg: str) -> None:
@@ -116,7 +150,8 @@ def _apply(args: argparse.Namespace) -> int:
 
     summary = lakecdc.apply(
         args.input, args.target, format=args.format, keys=keys, pk_update=pk_update, options=options,
-        engine=args.engine, progress=say,
+        engine=args.engine, progress=say, column_list=column_list, except_column_list=except_list,
+        apply_as_truncates=truncates, tombstone_retention=retention,
     )
     print(summary.render())
     if args.summary_json:

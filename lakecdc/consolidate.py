@@ -45,6 +45,8 @@ class Layout:
     keys: tuple[str, ...]
     #: Other spellings of a column seen in the images (Delta column names ignore case).
     aliases: tuple[tuple[str, ...], ...] = ()
+    #: Image members that are deliberately not columns (a column list leaves them out).
+    ignored: tuple[str, ...] = ()
 
     def spellings(self, i: int) -> tuple[str, ...]:
         extra = self.aliases[i] if i < len(self.aliases) else ()
@@ -62,31 +64,74 @@ class Layout:
         return [f"k{j}" for j in range(len(self.keys))]
 
 
-def widen(events: DataFrame, layout: Layout) -> DataFrame:
+def widen(events: DataFrame, layout: Layout, *, full: bool = False, surprise: str | None = None) -> DataFrame:
     """One table's canonical events with typed, positional columns and an ``_error`` reason.
 
-    Adds per column ``i``: ``a{i}``/``p{i}`` (after value / present) and ``b{i}``/``q{i}``
-    (before), per key column ``j``: ``k{j}`` (the event's key) and ``n{j}`` (the after image's key,
-    differing from ``k{j}`` only for a primary-key update), ``_pku`` (is a key update) and
-    ``_before`` (the before image; typed ``b{i}``/``q{i}`` exist for key columns only, see
-    :func:`before_columns`). The expressions are built as SQL text: one call into Spark per projection, whatever the
-    number of columns.
+    Adds per column ``i``: ``p{i}`` (present in the after image) and ``v{i}``: the after value when
+    present, else the before value (NULL when the before image lacks it too). ``v{i}`` is all the
+    fold needs: the after value where the column is present, and the before value where an update
+    of an absent row completes a column no after image carried (semantics.md). Only values that
+    are used are typed and checked. Per key column ``j``: ``b{i}``/``q{i}`` (typed before value /
+    present), ``k{j}`` (the event's key) and ``n{j}`` (the after image's key, differing from
+    ``k{j}`` only for a primary-key update); ``_pku`` (is a key update).
+
+    With ``full``, the primary-key replay's columns instead of ``v{i}``: ``a{i}`` (after value) for
+    every column and ``_before`` (the raw before image; see :func:`before_columns`).
+
+    ``surprise`` (SQL on the events' columns) marks events the caller did not expect: they, and
+    events with an image member that is none of the layout's columns (a column the table does not
+    have yet), get the ``_error`` "unexpected" so that the caller can count them.
+
+    The expressions are built as SQL text: one call into Spark per projection, whatever the number
+    of columns.
     """
-    first = ["op AS _op", "seq AS _seq", "op_ts AS _op_ts", "pos AS _pos", *ARRIVAL, "before AS _before"]
+    first = ["op AS _op", "seq AS _seq", "op_ts AS _op_ts", "pos AS _pos", *ARRIVAL]
+    if full:
+        first.append("before AS _before")
     checks: list[tuple[str, str]] = []
     keyset = set(layout.key_index)
+
+    def check(ok: str | None, name: str, dtype: T.DataType, what: str, raw: str) -> None:
+        if ok is None:
+            return
+        reason = sql_string(f"column '{name}': {what} value '%s' does not fit type {dtype.simpleString()}")
+        first.append(f"CASE WHEN NOT {ok} THEN format_string({reason}, {raw}) END AS _x{len(checks)}")
+        checks.append((f"_x{len(checks)}", name))
+
     for i, (name, dtype) in enumerate(zip(layout.columns, layout.types)):
-        for img, val, pres in (("after", f"a{i}", f"p{i}"), ("before", f"b{i}", f"q{i}")):
-            raw, present = _lookup_sql(img, layout.spellings(i))
-            value, ok = typed_sql(raw, dtype)
-            if img == "after" or i in keyset:
-                # Non-key before values travel as the raw map (_before) and are typed only when a
-                # net row needs them; they are still checked here.
-                first += [f"{value} AS {val}", f"{present} AS {pres}"]
-            if ok is not None:
-                reason = sql_string(f"column '{name}': {img} value '%s' does not fit type {dtype.simpleString()}")
-                first.append(f"CASE WHEN NOT {ok} THEN format_string({reason}, {raw}) END AS _x{len(checks)}")
-                checks.append((f"_x{len(checks)}", name))
+        a_raw, a_present = _lookup_sql("after", layout.spellings(i))
+        b_raw, b_present = _lookup_sql("before", layout.spellings(i))
+        first.append(f"{a_present} AS p{i}")
+        if full or i in keyset:
+            a_val, a_ok = typed_sql(a_raw, dtype)
+            first.append(f"{a_val} AS a{i}")
+            check(a_ok, name, dtype, "after", a_raw)
+        if i in keyset:
+            b_val, b_ok = typed_sql(b_raw, dtype)
+            first += [f"{b_val} AS b{i}", f"{b_present} AS q{i}"]
+            check(b_ok, name, dtype, "before", b_raw)
+        if not full:
+            # the value the fold may use: after if present, else before (typed once, checked once)
+            used = f"CASE WHEN {a_present} THEN {a_raw} ELSE {b_raw} END"
+            v_val, v_ok = typed_sql(used, dtype)
+            first.append(f"{v_val} AS v{i}")
+            if i not in keyset:
+                what = f"CASE WHEN {a_present} THEN 'after' ELSE 'before' END"
+                if v_ok is not None:
+                    reason = sql_string(f"column '{name}': %s value '%s' does not fit type {dtype.simpleString()}")
+                    first.append(f"CASE WHEN NOT {v_ok} THEN format_string({reason}, {what}, {used}) END AS _x{len(checks)}")
+                    checks.append((f"_x{len(checks)}", name))
+    if surprise is not None:
+        # after: members minus the known columns present (already looked up); before: members
+        # that are no spelling of a known column
+        names = ", ".join(sql_string(s) for i in range(len(layout.columns)) for s in layout.spellings(i))
+        names = ", ".join([names, *(sql_string(c) for c in layout.ignored)])
+        present = " + ".join([*(f"CAST(p{i} AS INT)" for i in range(len(layout.columns))),
+                              *(f"CAST({_lookup_sql('after', (c,))[1]} AS INT)" for c in layout.ignored)])
+        first.append(
+            f"({surprise}) OR coalesce(size(after), 0) != ({present}) "
+            f"OR coalesce(size(array_except(map_keys(before), array({names}))), 0) > 0 AS _surprise"
+        )
     wide = events.selectExpr(*first)
 
     kidx = layout.key_index
@@ -104,19 +149,28 @@ def widen(events: DataFrame, layout: Layout) -> DataFrame:
             f"concat('key column \\'{name}\\' missing from the ', IF({from_before}, 'before', 'after'), ' image')"
         )
         errors.append(f"WHEN _op != 'T' AND IF({from_before}, b{i}, a{i}) IS NULL THEN 'key column \\'{name}\\' is NULL'")
+    if surprise is not None:
+        errors.insert(0, "WHEN _surprise THEN 'unexpected'")
     errors += [f"WHEN {x} IS NOT NULL THEN {x}" for x, _ in checks]
     second.append(f"(_op = 'U' AND {before_has_key} AND {after_has_key} AND ({moved})) AS _pku")
     second.append(f"CAST(CASE {' '.join(errors)} END AS STRING) AS _error")
-    return wide.selectExpr(*second).drop(*[x for x, _ in checks])
+    drop = [x for x, _ in checks] + (["_surprise"] if surprise is not None else [])
+    if not full:
+        drop += [c for i in kidx for c in (f"a{i}",)]
+    return wide.selectExpr(*second).drop(*drop)
 
 
 def before_columns(layout: Layout, image: str = "_before") -> list[str]:
     """SQL for every column's typed before value ``b{i}`` and presence ``q{i}`` from ``image``."""
     out = []
-    for i, dtype in enumerate(layout.types):
-        raw, present = _lookup_sql(image, layout.spellings(i))
-        out += [f"{typed_sql(raw, dtype)[0]} AS b{i}", f"{present} AS q{i}"]
+    for i in range(len(layout.columns)):
+        out += [f"{typed_before(layout, i, image)} AS b{i}", f"{_lookup_sql(image, layout.spellings(i))[1]} AS q{i}"]
     return out
+
+
+def typed_before(layout: Layout, i: int, image: str = "_before") -> str:
+    """SQL for column ``i``'s typed value in the raw image ``image`` (NULL when missing)."""
+    return typed_sql(_lookup_sql(image, layout.spellings(i))[0], layout.types[i])[0]
 
 
 def _lookup_sql(image: str, spellings: tuple[str, ...]) -> tuple[str, str]:
@@ -164,8 +218,10 @@ def fold(wide: DataFrame, layout: Layout, *, reset_seq: str | None = None) -> Da
     """
     keys = layout.key_cols
     n = len(layout.columns)
+    if "_before" in wide.columns:  # from widen(full=True): the used value is after, else before
+        wide = wide.selectExpr("*", *[f"IF(p{i}, a{i}, {typed_before(layout, i)}) AS v{i}" for i in range(n)])
     stale = "_stale" if "_stale" in wide.columns else "false"
-    values = [f"{p}{i}" for i in range(n) for p in ("a", "p")] + ["_before"]
+    values = [f"{p}{i}" for i in range(n) for p in ("v", "p")]
     src = wide.selectExpr(
         *keys, "_op", "_seq", "_op_ts", "_pku", *ARRIVAL, f"(_error IS NULL AND NOT {stale}) AS _ok",
         f"{stale} AS _stale", "_error IS NOT NULL AS _bad", *values,
@@ -199,6 +255,7 @@ def fold(wide: DataFrame, layout: Layout, *, reset_seq: str | None = None) -> Da
         # the newest usable event (the last row may be a replayed copy of it, which is not usable)
         f"last(CASE WHEN _live THEN struct(_seq, _op, _op_ts) END, true) OVER {whole} AS _newest",
         f"count(1) OVER {whole} AS _events",
+        f"min(CASE WHEN _ok THEN _seq END) OVER {whole} AS _min_seq",
         f"sum(CAST(_dup AS BIGINT)) OVER {whole} AS _dups",
         f"sum(CAST(_stale AND NOT _bad AS BIGINT)) OVER {whole} AS _stale",
         f"sum(CAST(_bad AS BIGINT)) OVER {whole} AS _errors",
@@ -207,21 +264,23 @@ def fold(wide: DataFrame, layout: Layout, *, reset_seq: str | None = None) -> Da
     ]
     for i in range(n):
         per_key.append(
-            f"last(CASE WHEN _live AND p{i} AND _op != 'D' AND _after_reset THEN struct(a{i} AS v) END, true) "
+            f"last(CASE WHEN _live AND p{i} AND _op != 'D' AND _after_reset THEN struct(v{i} AS v) END, true) "
             f"OVER {whole} AS l{i}"
         )
-    # the before image of an update that met no row: it completes the columns never present
-    per_key.append(f"first(CASE WHEN _first AND _op = 'U' THEN _before END, true) OVER {whole} AS _fill")
-    last_rows = ev.selectExpr(*per_key).where("_is_last").selectExpr("*", *before_columns(layout, "_fill"))
+    # an update that met no row completes the columns no after image carried from its before
+    # image (v{i} is the before value where p{i} is false): one struct of them all
+    fill = ", ".join(f"v{i}" for i in range(n))
+    per_key.append(f"first(CASE WHEN _first AND _op = 'U' THEN struct({fill}) END, true) OVER {whole} AS _fill")
+    last_rows = ev.selectExpr(*per_key).where("_is_last")
     out = [*keys]
     for i in range(n):
-        out.append(f"IF(l{i} IS NOT NULL, l{i}.v, IF(q{i}, b{i}, NULL)) AS c{i}")
+        out.append(f"IF(l{i} IS NOT NULL, l{i}.v, _fill.v{i}) AS c{i}")
         out.append(f"(l{i} IS NOT NULL OR _last_d IS NOT NULL) AS u{i}")
     out += [
         "CASE WHEN _newest IS NULL THEN NULL WHEN _newest._op = 'D' THEN 'delete' ELSE 'upsert' END AS _action",
         "_newest._seq AS _cdc_seq", "_newest._op AS _cdc_op", "_newest._op_ts AS _cdc_op_ts",
         *[f"CAST(coalesce({c}, 0) AS BIGINT) AS {c}" for c in ("_events", "_dups", "_stale", "_errors")],
-        "coalesce(_pku, false) AS _pku",
+        "coalesce(_pku, false) AS _pku", "_min_seq",
     ]
     return last_rows.selectExpr(*out)
 
@@ -241,6 +300,7 @@ def net_schema(layout: Layout) -> T.StructType:
         T.StructField("_stale", T.LongType()),
         T.StructField("_errors", T.LongType()),
         T.StructField("_pku", T.BooleanType()),
+        T.StructField("_min_seq", T.StringType()),
     ]
     return T.StructType(fields)
 

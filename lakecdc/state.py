@@ -5,6 +5,8 @@ Under a target root::
     <target>/<source table>/             one Delta table per source table (visible rows only)
     <target>/_lakecdc/tombstones/<t>/    Delta table: deleted keys (+ seq) and truncate marks
     <target>/_lakecdc/runs/              run manifests (see lakecdc.ledger)
+    <target>/_lakecdc/tables/<t>.json    what a later run needs to know of a table before reading
+                                         its batch: its source name and key columns
     <target>/_quarantine/                Delta table: records that could not be applied
 
 A tombstone remembers a deleted key's seq so that a late update cannot resurrect the row; it
@@ -15,6 +17,7 @@ truncate watermark: nothing older than it applies again.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -143,3 +146,30 @@ def expire_tombstones(engine: DeltaRsEngine, target: str, table: str, retention:
         return 0
     stamp = cutoff.replace(tzinfo=None).isoformat(sep=" ")
     return engine.delete_where(path, f"_cdc_kind = 'D' AND _cdc_recorded_at < TIMESTAMP '{stamp}'")
+
+
+def _info_path(target: str, table: str) -> Path:
+    return Path(target) / "_lakecdc" / "tables" / f"{table_dir(table)}.json"
+
+
+def write_table_info(target: str, table: str, keys: tuple[str, ...]) -> None:
+    """Record ``table``'s source name and key columns (atomically; rewritten only on change)."""
+    path = _info_path(target, table)
+    text = json.dumps({"table": table, "keys": list(keys)}, sort_keys=True)
+    if path.exists() and path.read_text() == text:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def known_tables(target: str) -> dict[str, tuple[str, ...]]:
+    """The tables earlier runs recorded under ``target``, with their key columns."""
+    folder = Path(target) / "_lakecdc" / "tables"
+    out: dict[str, tuple[str, ...]] = {}
+    if folder.is_dir():
+        for f in sorted(folder.glob("*.json")):
+            info = json.loads(f.read_text())
+            out[info["table"]] = tuple(info["keys"])
+    return out

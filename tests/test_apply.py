@@ -226,3 +226,78 @@ def test_goldengate_samples_from_public_projects(spark, tmp_path, sample):
     tbl = rows(s.table("OGG.TBL_TEST").target, "id")
     assert [(r["id"], r["address"]) for r in tbl] == [(105, "Beijing"), (107, None)]
     assert {t.source_table for t in s.tables} >= {"PAIMON_SYNC_DATABASE_AFFIX.paimon_1", "PAIMON_SYNC_DATABASE_AFFIX.flink"}
+
+
+FALLBACK = "the batch holds more than the fast path assumed"
+
+
+def _apply_logged(spark, landing: Path, target: Path) -> tuple[lakecdc.RunSummary, list[str]]:
+    said: list[str] = []
+    return lakecdc.apply(landing, target, spark=spark, progress=said.append), said
+
+
+def test_a_one_table_target_is_applied_in_one_pass(spark, tmp_path):
+    landing, target = tmp_path / "landing", tmp_path / "lake"
+    write_jsonl(landing / "1.json", [ogg("S.T", "I", "00:00:01", 1, after={"ID": i, "A": f"a{i}", "N": i}, keys=["ID"])
+                                     for i in (1, 2, 3)])
+    _, said = _apply_logged(spark, landing, target)
+    assert json.loads((target / "_lakecdc" / "tables" / "S.T.json").read_text()) == {"keys": ["ID"], "table": "S.T"}
+    write_jsonl(landing / "2.json", [
+        ogg("S.T", "U", "00:00:02", 2, before={"ID": 1}, after={"ID": 1, "N": 10}, keys=["ID"]),
+        ogg("S.T", "D", "00:00:03", 3, before={"ID": 2, "A": "a2", "N": 2}, keys=["ID"]),
+        ogg("S.T", "I", "00:00:04", 4, after={"ID": 4, "A": None, "N": 4}, keys=["ID"]),
+    ])
+    s, said = _apply_logged(spark, landing, target)
+    assert not any(FALLBACK in m for m in said) and not any("inferring" in m for m in said)
+    t = s.table("S.T")
+    assert (t.events, t.inserted, t.updated, t.deleted) == (3, 1, 1, 1)
+    assert rows(t.target, "ID") == [{"ID": 1, "A": "a1", "N": 10}, {"ID": 3, "A": "a3", "N": 3}, {"ID": 4, "A": None, "N": 4}]
+
+
+@pytest.mark.parametrize("surprise", ["new column", "other table", "truncate", "late event", "bad value", "other keys"])
+def test_the_one_pass_falls_back_when_the_batch_surprises_it(spark, tmp_path, surprise):
+    landing, target = tmp_path / "landing", tmp_path / "lake"
+    write_jsonl(landing / "1.json", [ogg("S.T", "I", "00:00:05", 5, after={"ID": i, "N": i}, keys=["ID"]) for i in (1, 2)])
+    _apply_logged(spark, landing, target)
+    batch = [ogg("S.T", "U", "00:00:06", 6, before={"ID": 1}, after={"ID": 1, "N": 10}, keys=["ID"])]
+    expected = [{"ID": 1, "N": 10}, {"ID": 2, "N": 2}]
+    if surprise == "new column":
+        batch.append(ogg("S.T", "U", "00:00:07", 7, before={"ID": 2}, after={"ID": 2, "X": "x"}, keys=["ID"]))
+        expected = [{"ID": 1, "N": 10, "X": None}, {"ID": 2, "N": 2, "X": "x"}]
+    elif surprise == "other table":
+        batch.append(ogg("S.U", "I", "00:00:07", 7, after={"ID": 1}, keys=["ID"]))
+    elif surprise == "truncate":
+        batch = [ogg("S.T", "T", "00:00:05", 55), *batch]
+        expected = [{"ID": 1, "N": 10}]
+    elif surprise == "late event":
+        batch.append(ogg("S.T", "U", "00:00:04", 4, before={"ID": 2}, after={"ID": 2, "N": 99}, keys=["ID"]))
+    elif surprise == "bad value":
+        batch.append(ogg("S.T", "U", "00:00:07", 7, before={"ID": 2}, after={"ID": 2, "N": "two"}, keys=["ID"]))
+    elif surprise == "other keys":
+        batch.append(ogg("S.T", "U", "00:00:07", 7, before={"ID": 2}, after={"ID": 2, "N": 20}, keys=["N"]))
+    write_jsonl(landing / "2.json", batch)
+    if surprise == "other keys":
+        with pytest.raises(lakecdc.LakecdcError, match="primary_keys are now"):
+            _apply_logged(spark, landing, target)
+        return
+    s, said = _apply_logged(spark, landing, target)
+    assert any(FALLBACK in m for m in said)
+    assert rows(s.table("S.T").target, "ID") == expected
+
+
+def test_dlt_column_lists_and_truncates(spark, tmp_path):
+    landing, target = tmp_path / "landing", tmp_path / "lake"
+    write_jsonl(landing / "1.json", [
+        ogg("S.A", "I", "00:00:01", 1, after={"ID": 1, "X": "x", "Y": "y", "Z": "z"}, keys=["ID"]),
+        ogg("S.B", "I", "00:00:01", 2, after={"ID": 1, "X": "x", "Y": "y"}, keys=["ID"]),
+    ])
+    lakecdc.apply(landing, target, spark=spark, column_list={"S.A": ["X"]}, except_column_list={"S.B": "Y"})
+    write_jsonl(landing / "2.json", [
+        ogg("S.A", "U", "00:00:02", 3, before={"ID": 1}, after={"ID": 1, "X": "x2", "Z": "z2"}, keys=["ID"]),
+        ogg("S.A", "T", "00:00:03", 4),
+    ])
+    s = lakecdc.apply(landing, target, spark=spark, column_list={"S.A": ["X"]}, apply_as_truncates=False)
+    assert rows(s.table("S.A").target) == [{"ID": 1, "X": "x2"}]
+    assert rows(str(target / "S.B")) == [{"ID": 1, "X": "x"}]
+    with pytest.raises(lakecdc.LakecdcError, match="not both"):
+        lakecdc.apply(landing, target, spark=spark, column_list={"S.A": ["X"]}, except_column_list={"S.A": ["Z"]})

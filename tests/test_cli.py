@@ -22,7 +22,8 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
 def test_help_teaches():
     out = run_cli("apply", "--help")
     assert out.returncode == 0
-    for needle in ("--format", "--key TABLE=COL", "--summary-json", "examples:", "flatten=true", "_quarantine"):
+    for needle in ("--format", "--key TABLE=COL", "--summary-json", "examples:", "flatten=true", "_quarantine",
+                   "--column-list", "--except-column-list", "--ignore-truncates", "--tombstone-retention"):
         assert needle in out.stdout
 
 
@@ -33,6 +34,19 @@ def test_bad_arguments_exit_2_with_a_message(tmp_path):
     out = run_cli("apply", "--format", "ogg-json", "--input", str(tmp_path), "--target", str(tmp_path / "lake"),
                   "--option", "flaten=true")
     assert out.returncode == 2 and "unknown option(s) flaten" in out.stderr
+    out = run_cli("apply", "--format", "ogg-json", "--input", str(tmp_path), "--target", str(tmp_path / "lake"),
+                  "--tombstone-retention", "seven days")
+    assert out.returncode == 2 and "expected a number and a unit" in out.stderr
+
+
+def test_durations():
+    from datetime import timedelta
+
+    from lakecdc.cli import parse_duration
+
+    assert parse_duration("7d") == timedelta(days=7)
+    assert parse_duration("36h") == timedelta(hours=36)
+    assert parse_duration("0") == timedelta(0)
 
 
 def test_apply_the_bundled_sample_twice(tmp_path):

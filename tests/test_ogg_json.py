@@ -165,7 +165,7 @@ def test_bad_records_carry_a_reason_and_their_raw_text(spark, tmp_path, line, re
 def test_unknown_option_and_format_are_refused_with_the_known_names():
     with pytest.raises(ConfigError, match="unknown option.*flaten.*known: .*flatten"):
         get_decoder("ogg-json", {"flaten": "true"})
-    with pytest.raises(UnknownFormatError, match="known formats: ogg-json"):
+    with pytest.raises(UnknownFormatError, match="known formats: .*ogg-json"):
         get_decoder("ogg-jsn")
     with pytest.raises(ConfigError, match="not true/false"):
         get_decoder("ogg-json", {"flatten": "maybe"}).flag("flatten")

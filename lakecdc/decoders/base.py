@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from lakecdc.errors import ConfigError
 
@@ -62,6 +63,22 @@ class Decoder(ABC):
         if value in _FALSE:
             return False
         raise ConfigError(f"{self.name}: option {name}={self.options[name]!r} is not true/false")
+
+    #: True when every column is to be typed as a string (GoldenGate ``treatAllColumnsAsStrings``).
+    all_strings: bool = False
+
+    def column_types(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> dict[str, dict[str, T.DataType]]:
+        """Column types the input declares (Avro schemas, schema files, a data contract), per table.
+
+        Only columns listed here take these types; the pipeline infers the others with
+        :meth:`variant_images` when the decoder has it, else types them as strings.
+        """
+        return {}
+
+    def variant_images(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame | None:
+        """``table``, ``before``, ``after`` as ``map<string, variant>`` (the values' JSON types), for
+        type inference; None when the format's values carry no type (plain text)."""
+        return None
 
     @abstractmethod
     def read(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
