@@ -568,11 +568,12 @@ def cli_applier(sc: Scenario, workdir: Path, target: Path) -> Applier:
 
 # ---- the properties ------------------------------------------------------------------------------
 
+DERANDOMIZE = os.environ.get("LAKECDC_PROPERTY_DERANDOMIZE") == "1"
 SLOW_SETTINGS = dict(
     deadline=None,
     # CI sets LAKECDC_PROPERTY_DERANDOMIZE=1: the same examples every run (a red CI then means a
     # change broke them); locally every run explores new histories.
-    derandomize=os.environ.get("LAKECDC_PROPERTY_DERANDOMIZE") == "1",
+    derandomize=DERANDOMIZE,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     print_blob=True,
 )
@@ -613,14 +614,14 @@ def _outcome(sc: Scenario, runs: list[list[int]]) -> tuple[Any, ...]:
     return tables, counts
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200, deadline=None, derandomize=DERANDOMIZE)
 @given(sc=scenarios(), data=st.data())
 def test_oracle_ignores_arrival_order_inside_runs(sc: Scenario, data: st.DataObject) -> None:
     reshuffled = [list(data.draw(st.permutations(run))) for run in sc.runs]
     assert _outcome(sc, sc.runs) == _outcome(sc, reshuffled)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200, deadline=None, derandomize=DERANDOMIZE)
 @given(sc=scenarios(modes=("delete-insert", "update")), data=st.data())
 def test_oracle_replays_change_only_the_duplicate_count(sc: Scenario, data: st.DataObject) -> None:
     delivered: list[int] = []
@@ -638,12 +639,14 @@ def test_oracle_replays_change_only_the_duplicate_count(sc: Scenario, data: st.D
             g = got.get(table, {"events": 0, "duplicate_or_late": 0})
             w = want.get(table, {"events": 0, "duplicate_or_late": 0})
             assert g["events"] - w["events"] == sum(e.table == table for e in extra)
-            # a replayed truncate is not below the watermark: applied as a no-op, not counted
+            # a replayed keyed event is a duplicate; a replayed truncate is one only when a later
+            # truncate of the table already moved the watermark past it (else it is a no-op)
             keyed = sum(e.table == table and e.op != "T" for e in extra)
-            assert g["duplicate_or_late"] - w["duplicate_or_late"] == keyed
+            truncates = sum(e.table == table and e.op == "T" for e in extra)
+            assert keyed <= g["duplicate_or_late"] - w["duplicate_or_late"] <= keyed + truncates
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200, deadline=None, derandomize=DERANDOMIZE)
 @given(sc=scenarios(modes=("delete-insert", "update")))
 def test_oracle_in_seq_order_reproduces_the_source(sc: Scenario) -> None:
     """Delivered once each, in seq order, in any number of runs: the target is the source."""
