@@ -280,6 +280,9 @@ class Outcome:
     contender: Contender
     warmup: int
     seconds: list[float] = field(default_factory=list)
+    #: CPU seconds of this process and its children (the Spark JVM, Python workers) per run: less
+    #: sensitive than wall time to other work on the machine
+    cpu: list[float] = field(default_factory=list)
     peak: int = 0
     above_baseline: int = 0
     checks: list[Check] = field(default_factory=list)
@@ -293,6 +296,10 @@ class Outcome:
     def median(self) -> float:
         """Median seconds of the timed runs, after the warm-up runs."""
         return statistics.median(self.seconds[self.warmup :])
+
+    @property
+    def median_cpu(self) -> float:
+        return statistics.median(self.cpu[self.warmup :])
 
     @property
     def worst(self) -> Check | None:
@@ -320,15 +327,16 @@ def measure(
             shutil.copytree(template, target)
         gc.collect()
         with PeakRss() as memory:
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), OtherLoad._own()
             table = contender.run(spark, workload, target)
-            seconds = time.perf_counter() - started
+            seconds, cpu = time.perf_counter() - started, OtherLoad._own() - cpu_started
         outcome.seconds.append(seconds)
+        outcome.cpu.append(cpu)
         outcome.peak = max(outcome.peak, memory.peak)
         outcome.above_baseline = max(outcome.above_baseline, memory.peak - memory.baseline)
         kind = "warm-up" if attempt <= warmup else "timed"
         line = (
-            f"  {contender.name} run {attempt}/{warmup + repeat} ({kind}): {seconds:.2f} s, "
+            f"  {contender.name} run {attempt}/{warmup + repeat} ({kind}): {seconds:.2f} s ({cpu:.1f} CPU s), "
             f"peak RSS {memory.peak / GIB:.2f} GiB"
         )
         if table is not None:
@@ -346,12 +354,13 @@ def table_markdown(workload: Workload, outcomes: list[Outcome]) -> str:
     """The side-by-side table, as Markdown (also what is printed)."""
     peer = next((o for o in outcomes if o.contender.name == "peer"), None)
     rows = [
-        "| contender | seconds | events/s | ratio vs peer | first run s | peak RSS | peak above baseline "
-        "| wrong rows |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| contender | seconds | events/s | ratio vs peer | CPU s | CPU ratio vs peer | first run s | peak RSS "
+        "| peak above baseline | wrong rows |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for outcome in outcomes:
         ratio = f"{peer.median / outcome.median:.2f}" if peer is not None else "n/a"
+        cpu_ratio = f"{peer.median_cpu / outcome.median_cpu:.2f}" if peer is not None and outcome.median_cpu else "n/a"
         worst = outcome.worst
         wrong = (
             "n/a"
@@ -360,7 +369,7 @@ def table_markdown(workload: Workload, outcomes: list[Outcome]) -> str:
         )
         rows.append(
             f"| {outcome.contender.name} | {outcome.median:.2f} | {workload.events / outcome.median:,.0f} | {ratio} "
-            f"| {outcome.first:.2f} | {outcome.peak / GIB:.2f} GiB | {outcome.above_baseline / GIB:.2f} GiB | {wrong} |"
+            f"| {outcome.median_cpu:.1f} | {cpu_ratio} | {outcome.first:.2f} | {outcome.peak / GIB:.2f} GiB | {outcome.above_baseline / GIB:.2f} GiB | {wrong} |"
         )
     return "\n".join(rows)
 
