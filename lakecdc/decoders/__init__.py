@@ -11,11 +11,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from lakecdc.decoders.base import Decoder
+from lakecdc.decoders.ogg_avro import OggAvroOpDecoder, OggAvroRowDecoder
 from lakecdc.decoders.ogg_json import OggJsonDecoder
 from lakecdc.errors import UnknownFormatError
 
 DECODERS: dict[str, type[Decoder]] = {
     OggJsonDecoder.name: OggJsonDecoder,
+    OggAvroRowDecoder.name: OggAvroRowDecoder,
+    OggAvroOpDecoder.name: OggAvroOpDecoder,
 }
 
 
