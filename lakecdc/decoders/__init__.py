@@ -13,12 +13,14 @@ from collections.abc import Mapping
 from lakecdc.decoders.base import Decoder
 from lakecdc.decoders.ogg_avro import OggAvroOpDecoder, OggAvroRowDecoder
 from lakecdc.decoders.ogg_json import OggJsonDecoder
+from lakecdc.decoders.ogg_xml import OggXmlDecoder
 from lakecdc.errors import UnknownFormatError
 
 DECODERS: dict[str, type[Decoder]] = {
     OggJsonDecoder.name: OggJsonDecoder,
     OggAvroRowDecoder.name: OggAvroRowDecoder,
     OggAvroOpDecoder.name: OggAvroOpDecoder,
+    OggXmlDecoder.name: OggXmlDecoder,
 }
 
 
