@@ -41,6 +41,10 @@ ogg-json options (GoldenGate property names, without gg.handler.<name>.format.):
   insertOpKey=I updateOpKey=U deleteOpKey=D truncateOpKey=T beforeObjectName=before
   afterObjectName=after flatten=false flattenDelimiter=. treatAllColumnsAsStrings=false
   (values may be wrapped as CDATA[...])
+
+other formats: ogg-avro-op / ogg-avro-row (schemaDirectory=DIR, framing=length-prefixed|delimited|single,
+  wrapMessageInGenericAvroMessage=true, lineDelimiter=...), ogg-xml (insertOpKey=..., encoding=...):
+  see the README's "Formats" section for every option
 """
 
 
