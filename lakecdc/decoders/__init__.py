@@ -12,7 +12,9 @@ from collections.abc import Mapping
 
 from lakecdc.decoders.base import Decoder
 from lakecdc.decoders.ogg_avro import OggAvroOpDecoder, OggAvroRowDecoder
+from lakecdc.decoders.ogg_delimited import OggDelimitedDecoder
 from lakecdc.decoders.ogg_json import OggJsonDecoder
+from lakecdc.decoders.ogg_json_row import OggJsonRowDecoder
 from lakecdc.decoders.ogg_xml import OggXmlDecoder
 from lakecdc.errors import UnknownFormatError
 
@@ -20,6 +22,8 @@ DECODERS: dict[str, type[Decoder]] = {
     OggJsonDecoder.name: OggJsonDecoder,
     OggAvroRowDecoder.name: OggAvroRowDecoder,
     OggAvroOpDecoder.name: OggAvroOpDecoder,
+    OggJsonRowDecoder.name: OggJsonRowDecoder,
+    OggDelimitedDecoder.name: OggDelimitedDecoder,
     OggXmlDecoder.name: OggXmlDecoder,
 }
 

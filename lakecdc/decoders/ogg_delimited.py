@@ -1,0 +1,437 @@
+"""Oracle GoldenGate for Big Data delimited text (``gg.handler.<name>.format=delimitedtext``).
+
+A row formatter (seed 000, 13.2): one record per operation, fields separated by
+``fieldDelimiter`` (default ASCII 001, Hive's), records ended by ``lineDelimiter`` (newline).
+First the metadata fields, always in this order, each one only when its option includes it::
+
+    op_type | table | op_ts | current_ts | pos | tokens | values...
+    (includeOpType, includeTableName, includeOpTimestamp, includeCurrentTimestamp,
+     includePosition: default true; includeTokens: default false)
+
+then the column values in table order, or ``name|value`` pairs with ``includeColumnNames=true``.
+The seed's insert (13.2.2.1, ``|`` as the field delimiter, ``includeTokens=true``)::
+
+    I|GG.TCUSTORD|2013-06-02 22:14:36.000000|2015-09-18T13:23:01.612001|00000000000000001444|R=AADPkvAAEAAEqL2AAA|WILL|1994-09-30:15:33:00|CAR|144|17520.00|3|100
+
+A value is one of three states: a value (its text, kept exactly), NULL (written as
+``nullValueRepresentation``, default ``NULL``) or missing, i.e. not logged (written as
+``missingValueRepresentation``, default the empty string). A missing column is not a key of the
+image at all, so it never overwrites the target. (Hence, with the defaults, an empty string value
+and the text ``NULL`` cannot be told from missing and NULL: that is the format's own limit.)
+Tokens are ``key=value`` pairs joined by ``,`` (``keyValueDelimiter``, ``keyValuePairDelimiter``)
+and become ``source['token.<key>']``; ``current_ts`` becomes ``source['current_ts']``.
+
+Row-modeled: insert and update carry the row after the operation (canonical ``after``), delete
+the row before it (``before``), truncate the table name only (its values, all missing, are
+ignored). Primary-key updates were decided by the *formatter* (``pkUpdateHandling``): ``abend``
+stopped it; ``update`` wrote one update holding the new key only, and since a row-modeled record
+has no before image nothing in it can reveal that the key changed (the old row stays in the
+target); ``delete-insert`` wrote a delete of the before image then an insert of the after image,
+which lakecdc applies as exactly that. lakecdc accepts and checks the option, nothing more.
+
+Column names. With ``includeColumnNames=true`` they come from each record. Otherwise values are
+positional and the names come from table metadata, given by either
+
+* ``schemaDirectory`` / ``schemaFile``: GoldenGate JSON schemas ``<table>.schema.json`` (seed
+  13.3.5; the JSON formatter writes them, op- or row-modeled form), matched by their ``title``;
+  ``*.schema.json`` files among the inputs are used the same way (and not read as data); or
+* ``columns``: ``TABLE=COL1,COL2,...`` entries separated by ``;``, e.g.
+  ``columns=GG.TCUSTORD=CUST_CODE,ORDER_DATE,PRODUCT_CODE,ORDER_ID,PRODUCT_PRICE,PRODUCT_AMOUNT,TRANSACTION_ID``.
+  This option overrides schema files for the tables it names.
+
+Metadata changes (13.2.7): new columns are appended at the end, so records written after the
+change have more values. With names in the records that just works. Positionally, every known
+layout of a table is a candidate: each schema file of the table (``versionSchemas=true`` keeps
+one per version) and each ``columns`` entry for it (repeat the table to give older layouts). A
+record takes the layout with exactly as many columns as it has values (the newest such layout
+when several have that count; newest = latest modification time, then name, and for ``columns``
+the later entry). A record whose value count matches no layout is a bad record: its reason names
+the table, both counts and where the names came from, and it goes to the quarantine.
+
+Options are the formatter's property names (without ``gg.handler.<name>.format.``) with the
+seed's defaults (13.2.5): ``includeColumnNames`` (false), ``includeOpTimestamp``,
+``includeCurrentTimestamp``, ``includeOpType``, ``includeTableName``, ``includePosition`` (true),
+``includeTokens`` (false; the handler's property, also read here), ``insertOpKey``/``updateOpKey``/
+``deleteOpKey``/``truncateOpKey`` (I/U/D/T), ``encoding`` (UTF-8; another Python-known encoding
+is re-encoded while staging), ``fieldDelimiter`` (ASCII 001), ``lineDelimiter`` (newline),
+``keyValueDelimiter`` (``=``), ``keyValuePairDelimiter`` (``,``), ``nullValueRepresentation``
+(``NULL``), ``missingValueRepresentation`` (empty), ``pkUpdateHandling`` (abend),
+``iso8601Format`` (accepted; it changes only ``current_ts``'s text). Values may be wrapped as
+``CDATA[...]`` and may use Java properties escapes (``\\u0001``, ``\\n``, ``\\t``), as in the
+seed's sample configuration ``fieldDelimiter=CDATA[\\u0001]``. lakecdc's own options:
+``schemaDirectory``, ``schemaFile``, ``columns`` (above) and ``table`` (the table name when
+``includeTableName=false``). Without ``includeOpType`` a record cannot say whether it is an
+insert or a delete: every record is read as an upsert (op ``R``). Without ``includeOpTimestamp``
+the order is the position alone, without both it is the order of arrival.
+
+Reading. Records are the lines of :func:`~lakecdc.decoders._records.read_text`, split with
+Spark's ``split`` on the literal delimiter. A file whose ``lineDelimiter`` is not a newline (or
+whose encoding is not UTF-8) is first staged one record per line, each record written as a JSON
+string so that a record holding a raw newline still fits one line, with a ``.lines.json``
+sidecar that maps it back to the original line (the line its first character is on); the
+quarantine's raw text of such a record is that JSON string. Types: the schema files' declared
+types (see :mod:`lakecdc.decoders.ogg_json_row`), else strings. GoldenGate date texts
+(``1994-09-30:15:33:00``) stay strings.
+"""
+
+from __future__ import annotations
+
+import codecs
+import datetime as dt
+import hashlib
+import json
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from lakecdc.changes import IMAGE_TYPE, default_seq
+from lakecdc.decoders._records import detect_layout, read_text
+from lakecdc.decoders.base import Decoder, first_error, parse_op_ts
+from lakecdc.decoders.ogg_json_row import (
+    TableSchema,
+    check_pk_update_handling,
+    data_files,
+    declared_types,
+    empty_events,
+    first_duplicate,
+    load_table_schemas,
+    op_column,
+    op_keys,
+    schema_files,
+)
+from lakecdc.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+#: (option, field) of the metadata fields, in the order the formatter writes them.
+META_FIELDS = (
+    ("includeOpType", "op_type"),
+    ("includeTableName", "table"),
+    ("includeOpTimestamp", "op_ts"),
+    ("includeCurrentTimestamp", "current_ts"),
+    ("includePosition", "pos"),
+    ("includeTokens", "tokens"),
+)
+#: Options whose values are delimiters or representations (CDATA and Java escapes allowed).
+TEXT_OPTIONS = (
+    "fieldDelimiter", "lineDelimiter", "keyValueDelimiter", "keyValuePairDelimiter",
+    "nullValueRepresentation", "missingValueRepresentation",
+)
+_NEWLINES = ("\n", "\r\n")  # what both Spark's line reader and locate() split on
+_BLANK = " \t\r\n"
+_JAVA_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|.)", re.DOTALL)
+_SIMPLE_ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "f": "\f"}
+_EPOCH = dt.datetime(1970, 1, 1)
+
+
+def java_unescape(text: str) -> str:
+    """Java properties escapes (``\\u0001``, ``\\n``, ``\\t``, ``\\\\``) as the characters they stand for."""
+
+    def one(m: re.Match[str]) -> str:
+        s = m.group(1)
+        if s[0] == "u" and len(s) == 5:
+            return chr(int(s[1:], 16))
+        return _SIMPLE_ESCAPES.get(s, s)
+
+    return _JAVA_ESCAPE.sub(one, text)
+
+
+def regex_literal(text: str) -> str:
+    """A Java regular expression matching ``text`` literally (for Spark's ``split``)."""
+    return "".join(c if c.isascii() and c.isalnum() else f"\\x{{{ord(c):x}}}" for c in text)
+
+
+def parse_columns_option(text: str) -> dict[str, list[tuple[str, ...]]]:
+    """``T1=A,B;T2=C`` as ``{"T1": [("A", "B")], "T2": [("C",)]}`` (a repeated table: older first)."""
+    out: dict[str, list[tuple[str, ...]]] = {}
+    for entry in (e.strip() for e in text.split(";")):
+        if not entry:
+            continue
+        table, sep, cols = entry.partition("=")
+        names = tuple(c.strip() for c in cols.split(","))
+        if not sep or not table.strip() or not all(names):
+            raise ConfigError(f"ogg-delimited: columns entry {entry!r}: expected TABLE=COL1,COL2,...")
+        out.setdefault(table.strip(), []).append(names)
+    return out
+
+
+@dataclass(frozen=True)
+class ColumnLayouts:
+    """The known column lists per table, by number of columns, and where they came from."""
+
+    by_count: Mapping[str, Mapping[int, tuple[str, ...]]]
+    origin: Mapping[str, str]
+
+    def expected(self, table: str) -> str:
+        counts = sorted(self.by_count[table])
+        return " or ".join(str(n) for n in counts)
+
+
+def stage_records(path: str, staging: str, *, line_delimiter: str, encoding: str) -> str:
+    """Write the records of ``path`` one per line, each as a JSON string; return the staged path.
+
+    Blank records (whitespace only) are skipped, as blank lines are. A sidecar
+    ``<staged>.lines.json`` holds each record's original line (where its first non-blank
+    character is), which :func:`~lakecdc.decoders._records.locate` reports.
+    """
+    digest = hashlib.sha1(os.path.abspath(path).encode()).hexdigest()[:16]
+    out = Path(staging) / f"{Path(path).name}.{digest}.records.jsonl"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    text = Path(path).read_bytes().decode(encoding, errors="replace")
+    lines: list[int] = []
+    line, scanned = 1, 0
+    with open(out, "w", encoding="utf-8") as fh:
+        start = 0
+        for record in text.split(line_delimiter):
+            stripped = record.lstrip(_BLANK)
+            if stripped.rstrip(_BLANK):
+                first = start + len(record) - len(stripped)
+                line += text.count("\n", scanned, first)
+                scanned = first
+                fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+                lines.append(line)
+            start += len(record) + len(line_delimiter)
+    Path(f"{out}.lines.json").write_text(json.dumps({"source": path, "lines": lines}))
+    return str(out)
+
+
+class OggDelimitedDecoder(Decoder):
+    """GoldenGate delimited text records to canonical change events."""
+
+    name: ClassVar[str] = "ogg-delimited"
+    OPTIONS: ClassVar[dict[str, str]] = {
+        "includeColumnNames": "false",
+        "includeOpTimestamp": "true",
+        "includeCurrentTimestamp": "true",
+        "includeOpType": "true",
+        "includeTableName": "true",
+        "includePosition": "true",
+        "includeTokens": "false",
+        "insertOpKey": "I",
+        "updateOpKey": "U",
+        "deleteOpKey": "D",
+        "truncateOpKey": "T",
+        "encoding": "UTF-8",
+        "fieldDelimiter": "\u0001",
+        "lineDelimiter": "\n",
+        "keyValueDelimiter": "=",
+        "keyValuePairDelimiter": ",",
+        "pkUpdateHandling": "abend",
+        "nullValueRepresentation": "NULL",
+        "missingValueRepresentation": "",
+        "iso8601Format": "true",
+        # lakecdc's own: where positional column names come from, and the table name
+        "schemaDirectory": "",
+        "schemaFile": "",
+        "columns": "",
+        "table": "",
+    }
+    IGNORED_OPTIONS: ClassVar[frozenset[str]] = frozenset(
+        # the seed's sample configuration (13.2.6) misspells keyValuePairDelimiter; GoldenGate
+        # ignores the misspelt property (the default stays), and so does lakecdc
+        {"format", "kevValuePairDelimiter"}
+    )
+
+    def __init__(self, options: Mapping[str, str] | None = None) -> None:
+        super().__init__(options)
+        o = self.options
+        for name in TEXT_OPTIONS:
+            o[name] = java_unescape(o[name])
+        for name in ("fieldDelimiter", "lineDelimiter", "keyValueDelimiter", "keyValuePairDelimiter"):
+            if not o[name]:
+                raise ConfigError(f"{self.name}: {name} must not be empty")
+        if o["nullValueRepresentation"] == o["missingValueRepresentation"]:
+            raise ConfigError(
+                f"{self.name}: nullValueRepresentation and missingValueRepresentation are both "
+                f"{o['nullValueRepresentation']!r}: NULL and missing could not be told apart"
+            )
+        try:
+            self.encoding = codecs.lookup(o["encoding"]).name
+        except LookupError:
+            raise ConfigError(f"{self.name}: unknown encoding {o['encoding']!r}") from None
+        check_pk_update_handling(self.name, o["pkUpdateHandling"])
+        self.meta = [fld for opt, fld in META_FIELDS if self.flag(opt)]
+        self.with_names = self.flag("includeColumnNames")
+        self.flag("iso8601Format")
+        if "table" not in self.meta and not o["table"].strip():
+            raise ConfigError(
+                f"{self.name}: includeTableName=false: the records do not name their table; give it "
+                f"with the option table=SCHEMA.TABLE"
+            )
+        self.op_map = op_keys(self.name, o)
+        self.declared_columns = parse_columns_option(o["columns"])
+
+    # -- column names and types ----------------------------------------------------------------
+    def layouts(self, files: Sequence[str]) -> ColumnLayouts:
+        """The column lists per table from schema files and the ``columns`` option."""
+        by_count: dict[str, dict[int, tuple[str, ...]]] = {}
+        origin: dict[str, str] = {}
+        for table, versions in self._schemas(files).items():
+            by_count[table] = {len(s.columns): s.columns for s in versions}
+            paths = [s.path for s in versions]
+            origin[table] = f"schema file{'s' if len(paths) > 1 else ''} {', '.join(paths)}"
+        for table, lists in self.declared_columns.items():
+            by_count[table] = {len(cols): cols for cols in lists}
+            origin[table] = "option columns"
+        return ColumnLayouts(by_count=by_count, origin=origin)
+
+    def _schemas(self, files: Sequence[str]) -> dict[str, list[TableSchema]]:
+        paths = schema_files(self.options["schemaDirectory"], self.options["schemaFile"], files)
+        return load_table_schemas(paths)
+
+    def column_types(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> dict[str, dict[str, T.DataType]]:
+        """Column types declared by the tables' ``.schema.json`` files (none without schemas)."""
+        return declared_types(self._schemas(files))
+
+    # -- reading -------------------------------------------------------------------------------
+    def _needs_staging(self, path: str) -> bool:
+        if self.options["lineDelimiter"] not in _NEWLINES or self.encoding != "utf-8":
+            return True
+        # read_text would take a file starting with an unparsable '{' for pretty-printed JSON
+        return detect_layout(path) == "documents"
+
+    def records(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
+        """One row per record: ``value`` (the record's text) and the origin columns."""
+        staged: list[str] = []
+        paths: list[str] = []
+        for f in files:
+            if self._needs_staging(f):
+                staged.append(stage_records(f, staging, line_delimiter=self.options["lineDelimiter"],
+                                            encoding=self.encoding))
+                paths.append(staged[-1])
+            else:
+                paths.append(f)
+        lines = read_text(spark, paths, staging=staging)
+        if not staged:
+            return lines
+        unwrapped = F.from_json(F.concat(F.lit('{"r":'), F.col("value"), F.lit("}")), "r string")["r"]
+        return lines.withColumn("value", F.when(F.col("_file").isin(staged), unwrapped).otherwise(F.col("value")))
+
+    def _tokens(self, text: Column) -> tuple[Column, Column]:
+        """The tokens field as a map, and the first key that appears twice (NULL when none)."""
+        o = self.options
+        pairs = F.split(text, regex_literal(o["keyValuePairDelimiter"]), -1)
+        kv = F.transform(pairs, lambda p: F.split(p, regex_literal(o["keyValueDelimiter"]), 2))
+        keys = F.transform(kv, lambda a: F.try_element_at(a, F.lit(1)))
+        values = F.transform(kv, lambda a: F.try_element_at(a, F.lit(2)))
+        dup = F.when(text != "", first_duplicate(keys))
+        empty = F.create_map().cast("map<string,string>")
+        tokens = F.when(F.coalesce(text, F.lit("")) == "", empty).when(dup.isNull(), F.map_from_arrays(keys, values))
+        return tokens, dup
+
+    def read(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
+        data = data_files(files)
+        if not data:
+            return empty_events(spark)
+        o = self.options
+        fields = F.split("value", regex_literal(o["fieldDelimiter"]), -1)
+        p = self.records(spark, data, staging=staging).select("_file", "_block", "_row", fields.alias("_f"))
+        f = F.col("_f")
+        n_meta = len(self.meta)
+        meta = {name: F.try_element_at(f, F.lit(i + 1)) for i, name in enumerate(self.meta)}
+        null = F.lit(None).cast("string")
+        table = meta.get("table", F.lit(o["table"].strip()))
+        op_type = meta.get("op_type", null)
+        if "op_type" in self.meta:
+            op, expected = op_column(self.op_map, op_type)
+        else:
+            op, expected = F.lit("R"), ""
+        op_ts = parse_op_ts(meta["op_ts"]) if "op_ts" in meta else F.lit(None).cast("timestamp")
+        pos = meta.get("pos", null)
+        tokens, dup_token = self._tokens(meta["tokens"]) if "tokens" in meta else (None, null)
+
+        n_values = F.size(f) - n_meta
+        rest = F.slice(f, n_meta + 1, F.greatest(n_values, F.lit(0)))
+        names, values, shape_error = self._columns(data, table, rest, n_values)
+        image = self._image(names, values)
+        has_image = op.isin("I", "U", "D", "R")
+        checks: list[tuple[Column, Column | str]] = [
+            (n_values < 0, F.format_string(
+                f"the record has %d field(s), fewer than the {n_meta} metadata fields the options include "
+                f"({', '.join(self.meta)}); check fieldDelimiter", F.size(f))),
+            (F.coalesce(F.trim(table), F.lit("")) == "", "table name missing or empty"),
+        ]
+        if "op_type" in self.meta:
+            checks.append((op.isNull(), F.format_string(f"unknown op_type '%s' (expected one of {expected})", op_type)))
+        if "op_ts" in meta:
+            checks.append((op_ts.isNull(), F.format_string("op_ts is not a timestamp: '%s'", meta["op_ts"])))
+        if "tokens" in meta:
+            checks.append((dup_token.isNotNull(), F.format_string("token '%s' appears more than once in the tokens field", dup_token)))
+        checks.append((has_image & shape_error.isNotNull(), shape_error))
+        error = first_error(*checks)
+
+        source_parts = [F.create_map(F.lit("current_ts"), meta.get("current_ts", null))]
+        if tokens is not None:
+            source_parts.append(F.transform_keys(tokens, lambda k, _v: F.concat(F.lit("token."), k)))
+        source = F.map_concat(*source_parts) if len(source_parts) > 1 else source_parts[0]
+        idx = F.lit(0)
+        ok_image = F.when(shape_error.isNull(), image)
+        return p.select(
+            table.alias("table"),
+            op.alias("op"),
+            op_ts.alias("op_ts"),
+            pos.alias("pos"),
+            idx.alias("idx"),
+            default_seq(F.coalesce(op_ts, F.lit(_EPOCH)), pos, idx).alias("seq"),
+            null.alias("txid"),
+            F.lit(None).cast("array<string>").alias("keys"),
+            F.when(op == "D", ok_image).cast(IMAGE_TYPE).alias("before"),
+            F.when(op.isin("I", "U", "R"), ok_image).cast(IMAGE_TYPE).alias("after"),
+            source.alias("source"),
+            "_file", "_block", "_row",
+            error.alias("_error"),
+        )
+
+    def _columns(self, files: Sequence[str], table: Column, rest: Column, n_values: Column) -> tuple[Column, Column, Column]:
+        """Column names and values of a record, and why they do not fit (NULL when they do)."""
+        if self.with_names:
+            names = F.filter(rest, lambda _x, i: i % 2 == 0)
+            values = F.filter(rest, lambda _x, i: i % 2 == 1)
+            dup = first_duplicate(names)
+            error = (
+                F.when(n_values % 2 != 0, F.format_string(
+                    "%d fields follow the metadata, but with includeColumnNames=true names and values come "
+                    "in pairs; check fieldDelimiter and the include* options", n_values))
+                .when(dup.isNotNull(), F.format_string("column '%s' appears more than once", dup))
+            )
+            return names, values, error
+        layouts = self.layouts(files)
+        by_key = {f"{t}\u0000{n}": cols for t, counts in layouts.by_count.items() for n, cols in counts.items()}
+        lookup = F.create_map(*[x for k, cols in by_key.items() for x in (F.lit(k), F.array(*[F.lit(c) for c in cols]))])
+        if not by_key:
+            lookup = F.create_map().cast("map<string,array<string>>")
+        names = F.element_at(lookup, F.concat(table, F.lit("\u0000"), n_values.cast("string")))
+
+        def text_map(values: Mapping[str, str]) -> Column:
+            if not values:
+                return F.create_map().cast("map<string,string>")
+            return F.create_map(*[F.lit(x) for kv in values.items() for x in kv])
+
+        expected = text_map({t: layouts.expected(t) for t in layouts.by_count})
+        origin = text_map(dict(layouts.origin))
+        error = (
+            F.when(~F.coalesce(F.map_contains_key(expected, table), F.lit(False)), F.format_string(
+                "no column names known for table '%s' (includeColumnNames=false): give the formatter's "
+                "<table>.schema.json with schemaDirectory=DIR, or columns=%s=COL1,COL2,...", table, table))
+            .when(names.isNull(), F.format_string(
+                "the record has %d column value(s) but table '%s' has %s column(s) (from %s); check "
+                "fieldDelimiter and the include* options, or give the table's newer schema",
+                n_values, table, expected[table], origin[table]))
+        )
+        return names, rest, error
+
+    def _image(self, names: Column, values: Column) -> Column:
+        """``map(name -> value)`` without missing columns, NULL representation as NULL."""
+        o = self.options
+        missing, null_rep = o["missingValueRepresentation"], o["nullValueRepresentation"]
+        zipped = F.map_from_arrays(names, values)
+        present = F.map_filter(zipped, lambda _k, v: v != F.lit(missing))
+        return F.transform_values(present, lambda _k, v: F.when(v != F.lit(null_rep), v))

@@ -1,0 +1,360 @@
+"""Oracle GoldenGate for Big Data JSON, row-modeled (``gg.handler.<name>.format=json_row``).
+
+One JSON object per operation (seed 000, 13.3.3 and 13.3.4.3): the metadata members ``table``,
+``op_type``, ``op_ts``, ``current_ts``, ``pos``, optional ``primary_keys`` (array of column names,
+``includePrimaryKeys=true``) and ``tokens`` (object, ``includeTokens=true``), then **the columns
+themselves at the top level**, not inside ``before``/``after``::
+
+    {"table":"QASOURCE.TCUSTORD","op_type":"U","op_ts":"2015-11-05 18:45:39.000000",
+     "current_ts":"2016-10-05T11:10:42.350005","pos":"00000000000000004300",
+     "CUST_CODE":"BILL","ORDER_DATE":"1995-12-31:15:00:00","PRODUCT_CODE":"CAR",
+     "ORDER_ID":765,"PRODUCT_PRICE":14000.00}
+
+A row formatter writes a single image: insert and update carry the row after the operation
+(canonical ``after``), delete the row before it (canonical ``before``), truncate only the table.
+A column absent from the object is *missing* (not logged), a JSON ``null`` is NULL. Every member
+that is not one of the seven metadata names is a column, so a source column cannot be called
+``table``, ``op_type``, ``op_ts``, ``current_ts``, ``pos``, ``primary_keys`` or ``tokens`` here (the
+formatter would have written two members of the same name; such a record is quarantined).
+
+Primary-key updates (``pkUpdateHandling``) are decided by the *formatter*: with ``abend`` it
+stopped, with ``update`` it wrote one update carrying the new key only (a row-modeled update has
+no before image, so nothing in the message reveals the old key: the old row stays in the
+target), with ``delete-insert`` it wrote a delete of the before image and an insert of the after
+image, which lakecdc applies as exactly that. The option is accepted and checked, nothing more.
+
+Reading. Messages may be one per line or pretty-printed and concatenated (``prettyPrint``,
+``jsonDelimiter``; the manual's trailing commas are tolerated). Because column names are not
+known in advance, each message is parsed with ``from_json`` into ``map<string, variant>``.
+Values become the variant's text: strings exactly, numbers with their exact value (a 38-digit
+decimal is not rounded) but without trailing zeros (``17520.00`` reads ``17520``; typing the
+column as ``decimal(38, 2)`` gives back ``17520.00``), objects and arrays as JSON text.
+
+Types. With ``schemaDirectory`` (or ``schemaFile``) naming the formatter's JSON schemas
+(``<FULLY_QUALIFIED_TABLE>.schema.json``, seed 13.3.5), :meth:`OggJsonRowDecoder.column_types`
+types the columns as the schemas declare them (see :func:`json_schema_type`): ``integer`` ->
+``bigint``, ``number`` -> ``decimal(38, 10)`` (GoldenGate writes ``number`` for any Oracle
+``NUMBER`` with a scale or without a declared precision; 28 integer and 10 fraction digits hold
+every such value exactly that a ``bigint`` or a double would not, and a value with more digits
+is quarantined, never rounded), ``boolean`` -> ``boolean``, ``string`` and anything else ->
+``string``. GoldenGate writes dates as strings (``1994-09-30:15:33:00``): they stay strings.
+Without schemas the types are inferred from the JSON values (:meth:`variant_images`). Schema
+files found among the inputs (``*.schema.json``) are used as schemas, never read as data.
+With several schema versions of one table (``versionSchemas=true``), the newest file (by
+modification time, then name) decides a column's type.
+
+Options are the formatter's property names (without ``gg.handler.<name>.format.``):
+``insertOpKey``/``updateOpKey``/``deleteOpKey``/``truncateOpKey`` (I/U/D/T),
+``treatAllColumnsAsStrings`` (false), ``encoding`` (UTF-8 only), ``pkUpdateHandling`` (abend;
+checked, see above), ``schemaDirectory`` (the formatter's default is ``./dirdef``; lakecdc reads
+schemas only when it is given), and lakecdc's ``schemaFile`` (one or more schema files,
+comma-separated). Accepted without effect: ``prettyPrint``, ``jsonDelimiter``,
+``includePrimaryKeys``, ``includeTokens``, ``generateSchema``, ``versionSchemas``,
+``iso8601Format``, ``omitNullValues``, and the op-modeled-only ``flatten``, ``flattenDelimiter``,
+``beforeObjectName``, ``afterObjectName``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from lakecdc.changes import EVENT_SCHEMA, default_seq
+from lakecdc.decoders._records import read_text
+from lakecdc.decoders.base import Decoder, first_error, parse_op_ts
+from lakecdc.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+#: Members of a row-modeled message that are not columns.
+META_MEMBERS = ("table", "op_type", "op_ts", "current_ts", "pos", "primary_keys", "tokens")
+SCHEMA_SUFFIX = ".schema.json"
+PK_UPDATE_HANDLING = ("abend", "update", "delete-insert")
+#: ``number`` columns: 28 integer digits and 10 fraction digits, exact.
+NUMBER_TYPE = T.DecimalType(38, 10)
+_VARIANT_MAP = T.MapType(T.StringType(), T.VariantType())
+
+
+# -- GoldenGate JSON schemas (seed 13.3.5), shared with the delimited text decoder ------------------
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    """One ``<table>.schema.json``: the table's columns in order and their declared types."""
+
+    table: str
+    columns: tuple[str, ...]
+    types: Mapping[str, T.DataType] = field(default_factory=dict)
+    path: str = ""
+
+
+def json_schema_type(spec: Mapping[str, Any]) -> T.DataType | None:
+    """The Spark type for one column's JSON schema, None when it allows only ``null``.
+
+    Understands ``"type": "string"``, ``"type": ["number", "null"]`` (the seed's form) and
+    ``"oneOf"``/``"anyOf"`` lists of such alternatives.
+    """
+    kinds = _schema_kinds(spec) - {"null"}
+    if not kinds:
+        return None
+    if kinds == {"integer"}:
+        return T.LongType()
+    if kinds <= {"integer", "number"}:
+        return NUMBER_TYPE
+    if kinds == {"boolean"}:
+        return T.BooleanType()
+    return T.StringType()
+
+
+def _schema_kinds(spec: Mapping[str, Any]) -> set[str]:
+    declared = spec.get("type")
+    kinds = {declared} if isinstance(declared, str) else {str(k) for k in declared or ()}
+    for alt in (*spec.get("oneOf", ()), *spec.get("anyOf", ())):
+        if isinstance(alt, Mapping):
+            kinds |= _schema_kinds(alt)
+    return kinds
+
+
+def read_table_schema(path: str) -> TableSchema:
+    """Parse one GoldenGate JSON schema file (row-modeled or op-modeled form).
+
+    The table is the schema's ``title`` (else the file name without ``.schema.json``); the
+    columns are ``definitions.row.properties`` (op-modeled) or the top-level ``properties``
+    other than the metadata members (row-modeled), in file order.
+    """
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"JSON schema {path}: cannot be read: {exc}") from None
+    if not isinstance(doc, dict):
+        raise ConfigError(f"JSON schema {path}: expected an object at the top level")
+    name = Path(path).name
+    stem = name[: -len(SCHEMA_SUFFIX)] if name.endswith(SCHEMA_SUFFIX) else name
+    table = str(doc.get("title") or stem)
+    definitions = doc.get("definitions")
+    row_def = definitions.get("row") if isinstance(definitions, dict) else None
+    row = row_def.get("properties") if isinstance(row_def, dict) else None
+    if isinstance(row, dict):
+        props = row
+    else:
+        top = doc.get("properties", {})
+        props = {k: v for k, v in top.items() if k not in META_MEMBERS} if isinstance(top, dict) else {}
+    types = {}
+    for col, spec in props.items():
+        dtype = json_schema_type(spec) if isinstance(spec, Mapping) else None
+        if dtype is not None:
+            types[col] = dtype
+    return TableSchema(table=table, columns=tuple(props), types=types, path=str(path))
+
+
+def schema_files(directory: str, files: str, inputs: Iterable[str]) -> list[str]:
+    """Schema files named by the options (a directory, a comma-separated list) or found among inputs."""
+    out: list[str] = []
+    if directory:
+        d = Path(directory)
+        if not d.is_dir():
+            raise ConfigError(f"schemaDirectory {directory!r} is not a directory")
+        out += sorted(str(p) for p in d.rglob(f"*{SCHEMA_SUFFIX}"))
+    for f in (x.strip() for x in files.split(",")):
+        if f:
+            if not Path(f).is_file():
+                raise ConfigError(f"schemaFile {f!r} does not exist")
+            out.append(f)
+    out += [f for f in inputs if f.endswith(SCHEMA_SUFFIX)]
+    return list(dict.fromkeys(os.path.abspath(p) for p in out))
+
+
+def load_table_schemas(paths: Iterable[str]) -> dict[str, list[TableSchema]]:
+    """Schemas per table, oldest first (by modification time, then file name)."""
+    found: dict[str, list[tuple[float, str, TableSchema]]] = {}
+    for p in paths:
+        schema = read_table_schema(p)
+        found.setdefault(schema.table, []).append((os.path.getmtime(p), os.path.basename(p), schema))
+    return {t: [s for *_, s in sorted(v, key=lambda x: (x[0], x[1]))] for t, v in found.items()}
+
+
+def declared_types(schemas: Mapping[str, list[TableSchema]]) -> dict[str, dict[str, T.DataType]]:
+    """Column types per table; a newer schema's type wins over an older one's."""
+    out: dict[str, dict[str, T.DataType]] = {}
+    for table, versions in schemas.items():
+        types: dict[str, T.DataType] = {}
+        for s in versions:
+            types.update(s.types)
+        out[table] = types
+    return out
+
+
+def data_files(files: Sequence[str]) -> list[str]:
+    """The inputs that are messages, not ``*.schema.json`` files."""
+    return [f for f in files if not f.endswith(SCHEMA_SUFFIX)]
+
+
+def empty_events(spark: SparkSession) -> DataFrame:
+    """No events, with the decoders' output columns (for an input of schema files only)."""
+    schema = T.StructType(
+        list(EVENT_SCHEMA.fields)
+        + [
+            T.StructField("_file", T.StringType()),
+            T.StructField("_block", T.LongType()),
+            T.StructField("_row", T.LongType()),
+            T.StructField("_error", T.StringType()),
+        ]
+    )
+    return spark.createDataFrame([], schema)
+
+
+def check_pk_update_handling(fmt: str, value: str) -> None:
+    if value not in PK_UPDATE_HANDLING:
+        raise ConfigError(f"{fmt}: pkUpdateHandling={value!r} is not one of {', '.join(PK_UPDATE_HANDLING)}")
+
+
+def op_keys(fmt: str, options: Mapping[str, str]) -> dict[str, str]:
+    """``{op_type text: canonical op}`` from the ``*OpKey`` options (they must differ)."""
+    op_map = {options["insertOpKey"]: "I", options["updateOpKey"]: "U",
+              options["deleteOpKey"]: "D", options["truncateOpKey"]: "T"}
+    if len(op_map) < 4:
+        raise ConfigError(f"{fmt}: insertOpKey, updateOpKey, deleteOpKey and truncateOpKey must differ")
+    return op_map
+
+
+def op_column(op_map: Mapping[str, str], op_type: Column) -> tuple[Column, str]:
+    """The canonical op (I/U/D/T) of a GoldenGate op_type text, and the expected texts as text."""
+    op = F.element_at(F.create_map(*[F.lit(x) for kv in op_map.items() for x in kv]), op_type)
+    return op, ", ".join(op_map)
+
+
+def first_duplicate(names: Column) -> Column:
+    """The first name of an array that appears again later (NULL when all differ)."""
+    return F.try_element_at(F.filter(names, lambda k, i: F.array_position(names, k) != i + 1), F.lit(1))
+
+
+# -- the decoder --------------------------------------------------------------------------------------
+
+
+class OggJsonRowDecoder(Decoder):
+    """GoldenGate JSON row-modeled messages to canonical change events."""
+
+    name: ClassVar[str] = "ogg-json-row"
+    OPTIONS: ClassVar[dict[str, str]] = {
+        "insertOpKey": "I",
+        "updateOpKey": "U",
+        "deleteOpKey": "D",
+        "truncateOpKey": "T",
+        "treatAllColumnsAsStrings": "false",
+        "encoding": "UTF-8",
+        "pkUpdateHandling": "abend",
+        "schemaDirectory": "",
+        "schemaFile": "",
+    }
+    IGNORED_OPTIONS: ClassVar[frozenset[str]] = frozenset(
+        {
+            "prettyPrint", "jsonDelimiter", "includePrimaryKeys", "includeTokens", "generateSchema",
+            "versionSchemas", "iso8601Format", "omitNullValues", "format",
+            # op-modeled JSON only (seed 13.3.6): a json_row formatter ignores them
+            "flatten", "flattenDelimiter", "beforeObjectName", "afterObjectName",
+        }
+    )
+
+    def __init__(self, options: Mapping[str, str] | None = None) -> None:
+        super().__init__(options)
+        if self.options["encoding"].replace("-", "").upper() != "UTF8":
+            raise ConfigError(f"{self.name}: encoding {self.options['encoding']!r} is not supported; use UTF-8")
+        check_pk_update_handling(self.name, self.options["pkUpdateHandling"])
+        self.op_map = op_keys(self.name, self.options)
+        self.all_strings = self.flag("treatAllColumnsAsStrings")
+
+    # -- schemas and types ---------------------------------------------------------------------
+    def schemas(self, files: Sequence[str]) -> dict[str, list[TableSchema]]:
+        """The JSON schemas per table named by the options or found among ``files``."""
+        paths = schema_files(self.options["schemaDirectory"], self.options["schemaFile"], files)
+        return load_table_schemas(paths)
+
+    def column_types(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> dict[str, dict[str, T.DataType]]:
+        """Column types declared by the tables' ``.schema.json`` files (none without schemas)."""
+        return declared_types(self.schemas(files))
+
+    def variant_images(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
+        """``table``, ``before``, ``after`` as ``map<string, variant>``: the JSON types, for inference."""
+        data = data_files(files)
+        if not data:
+            return empty_events(spark).select("table", *[F.lit(None).cast(_VARIANT_MAP).alias(n) for n in ("before", "after")])
+        p = self._parse(spark, data, staging=staging)
+        op, _ = op_column(self.op_map, F.col("m_op_type"))
+        return p.select(
+            F.col("m_table").alias("table"),
+            F.when(op == "D", F.col("m_columns")).alias("before"),
+            F.when(op.isin("I", "U"), F.col("m_columns")).alias("after"),
+        )
+
+    # -- parsing -------------------------------------------------------------------------------
+    def _parse(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
+        """Each message as ``m_<metadata>`` columns and ``m_columns`` (map of variants)."""
+        text = read_text(spark, files, staging=staging)
+        parsed = text.select("_file", "_block", "_row", F.from_json("value", _VARIANT_MAP).alias("_m"))
+        mm = F.col("_m")
+        cols: dict[str, Column] = {f"m_{n}": F.try_variant_get(mm[n], "$", "string") for n in META_MEMBERS[:5]}
+        cols["m_primary_keys"] = F.try_variant_get(mm["primary_keys"], "$", "array<string>")
+        cols["m_tokens"] = F.try_variant_get(mm["tokens"], "$", "map<string,string>")
+        cols["m_columns"] = F.map_filter(mm, lambda k, _v: ~k.isin(*META_MEMBERS))
+        cols["m_bad_json"] = mm.isNull()
+        cols["m_duplicate"] = first_duplicate(F.map_keys(mm))
+        cols["m_op_modeled"] = F.coalesce(
+            *[F.when(F.schema_of_variant(mm[n]).startswith("OBJECT"), F.lit(n)) for n in ("after", "before")]
+        )
+        return parsed.select("_file", "_block", "_row", *[c.alias(n) for n, c in cols.items()])
+
+    def read(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
+        data = data_files(files)
+        if not data:
+            return empty_events(spark)
+        p = self._parse(spark, data, staging=staging)
+        op, expected = op_column(self.op_map, F.col("m_op_type"))
+        op_ts = parse_op_ts(F.col("m_op_ts"))
+        image = F.transform_values("m_columns", lambda _k, v: F.try_variant_get(v, "$", "string"))
+        no_columns = op.isin("I", "U", "D") & (F.size("m_columns") == 0)
+        error = first_error(
+            (F.col("m_bad_json"), "not valid JSON (expected one object per message)"),
+            (F.col("m_duplicate").isNotNull(), F.format_string("member '%s' appears more than once", "m_duplicate")),
+            (F.coalesce(F.trim("m_table"), F.lit("")) == "", "'table' missing or empty"),
+            (F.col("m_op_type").isNull(), "'op_type' missing"),
+            (op.isNull(), F.format_string(f"unknown op_type '%s' (expected one of {expected})", "m_op_type")),
+            (op_ts.isNull(), F.format_string("'op_ts' missing or not a timestamp: '%s'", F.coalesce("m_op_ts", F.lit("")))),
+            (op.isin("I", "U", "D") & F.col("m_op_modeled").isNotNull(), F.format_string(
+                "member '%s' is an object: this is op-modeled JSON (format=json); read it with format ogg-json",
+                "m_op_modeled")),
+            (no_columns, F.format_string(
+                "no column members for op_type '%s' (a row-modeled message carries the columns at the top level)",
+                "m_op_type")),
+        )
+        source = F.map_concat(
+            F.create_map(F.lit("current_ts"), F.col("m_current_ts")),
+            F.coalesce(
+                F.transform_keys("m_tokens", lambda k, _v: F.concat(F.lit("token."), k)),
+                F.create_map().cast("map<string,string>"),
+            ),
+        )
+        idx = F.lit(0)
+        return p.select(
+            F.col("m_table").alias("table"),
+            op.alias("op"),
+            op_ts.alias("op_ts"),
+            F.col("m_pos").alias("pos"),
+            idx.alias("idx"),
+            default_seq(op_ts, F.col("m_pos"), idx).alias("seq"),
+            F.lit(None).cast("string").alias("txid"),
+            F.col("m_primary_keys").alias("keys"),
+            F.when(op == "D", image).alias("before"),
+            F.when(op.isin("I", "U"), image).alias("after"),
+            source.alias("source"),
+            "_file", "_block", "_row",
+            error.alias("_error"),
+        )
