@@ -25,6 +25,9 @@ examples:
   lakecdc apply --format ogg-json --input landing/ --target lake/ \\
       --option flatten=true --option beforeObjectName=old --option afterObjectName=new
 
+  # read the replicat's own properties file: its handler's format and format.* settings
+  lakecdc apply --gg-properties dirprm/hdfs.properties --input landing/ --target lake/
+
   # keep only some columns of a table, never apply truncates, keep tombstones 30 days
   lakecdc apply --format ogg-json --input landing/ --target lake/ \
       --column-list S.ORDERS=ID,STATUS,AMOUNT --ignore-truncates --tombstone-retention 30d
@@ -106,7 +109,11 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Decode change files, consolidate them per primary key and MERGE them into one Delta table per source table.",
     )
-    ap.add_argument("--format", required=True, choices=sorted(DECODERS), help="input format")
+    ap.add_argument("--format", choices=sorted(DECODERS), help="input format (or from --gg-properties / --config)")
+    ap.add_argument("--gg-properties", metavar="FILE",
+                    help="a GoldenGate Java adapter properties file: its handler's format and every "
+                         "gg.handler.<name>.format.* property (--option overrides one)")
+    ap.add_argument("--gg-handler", metavar="NAME", help="which handler of --gg-properties (default: the only one)")
     ap.add_argument("--input", action="append", required=True, metavar="PATH",
                     help="file or directory (recursive); repeatable")
     ap.add_argument("--target", required=True, metavar="DIR", help="root of the Delta tables")
@@ -139,7 +146,20 @@ def _apply(args: argparse.Namespace) -> int:
 
     config = _read_config(args.config)
     keys = {**{t: list(c) for t, c in (config.get("keys") or {}).items()}, **_parse_keys(args.key)}
-    options = {**{str(k): str(v) for k, v in (config.get("options") or {}).items()}, **_parse_options(args.option)}
+    fmt = args.format
+    gg_options: dict[str, str] = {}
+    if args.gg_properties:
+        from lakecdc.ggprops import read_gg_properties
+
+        gg_format, gg_options = read_gg_properties(args.gg_properties, args.gg_handler)
+        if fmt and fmt != gg_format:
+            raise ConfigError(f"--format {fmt} contradicts {args.gg_properties}, whose handler writes {gg_format}")
+        fmt = gg_format
+    fmt = fmt or config.get("format")
+    if not fmt:
+        raise ConfigError("say which format the files are in: --format NAME, or --gg-properties FILE")
+    options = {**gg_options, **{str(k): str(v) for k, v in (config.get("options") or {}).items()},
+               **_parse_options(args.option)}
     pk_update = args.pk_update or config.get("pk_update") or "delete-insert"
     column_list = {**{t: list(c) for t, c in (config.get("column_list") or {}).items()}, **_parse_keys(args.column_list, "--column-list")}
     except_list = {**{t: list(c) for t, c in (config.get("except_column_list") or {}).items()},
@@ -153,7 +173,7 @@ def _apply(args: argparse.Namespace) -> int:
             print(f"[{time.perf_counter() - started:6.1f}s] {msg}", file=sys.stderr, flush=True)
 
     summary = lakecdc.apply(
-        args.input, args.target, format=args.format, keys=keys, pk_update=pk_update, options=options,
+        args.input, args.target, format=fmt, keys=keys, pk_update=pk_update, options=options,
         engine=args.engine, progress=say, column_list=column_list, except_column_list=except_list,
         apply_as_truncates=truncates, tombstone_retention=retention,
     )
