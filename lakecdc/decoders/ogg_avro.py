@@ -77,7 +77,7 @@ import pyarrow as pa
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakecdc.changes import IMAGE_TYPE, default_seq
+from lakecdc.changes import IMAGE_TYPE
 from lakecdc.decoders._avro import (
     Mismatch,
     SchemaDirectory,
@@ -96,6 +96,7 @@ from lakecdc.decoders._avro import (
     text_converter,
     value_text,
 )
+from lakecdc.decoders._goldengate import canonical_events, op_column, op_keys, source_map
 from lakecdc.decoders.base import Decoder, first_error, parse_op_ts
 from lakecdc.errors import ConfigError
 
@@ -582,10 +583,8 @@ class OggAvroDecoder(Decoder):
 
     def _canonical(self, p: DataFrame) -> DataFrame:
         o = self.options
-        op_map = {o["insertOpKey"]: "I", o["updateOpKey"]: "U", o["deleteOpKey"]: "D", o["truncateOpKey"]: "T"}
-        op = F.element_at(F.create_map(*[F.lit(x) for kv in op_map.items() for x in kv]), F.col("m_op_type"))
+        op, expected = op_column(op_keys(self.name, o), F.col("m_op_type"))
         op_ts = parse_op_ts(F.col("m_op_ts"))
-        expected = ", ".join(op_map)
         checks = [
             (F.col("m_error").isNotNull(), F.col("m_error")),
             (F.coalesce(F.trim("m_table"), F.lit("")) == "", "'table' missing or empty"),
@@ -604,30 +603,10 @@ class OggAvroDecoder(Decoder):
             # the row image is the after image of an insert or update, the before image of a delete
             before, after, before_ops = F.col("m_after"), F.col("m_after"), ("D",)
         error = first_error(*checks)
-        source = F.map_concat(
-            F.create_map(F.lit("current_ts"), F.col("m_current_ts"), F.lit("avro_schema"), F.col("m_schema")),
-            F.coalesce(
-                F.transform_keys("m_tokens", lambda k, _v: F.concat(F.lit("token."), k)),
-                F.create_map().cast(_STR_MAP),
-            ),
-        )
-        idx = F.lit(0)
-        return p.select(
-            F.col("m_table").alias("table"),
-            op.alias("op"),
-            op_ts.alias("op_ts"),
-            F.col("m_pos").alias("pos"),
-            idx.alias("idx"),
-            default_seq(op_ts, F.col("m_pos"), idx).alias("seq"),
-            F.lit(None).cast("string").alias("txid"),
-            F.col("m_primary_keys").alias("keys"),
-            F.when(op.isin(*before_ops), before).alias("before"),
-            F.when(op.isin("I", "U"), after).alias("after"),
-            source.alias("source"),
-            "_file", "_block", "_row",
-            error.alias("_error"),
-            "_offset",
-            F.when(error.isNotNull(), F.col("m_raw")).alias("_raw"),
+        return canonical_events(
+            p, op=op, op_ts=op_ts, before=F.when(op.isin(*before_ops), before), after=F.when(op.isin("I", "U"), after),
+            source=source_map(F.col("m_current_ts"), F.col("m_tokens"), F.lit("avro_schema"), F.col("m_schema")),
+            error=error, extra=("_offset", F.when(error.isNotNull(), F.col("m_raw")).alias("_raw")),
         )
 
     # -- types

@@ -92,6 +92,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakecdc.changes import IMAGE_TYPE, default_seq
+from lakecdc.decoders._goldengate import op_column, op_keys
 from lakecdc.decoders._records import detect_layout, read_text
 from lakecdc.decoders.base import Decoder, first_error, parse_op_ts
 from lakecdc.decoders.ogg_json_row import (
@@ -102,8 +103,6 @@ from lakecdc.decoders.ogg_json_row import (
     empty_events,
     first_duplicate,
     load_table_schemas,
-    op_column,
-    op_keys,
     schema_files,
 )
 from lakecdc.errors import ConfigError

@@ -25,7 +25,8 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakecdc.changes import IMAGE_TYPE, default_seq
+from lakecdc.changes import IMAGE_TYPE
+from lakecdc.decoders._goldengate import canonical_events, op_column, op_keys, source_map
 from lakecdc.decoders._records import CORRUPT, read_json, read_text
 from lakecdc.decoders.base import Decoder, first_error, parse_op_ts
 from lakecdc.errors import ConfigError
@@ -142,12 +143,10 @@ class OggJsonDecoder(Decoder):
             p = self._flat(spark, files, staging=staging, value_type=T.StringType())
         else:
             p = self._nested(spark, files, staging=staging)
-        op_map = {o["insertOpKey"]: "I", o["updateOpKey"]: "U", o["deleteOpKey"]: "D", o["truncateOpKey"]: "T"}
-        op = F.element_at(F.create_map(*[F.lit(x) for kv in op_map.items() for x in kv]), F.col("m_op_type"))
+        op, expected = op_column(op_keys(self.name, o), F.col("m_op_type"))
         op_ts = parse_op_ts(F.col("m_op_ts"))
         has_before = F.col("m_before").isNotNull()
         has_after = F.col("m_after").isNotNull()
-        expected = ", ".join(op_map)
         error = first_error(
             (F.col("m_bad_json"), "not valid JSON"),
             (F.coalesce(F.trim("m_table"), F.lit("")) == "", "'table' missing or empty"),
@@ -158,26 +157,8 @@ class OggJsonDecoder(Decoder):
             ((op == "U") & ~has_after, f"'{after_name}' missing for op_type '{o['updateOpKey']}' (expected an object)"),
             ((op == "D") & ~has_before, f"'{before_name}' missing for op_type '{o['deleteOpKey']}' (expected an object)"),
         )
-        source = F.map_concat(
-            F.create_map(F.lit("current_ts"), F.col("m_current_ts")),
-            F.coalesce(
-                F.transform_keys("m_tokens", lambda k, _v: F.concat(F.lit("token."), k)),
-                F.create_map().cast("map<string,string>"),
-            ),
-        )
-        idx = F.lit(0)
-        return p.select(
-            F.col("m_table").alias("table"),
-            op.alias("op"),
-            op_ts.alias("op_ts"),
-            F.col("m_pos").alias("pos"),
-            idx.alias("idx"),
-            default_seq(op_ts, F.col("m_pos"), idx).alias("seq"),
-            F.lit(None).cast("string").alias("txid"),
-            F.col("m_primary_keys").alias("keys"),
-            F.when(op.isin("U", "D"), F.col("m_before")).alias("before"),
-            F.when(op.isin("I", "U"), F.col("m_after")).alias("after"),
-            source.alias("source"),
-            "_file", "_block", "_row",
-            error.alias("_error"),
+        return canonical_events(
+            p, op=op, op_ts=op_ts, before=F.when(op.isin("U", "D"), F.col("m_before")),
+            after=F.when(op.isin("I", "U"), F.col("m_after")),
+            source=source_map(F.col("m_current_ts"), F.col("m_tokens")), error=error,
         )

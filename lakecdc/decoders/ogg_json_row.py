@@ -67,7 +67,8 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakecdc.changes import EVENT_SCHEMA, default_seq
+from lakecdc.changes import EVENT_SCHEMA
+from lakecdc.decoders._goldengate import canonical_events, op_column, op_keys, source_map
 from lakecdc.decoders._records import read_text
 from lakecdc.decoders.base import Decoder, first_error, parse_op_ts
 from lakecdc.errors import ConfigError
@@ -217,21 +218,6 @@ def check_pk_update_handling(fmt: str, value: str) -> None:
         raise ConfigError(f"{fmt}: pkUpdateHandling={value!r} is not one of {', '.join(PK_UPDATE_HANDLING)}")
 
 
-def op_keys(fmt: str, options: Mapping[str, str]) -> dict[str, str]:
-    """``{op_type text: canonical op}`` from the ``*OpKey`` options (they must differ)."""
-    op_map = {options["insertOpKey"]: "I", options["updateOpKey"]: "U",
-              options["deleteOpKey"]: "D", options["truncateOpKey"]: "T"}
-    if len(op_map) < 4:
-        raise ConfigError(f"{fmt}: insertOpKey, updateOpKey, deleteOpKey and truncateOpKey must differ")
-    return op_map
-
-
-def op_column(op_map: Mapping[str, str], op_type: Column) -> tuple[Column, str]:
-    """The canonical op (I/U/D/T) of a GoldenGate op_type text, and the expected texts as text."""
-    op = F.element_at(F.create_map(*[F.lit(x) for kv in op_map.items() for x in kv]), op_type)
-    return op, ", ".join(op_map)
-
-
 def first_duplicate(names: Column) -> Column:
     """The first name of an array that appears again later (NULL when all differ)."""
     return F.try_element_at(F.filter(names, lambda k, i: F.array_position(names, k) != i + 1), F.lit(1))
@@ -335,26 +321,7 @@ class OggJsonRowDecoder(Decoder):
                 "no column members for op_type '%s' (a row-modeled message carries the columns at the top level)",
                 "m_op_type")),
         )
-        source = F.map_concat(
-            F.create_map(F.lit("current_ts"), F.col("m_current_ts")),
-            F.coalesce(
-                F.transform_keys("m_tokens", lambda k, _v: F.concat(F.lit("token."), k)),
-                F.create_map().cast("map<string,string>"),
-            ),
-        )
-        idx = F.lit(0)
-        return p.select(
-            F.col("m_table").alias("table"),
-            op.alias("op"),
-            op_ts.alias("op_ts"),
-            F.col("m_pos").alias("pos"),
-            idx.alias("idx"),
-            default_seq(op_ts, F.col("m_pos"), idx).alias("seq"),
-            F.lit(None).cast("string").alias("txid"),
-            F.col("m_primary_keys").alias("keys"),
-            F.when(op == "D", image).alias("before"),
-            F.when(op.isin("I", "U"), image).alias("after"),
-            source.alias("source"),
-            "_file", "_block", "_row",
-            error.alias("_error"),
+        return canonical_events(
+            p, op=op, op_ts=op_ts, before=F.when(op == "D", image), after=F.when(op.isin("I", "U"), image),
+            source=source_map(F.col("m_current_ts"), F.col("m_tokens")), error=error,
         )
