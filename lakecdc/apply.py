@@ -48,13 +48,13 @@ from lakecdc.session import get_spark, job_conf
 from lakecdc.state import (
     DEFAULT_TOMBSTONE_RETENTION,
     expire_tombstones,
+    known_tables,
     quarantine_path,
     read_rows,
     read_stored,
     stored_max_seq,
     table_path,
     tombstone_path,
-    known_tables,
     tombstone_rows,
     truncate_watermark,
     write_table_info,
@@ -234,6 +234,7 @@ def _combine(results: list[RunSummary], *, target: str, fmt: str, engine: str, s
         target=target, format=fmt, runs=tuple(x for r in results for x in r.runs),
         files=sum(r.files for r in results), tables=tuple(tables[k] for k in sorted(tables)),
         quarantine=quarantine_path(target), quarantined_unrouted=sum(r.quarantined_unrouted for r in results),
+        skipped_unrouted=sum(r.skipped_unrouted for r in results),
         seconds=seconds, engine=engine, resumed=any(r.resumed for r in results),
     )
 
@@ -267,16 +268,19 @@ def _run(
         if not settings.apply_as_truncates:
             events = events.where((F.col("op") != "T") | F.col("op").isNull() | F.col("_error").isNotNull())
         try:
-            summaries, quarantined = _run_tables(spark, engine, decoder, settings, target, files, events,
-                                                 run_id=run_id, now=now, staging=staging, say=say)
+            summaries, quarantined, skipped = _run_tables(spark, engine, decoder, settings, target, files, events,
+                                                          run_id=run_id, now=now, staging=staging, say=say)
         finally:
             events.unpersist()
     shutil.rmtree(staging, ignore_errors=True)
     per_table: dict[str | None, int] = {}
     for q in quarantined:
         per_table[q.table] = per_table.get(q.table, 0) + 1
+    for name in skipped:
+        if name is not None and name not in summaries:
+            summaries[name] = TableSummary(name, table_path(target, name), status="applied")
     for name, s in list(summaries.items()):
-        summaries[name] = replace(s, quarantined=per_table.get(name, 0))
+        summaries[name] = replace(s, quarantined=per_table.get(name, 0), skipped=skipped.get(name, 0))
     for q in quarantined[:20]:
         say(q.message(settings.format))
     if len(quarantined) > 20:
@@ -284,20 +288,21 @@ def _run(
     return RunSummary(
         target=target, format=settings.format, runs=(run_id,), files=len(files),
         tables=tuple(summaries[k] for k in sorted(summaries)), quarantine=quarantine_path(target),
-        quarantined_unrouted=per_table.get(None, 0), engine=engine.name, resumed=resumed,
+        quarantined_unrouted=per_table.get(None, 0), skipped_unrouted=skipped.get(None, 0),
+        engine=engine.name, resumed=resumed,
     )
 
 
 def _run_tables(
     spark: SparkSession, engine: DeltaRsEngine, decoder: Decoder, settings: ApplySettings, target: str,
     files: list[str], events: DataFrame, *, run_id: int, now: dt.datetime, staging: str, say: Progress,
-) -> tuple[dict[str, TableSummary], list[Quarantined]]:
+) -> tuple[dict[str, TableSummary], list[Quarantined], dict[str | None, int]]:
     fast = _fast_path(spark, engine, settings, target, events, run_id=run_id, say=say)
     if fast is not None:
         prep = fast
         say(f"{prep.table}: merging {prep.net.num_rows} net change(s)")
-        return {prep.table: _commit(engine, settings, target, prep, run_id=run_id, now=now)}, []
-    profile, decode_errors = _profile(events)
+        return {prep.table: _commit(engine, settings, target, prep, run_id=run_id, now=now)}, [], {}
+    profile, decode_errors, skipped = _profile(events)
     if len(profile) > 1:
         # Several tables read the same events: decode once into Spark's cache. (A single table
         # is cheaper to decode twice than to cache: caching maps costs more than parsing.)
@@ -338,7 +343,7 @@ def _run_tables(
             bad_all = bad_all.unionByName(b)
         quarantined = write_quarantine(engine, target, collect_bad(bad_all, events), fmt=settings.format,
                                        run_id=run_id, now=now)
-    return summaries, quarantined
+    return summaries, quarantined, skipped
 
 
 def _new_column_types(
@@ -389,7 +394,7 @@ class _Speculation:
         """SQL over the canonical events: true for an event the fast path did not assume."""
         want = sql_string(",".join(k.lower() for k in self.keys))
         return (
-            f"_error IS NOT NULL OR table IS NULL OR table != {sql_string(self.table)} OR op = 'T' "
+            f"_error IS NOT NULL OR table IS NULL OR table != {sql_string(self.table)} OR op IS NULL OR op = 'T' "
             f"OR (keys IS NOT NULL AND lower(array_join(keys, ',')) != {want})"
         )
 
@@ -425,15 +430,19 @@ def _fast_path(
     return out[0]
 
 
-def _profile(events: DataFrame) -> tuple[dict[str, dict], int]:
+def _profile(events: DataFrame) -> tuple[dict[str, dict], int, dict[str | None, int]]:
     """One aggregation over the run: per table counts, seq range, truncates, columns, keys.
 
-    Also returns how many records could not be decoded at all.
+    Also returns how many records could not be decoded at all, and how many records were
+    skipped per table (``None``: no table): tombstones, heartbeats, transaction markers and
+    other non-row records, which a decoder marks with ``op`` NULL and no ``_error``.
     """
-    good = F.col("_error").isNull()
+    fine = F.col("_error").isNull()
+    good = fine & F.col("op").isNotNull()
     rows = events.groupBy("table").agg(
         F.count(F.when(good, F.lit(1))).alias("events"),
-        F.count(F.when(~good, F.lit(1))).alias("errors"),
+        F.count(F.when(fine & F.col("op").isNull(), F.lit(1))).alias("skipped"),
+        F.count(F.when(~fine, F.lit(1))).alias("errors"),
         F.min(F.when(good, F.col("seq"))).alias("min_seq"),
         F.max(F.when(good & (F.col("op") == "T"), F.col("seq"))).alias("max_truncate"),
         F.collect_set(F.when(good, F.map_keys("after"))).alias("after_cols"),
@@ -442,8 +451,11 @@ def _profile(events: DataFrame) -> tuple[dict[str, dict], int]:
     ).collect()
     out: dict[str, dict] = {}
     errors = 0
+    skipped: dict[str | None, int] = {}
     for r in rows:
         errors += int(r["errors"])
+        if r["skipped"]:
+            skipped[r["table"]] = int(r["skipped"])
         if r["table"] is None or not r["events"]:
             continue
         cols: list[str] = []
@@ -456,7 +468,7 @@ def _profile(events: DataFrame) -> tuple[dict[str, dict], int]:
             "events": int(r["events"]), "min_seq": r["min_seq"], "max_truncate": r["max_truncate"],
             "columns": cols, "keys": list(r["keys"]) if r["keys"] else None,
         }
-    return out, errors
+    return out, errors, skipped
 
 
 @dataclass(frozen=True)
@@ -543,7 +555,9 @@ def _prepare(
     path = table_path(target, table)
     exists = shape.exists
     # the fast path folds every event, to find those it did not expect
-    mine = events if speculation is not None else events.where((F.col("table") == table) & F.col("_error").isNull())
+    mine = events if speculation is not None else events.where(
+        (F.col("table") == table) & F.col("_error").isNull() & F.col("op").isNotNull()
+    )
     types = {f.name: f.dataType for f in shape.existing.fields}
     types.update(inferred)
     # A new column seen only as NULL is left out for now: the table reads NULL for it anyway,
@@ -630,7 +644,7 @@ def _commit(
     layout = prep.layout
     source = BatchSource.from_arrow(prep.net, n_columns=len(layout.columns), n_keys=len(layout.keys))
     schema = T.StructType(
-        [T.StructField(c, t) for c, t in zip(layout.columns, layout.types)]
+        [T.StructField(c, t) for c, t in zip(layout.columns, layout.types, strict=True)]
         + [T.StructField(name, dtype) for name, dtype in CDC_COLUMNS]
     )
     has_rows = source.rows > 0 and bool(pc.any(pc.equal(source.arrow.column("_action"), "upsert")).as_py())

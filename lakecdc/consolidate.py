@@ -98,9 +98,9 @@ def widen(events: DataFrame, layout: Layout, *, full: bool = False, surprise: st
         first.append(f"CASE WHEN NOT {ok} THEN format_string({reason}, {raw}) END AS _x{len(checks)}")
         checks.append((f"_x{len(checks)}", name))
 
-    for i, (name, dtype) in enumerate(zip(layout.columns, layout.types)):
-        a_raw, a_present = _lookup_sql("after", layout.spellings(i))
-        b_raw, b_present = _lookup_sql("before", layout.spellings(i))
+    for i, (name, dtype) in enumerate(zip(layout.columns, layout.types, strict=True)):
+        a_raw, a_present = _lookup_sql("after", layout.spellings(i), slot=i)
+        b_raw, b_present = _lookup_sql("before", layout.spellings(i), slot=i)
         first.append(f"{a_present} AS p{i}")
         if full or i in keyset:
             a_val, a_ok = typed_sql(a_raw, dtype)
@@ -122,15 +122,16 @@ def widen(events: DataFrame, layout: Layout, *, full: bool = False, surprise: st
                     first.append(f"CASE WHEN NOT {v_ok} THEN format_string({reason}, {what}, {used}) END AS _x{len(checks)}")
                     checks.append((f"_x{len(checks)}", name))
     if surprise is not None:
-        # after: members minus the known columns present (already looked up); before: members
-        # that are no spelling of a known column
-        names = ", ".join(sql_string(s) for i in range(len(layout.columns)) for s in layout.spellings(i))
-        names = ", ".join([names, *(sql_string(c) for c in layout.ignored)])
-        present = " + ".join([*(f"CAST(p{i} AS INT)" for i in range(len(layout.columns))),
-                              *(f"CAST({_lookup_sql('after', (c,))[1]} AS INT)" for c in layout.ignored)])
+        # an image holds a member that is no known column when it has more members than the
+        # known columns (and deliberately ignored members) found in it
+        def known(image: str) -> str:
+            found = [_lookup_sql(image, (s,), slot=i)[1] for i in range(len(layout.columns)) for s in layout.spellings(i)]
+            found += [_lookup_sql(image, (c,))[1] for c in layout.ignored]
+            return " + ".join(f"CAST({f} AS INT)" for f in found)
+
         first.append(
-            f"({surprise}) OR coalesce(size(after), 0) != ({present}) "
-            f"OR coalesce(size(array_except(map_keys(before), array({names}))), 0) > 0 AS _surprise"
+            f"({surprise}) OR coalesce(size(after), 0) != ({known('after')}) "
+            f"OR coalesce(size(before), 0) != ({known('before')}) AS _surprise"
         )
     wide = events.selectExpr(*first)
 
@@ -173,9 +174,20 @@ def typed_before(layout: Layout, i: int, image: str = "_before") -> str:
     return typed_sql(_lookup_sql(image, layout.spellings(i))[0], layout.types[i])[0]
 
 
-def _lookup_sql(image: str, spellings: tuple[str, ...]) -> tuple[str, str]:
-    """SQL for a column's value in an image and whether it is present, under any spelling."""
+def _lookup_sql(image: str, spellings: tuple[str, ...], *, slot: int | None = None) -> tuple[str, str]:
+    """SQL for a column's value in an image and whether it is present, under any spelling.
+
+    ``slot`` is where the column probably sits among the image's members (its position in the
+    table): Spark keeps a JSON object's members in the order written, and formatters write a full
+    image in table order, so one comparison usually finds it instead of a scan of the keys.
+    """
     names = [sql_string(s) for s in spellings]
+    if len(names) == 1 and slot is not None:
+        hit = f"(get(map_keys({image}), {slot}) <=> {names[0]})"
+        return (
+            f"IF({hit}, get(map_values({image}), {slot}), {image}[{names[0]}])",
+            f"({hit} OR coalesce(map_contains_key({image}, {names[0]}), false))",
+        )
     if len(names) == 1:
         return f"{image}[{names[0]}]", f"coalesce(map_contains_key({image}, {names[0]}), false)"
     value = "CASE " + " ".join(f"WHEN map_contains_key({image}, {n}) THEN {image}[{n}]" for n in names) + " END"

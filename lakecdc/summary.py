@@ -21,6 +21,8 @@ class TableSummary:
     quarantined: int = 0
     delta_version: int | None = None
     status: str = "applied"
+    #: records of this table that are no row change (tombstones, markers): skipped, not errors
+    skipped: int = 0
     error: str | None = None
 
     def plus(self, other: TableSummary) -> TableSummary:
@@ -32,6 +34,7 @@ class TableSummary:
             deleted=self.deleted + other.deleted,
             duplicate_or_late=self.duplicate_or_late + other.duplicate_or_late,
             quarantined=self.quarantined + other.quarantined,
+            skipped=self.skipped + other.skipped,
             delta_version=other.delta_version if other.delta_version is not None else self.delta_version,
             status=other.status if other.status != "applied" else self.status,
             error=other.error or self.error,
@@ -49,6 +52,8 @@ class RunSummary:
     tables: tuple[TableSummary, ...] = ()
     quarantine: str | None = None
     quarantined_unrouted: int = 0
+    #: skipped records that name no table (heartbeats, transaction markers, ...)
+    skipped_unrouted: int = 0
     seconds: float = 0.0
     engine: str = "delta-rs"
     resumed: bool = False
@@ -76,6 +81,7 @@ class RunSummary:
             "tables": [asdict(t) for t in self.tables],
             "quarantine": self.quarantine,
             "quarantined_unrouted": self.quarantined_unrouted,
+            "skipped_unrouted": self.skipped_unrouted,
             "ok": self.ok,
         }
 
@@ -90,13 +96,16 @@ class RunSummary:
              "" if t.delta_version is None else t.delta_version, t.status]
             for t in self.tables
         ]
-        widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)] if rows else [len(h) for h in head]
+        widths = [max(len(str(x)) for x in col) for col in zip(head, *rows, strict=True)] if rows else [len(h) for h in head]
         fmt = "  ".join(f"{{:<{w}}}" if i == 0 or i == len(head) - 1 else f"{{:>{w}}}" for i, w in enumerate(widths))
         lines = [fmt.format(*head), fmt.format(*["-" * w for w in widths])]
         lines += [fmt.format(*map(str, r)) for r in rows]
         runs = ", ".join(map(str, self.runs)) or "none (nothing new)"
         lines.append("")
         lines.append(f"{self.files} file(s), run(s) {runs}, {self.seconds:.1f}s, engine {self.engine}")
+        skipped = self.skipped_unrouted + sum(t.skipped for t in self.tables)
+        if skipped:
+            lines.append(f"{skipped} record(s) skipped: tombstones, heartbeats, transaction markers (no row change)")
         if self.quarantine and (self.quarantined_unrouted or any(t.quarantined for t in self.tables)):
             lines.append(f"quarantined records: {self.quarantine}")
         for t in self.tables:

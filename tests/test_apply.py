@@ -301,3 +301,46 @@ def test_dlt_column_lists_and_truncates(spark, tmp_path):
     assert rows(str(target / "S.B")) == [{"ID": 1, "X": "x"}]
     with pytest.raises(lakecdc.LakecdcError, match="not both"):
         lakecdc.apply(landing, target, spark=spark, column_list={"S.A": ["X"]}, except_column_list={"S.A": ["Z"]})
+
+
+class _MarkerJson(lakecdc.decoders.ogg_json.OggJsonDecoder):
+    """ogg-json where op_type ``X`` is a marker record (like a Debezium tombstone): no row change."""
+
+    name = "test-markers"
+
+    def read(self, spark, files, *, staging):
+        from pyspark.sql import functions as F
+
+        events = super().read(spark, files, staging=staging)
+        raw = lakecdc.decoders._records.read_json(spark, files, self.schema(), staging=staging).select("_row", "op_type")
+        marker = F.col("op_type") == "X"
+        blank = {"op": marker, "_error": marker, "table": marker & (F.col("table") == "-")}
+        return events.join(raw, "_row", "left").select(
+            *[F.when(blank[c], None).otherwise(F.col(c)).alias(c) if c in blank else F.col(c) for c in events.columns]
+        )
+
+
+@pytest.mark.parametrize("first_run", ["profile", "one pass"])
+def test_marker_records_are_skipped_and_counted_not_quarantined(spark, tmp_path, monkeypatch, first_run):
+    """Records a decoder marks as no row change (op NULL, no error) are counted as skipped per
+    table (or unrouted without a table), never applied nor quarantined; the one-pass path gives way."""
+    monkeypatch.setitem(lakecdc.decoders.DECODERS, "test-markers", _MarkerJson)
+    landing, target = tmp_path / "landing", tmp_path / "lake"
+    t = "S.T"
+    if first_run == "one pass":  # a first run records the table, so the next run tries one pass
+        write_jsonl(landing / "0.json", [ogg(t, "I", "00:00:00", 0, after={"ID": 0, "V": "zero"}, keys=["ID"])])
+        lakecdc.apply(landing, target, format="test-markers", spark=spark)
+    write_jsonl(landing / "1.json", [
+        ogg(t, "I", "00:00:01", 1, after={"ID": 1, "V": "a"}, keys=["ID"]),
+        ogg(t, "X", "00:00:02", 2, keys=["ID"]),
+        ogg("-", "X", "00:00:03", 3),
+        ogg(t, "U", "00:00:04", 4, before={"ID": 1}, after={"ID": 1, "V": "b"}, keys=["ID"]),
+    ])
+    s = lakecdc.apply(landing, target, format="test-markers", spark=spark)
+    table = s.table(t)
+    assert (table.events, table.skipped, table.quarantined) == (2, 1, 0)
+    assert s.skipped_unrouted == 1 and s.quarantined_unrouted == 0
+    assert "2 record(s) skipped" in s.render()
+    expect = [{"ID": 1, "V": "b"}] + ([{"ID": 0, "V": "zero"}] if first_run == "one pass" else [])
+    assert rows(table.target, "ID") == sorted(expect, key=lambda r: str(r["ID"]))
+    assert not Path(s.quarantine).exists()

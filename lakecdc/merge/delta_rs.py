@@ -80,7 +80,7 @@ class DeltaRsEngine:
         counts = actions.column("num_records").to_pylist()
         nulls = actions.column(f"null_count.{column}").to_pylist() if f"null_count.{column}" in actions.column_names else [0] * len(counts)
         best = ""
-        for value, count, null_count in zip(values.to_pylist(), counts, nulls):
+        for value, count, null_count in zip(values.to_pylist(), counts, nulls, strict=True):
             if value is None and count != null_count:
                 return None
             if value is not None and value > best:
@@ -153,7 +153,7 @@ class DeltaRsEngine:
         dt = self.table(path)
         schema = to_spark_schema(pa.schema(dt.schema().to_arrow()))
         protocol = dt.protocol()
-        features = set((protocol.reader_features or []))
+        features = set(protocol.reader_features or [])
         if features & {"deletionVectors", "columnMapping"} or dt.metadata().partition_columns:
             return spark.createDataFrame(dt.to_pyarrow_table())
         files = dt.file_uris()

@@ -76,7 +76,7 @@ class MergePlan:
     # -- clauses ---------------------------------------------------------------------------------
     def predicate(self) -> str:
         parts = [f"t.{quote(k)} = s.k{j}" for j, k in enumerate(self.keys)]
-        for k, (lo, hi) in zip(self.keys, self.key_ranges):
+        for k, (lo, hi) in zip(self.keys, self.key_ranges, strict=False):
             if lo is not None and hi is not None and not isinstance(lo, float):
                 parts.append(f"t.{quote(k)} >= {sql_literal(lo)} AND t.{quote(k)} <= {sql_literal(hi)}")
         return " AND ".join(parts)
