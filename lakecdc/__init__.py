@@ -3,7 +3,8 @@
 The data's path, module by module: :mod:`lakecdc.decoders` (vendor formats to canonical events),
 :mod:`lakecdc.changes` (the canonical event, ops- and rows-style), :mod:`lakecdc.consolidate`
 (one net action per key), :mod:`lakecdc.merge` (one MERGE plan, two Delta engines), and
-:mod:`lakecdc.apply` which runs them exactly once per input.
+:mod:`lakecdc.apply` which runs them exactly once per input; then :mod:`lakecdc.maintain` keeps the
+tables fast (compaction, Z-order, vacuum, checkpoints).
 
 Example (a notebook with a ``spark`` session)::
 
@@ -24,6 +25,7 @@ from lakecdc.errors import (
     PrimaryKeyUpdateError,
     UnknownFormatError,
 )
+from lakecdc.maintain import MaintenanceReport, maintain
 from lakecdc.session import get_spark
 from lakecdc.summary import RunSummary, TableSummary
 
@@ -34,6 +36,7 @@ __all__ = [
     "ConfigError",
     "DecodeError",
     "LakecdcError",
+    "MaintenanceReport",
     "MissingKeyError",
     "PrimaryKeyUpdateError",
     "RunSummary",
@@ -41,6 +44,7 @@ __all__ = [
     "UnknownFormatError",
     "apply",
     "get_spark",
+    "maintain",
     "read_changes",
     "to_ops",
     "to_rows",

@@ -51,6 +51,22 @@ other formats: ogg-avro-op / ogg-avro-row (schemaDirectory=DIR, framing=length-p
 """
 
 
+_EPILOG_MAINTAIN = """\
+examples:
+  # every table under lake/: bin-pack small files, vacuum files older than 7 days, checkpoint
+  lakecdc maintain --target lake/
+
+  # cluster one table by its key columns (MERGE key-range pruning then skips most files)
+  lakecdc maintain --target lake/ --table QASOURCE.TCUSTORD --zorder keys --target-file-size 128MB
+
+what happens:
+  Compaction and Z-order rewrite files, never rows: every table reads the same before and after.
+  Vacuum deletes only files that no version younger than --vacuum-retention reads, so a reader
+  that started on an older version (or a time-travel query) within the retention keeps working;
+  a retention below the table's minimum (7 days by default) needs --force.
+"""
+
+
 def _parse_keys(values: Sequence[str], flag: str = "--key") -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for v in values:
@@ -74,6 +90,22 @@ def parse_duration(text: str) -> dt.timedelta:
     if len(value) < 2 or value[-1] not in units or not value[:-1].replace(".", "", 1).isdigit():
         raise ConfigError(f"duration {text!r}: expected a number and a unit d/h/m/s, e.g. 7d or 36h")
     return dt.timedelta(**{units[value[-1]]: float(value[:-1])})
+
+
+def parse_size(text: str) -> int:
+    """``128MB``, ``1GB``, ``512KB`` or a number of bytes as bytes (binary units).
+
+    >>> parse_size("128MB")
+    134217728
+    """
+    units = {"KB": 2**10, "MB": 2**20, "GB": 2**30, "B": 1}
+    value = text.strip().upper().replace("IB", "B")
+    for unit, factor in units.items():
+        if value.endswith(unit) and value[: -len(unit)].strip().replace(".", "", 1).isdigit():
+            return int(float(value[: -len(unit)]) * factor)
+    if value.isdigit():
+        return int(value)
+    raise ConfigError(f"size {text!r}: expected a number with KB, MB or GB, e.g. 128MB")
 
 
 def _parse_options(values: Sequence[str]) -> dict[str, str]:
@@ -138,6 +170,29 @@ def build_parser() -> argparse.ArgumentParser:
                     help="Delta engine (auto: delta-spark when its JVM classes are present, else delta-rs)")
     ap.add_argument("--summary-json", metavar="FILE", help="also write the run summary as JSON")
     ap.add_argument("--quiet", action="store_true", help="print only the summary")
+
+    mp = sub.add_parser(
+        "maintain", help="compact / Z-order, vacuum and checkpoint the tables of a target",
+        epilog=_EPILOG_MAINTAIN, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Keep the Delta tables under a target fast: bin-pack small files (or Z-order them), "
+                    "expire old tombstones, vacuum files older than the retention, write a checkpoint.",
+    )
+    mp.add_argument("--target", required=True, metavar="DIR", help="root of the Delta tables (as given to apply)")
+    mp.add_argument("--table", action="append", default=[], metavar="SOURCE_TABLE",
+                    help="maintain only this source table; repeatable (default: every table)")
+    mp.add_argument("--zorder", metavar="keys|COL[,COL...]",
+                    help="Z-order by each table's keys ('keys') or by these columns, instead of plain compaction")
+    mp.add_argument("--target-file-size", metavar="SIZE", help="file size after compaction, e.g. 128MB")
+    mp.add_argument("--no-compact", action="store_true", help="skip compaction (vacuum and checkpoint only)")
+    mp.add_argument("--vacuum-retention", metavar="DURATION", default="7d",
+                    help="history vacuum keeps (default 7d, Delta's own default); 'none' skips vacuum")
+    mp.add_argument("--force", action="store_true",
+                    help="allow a vacuum retention below the table's minimum (breaks older readers and time travel)")
+    mp.add_argument("--no-checkpoint", action="store_true", help="do not write a checkpoint")
+    mp.add_argument("--tombstone-retention", metavar="DURATION", default="7d",
+                    help="deleted keys older than this stop blocking late events (default 7d)")
+    mp.add_argument("--summary-json", metavar="FILE", help="also write the report as JSON")
+    mp.add_argument("--quiet", action="store_true", help="print only the report")
     return parser
 
 
@@ -183,11 +238,43 @@ def _apply(args: argparse.Namespace) -> int:
     return 0 if summary.ok else 1
 
 
+def _maintain(args: argparse.Namespace) -> int:
+    import json
+
+    import lakecdc
+
+    zorder: str | list[str] | None = None
+    if args.zorder:
+        zorder = "keys" if args.zorder == "keys" else [c.strip() for c in args.zorder.split(",") if c.strip()]
+    started = time.perf_counter()
+
+    def say(msg: str) -> None:
+        if not args.quiet:
+            print(f"[{time.perf_counter() - started:6.1f}s] {msg}", file=sys.stderr, flush=True)
+
+    reports = lakecdc.maintain(
+        args.target, tables=args.table or None, compact=not args.no_compact, zorder=zorder,
+        target_file_size=parse_size(args.target_file_size) if args.target_file_size else None,
+        vacuum_retention=None if args.vacuum_retention.lower() == "none" else parse_duration(args.vacuum_retention),
+        force=args.force, checkpoint=not args.no_checkpoint,
+        tombstone_retention=parse_duration(args.tombstone_retention), progress=say,
+    )
+    for r in reports:
+        print(r.line())
+    if not reports:
+        print(f"no tables under {args.target}")
+    if args.summary_json:
+        Path(args.summary_json).write_text(json.dumps({"tables": [r.to_dict() for r in reports]}, indent=2) + "\n")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.command == "apply":
             return _apply(args)
+        if args.command == "maintain":
+            return _maintain(args)
     except LakecdcError as exc:
         print(f"lakecdc: error: {exc}", file=sys.stderr)
         return 2

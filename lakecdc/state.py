@@ -134,18 +134,21 @@ def tombstone_rows(deleted: pa.Table, layout: Layout, *, truncate_seq: str | Non
 
 
 def expire_tombstones(engine: DeltaRsEngine, target: str, table: str, retention: dt.timedelta, now: dt.datetime) -> int:
-    """Delete tombstones older than ``retention`` (truncate marks are kept). Returns how many."""
+    """Delete tombstones recorded ``retention`` or longer before ``now`` (truncate marks are kept;
+    a retention of 0 keeps none, not even this run's). Returns how many."""
     path = tombstone_path(target, table)
     if not engine.exists(path):
         return 0
     cutoff = (now - retention).astimezone(dt.timezone.utc)
     recorded = engine.read_arrow(path, ["_cdc_recorded_at", "_cdc_kind"])
     expired = recorded.filter(pc.and_(pc.equal(recorded.column("_cdc_kind"), "D"),
-                                      pc.less(recorded.column("_cdc_recorded_at"), pa.scalar(cutoff, pa.timestamp("us", tz="UTC")))))
+                                      pc.less_equal(recorded.column("_cdc_recorded_at"), pa.scalar(cutoff, pa.timestamp("us", tz="UTC")))))
     if expired.num_rows == 0:
         return 0
-    stamp = cutoff.replace(tzinfo=None).isoformat(sep=" ")
-    return engine.delete_where(path, f"_cdc_kind = 'D' AND _cdc_recorded_at < TIMESTAMP '{stamp}'")
+    # a string literal takes the column's own type in both engines (delta-rs refuses a TIMESTAMP
+    # literal, nanoseconds without a zone, against this microsecond UTC column)
+    stamp = cutoff.replace(tzinfo=None).isoformat(sep="T") + "Z"
+    return engine.delete_where(path, f"_cdc_kind = 'D' AND _cdc_recorded_at <= '{stamp}'")
 
 
 def _info_path(target: str, table: str) -> Path:

@@ -344,3 +344,26 @@ def test_marker_records_are_skipped_and_counted_not_quarantined(spark, tmp_path,
     expect = [{"ID": 1, "V": "b"}] + ([{"ID": 0, "V": "zero"}] if first_run == "one pass" else [])
     assert rows(table.target, "ID") == sorted(expect, key=lambda r: str(r["ID"]))
     assert not Path(s.quarantine).exists()
+
+
+@pytest.mark.parametrize("retention_days", [7, 0])
+def test_tombstone_retention_decides_whether_a_late_update_resurrects_a_deleted_key(spark, tmp_path, retention_days):
+    """A deleted key's tombstone blocks a late update while it is kept; once expired (retention
+    0: at once) the late update finds no trace of the delete and inserts the row again."""
+    import datetime as dt
+
+    landing, target = tmp_path / "landing", tmp_path / "lake"
+    retention = dt.timedelta(days=retention_days)
+    write_jsonl(landing / "1.json", [
+        ogg("S.T", "I", "00:00:01", 1, after={"ID": 1, "V": "a"}, keys=["ID"]),
+        ogg("S.T", "I", "00:00:02", 2, after={"ID": 2, "V": "b"}, keys=["ID"]),
+        ogg("S.T", "D", "00:00:05", 5, before={"ID": 1}, keys=["ID"]),
+    ])
+    lakecdc.apply(landing, target, spark=spark, tombstone_retention=retention)
+    write_jsonl(landing / "2.json", [ogg("S.T", "U", "00:00:03", 3, before={"ID": 1}, after={"ID": 1, "V": "late"}, keys=["ID"])])
+    s = lakecdc.apply(landing, target, spark=spark, tombstone_retention=retention)
+    got = rows(s.table("S.T").target, "ID")
+    if retention_days:
+        assert got == [{"ID": 2, "V": "b"}] and s.table("S.T").duplicate_or_late == 1
+    else:
+        assert got == [{"ID": 1, "V": "late"}, {"ID": 2, "V": "b"}]

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, Transaction
 from deltalake.exceptions import CommitFailedError
 from deltalake.schema import Schema
@@ -142,6 +143,34 @@ class DeltaRsEngine:
 
     def read_arrow(self, path: str, columns: list[str] | None = None) -> pa.Table:
         return pa.table(self.table(path).to_pyarrow_table(columns=columns))
+
+    # -- maintenance -------------------------------------------------------------------------------
+    def files(self, path: str) -> tuple[int, int]:
+        """``(files, bytes)`` of the table's current version."""
+        actions = pa.table(self.table(path).get_add_actions(flatten=True))
+        return actions.num_rows, int(pc.sum(actions.column("size_bytes")).as_py() or 0)
+
+    def compact(self, path: str, *, target_size: int | None, zorder: tuple[str, ...] = ()) -> tuple[int, int]:
+        """Bin-pack small files (Z-ordered by ``zorder`` when given); ``(files removed, added)``."""
+        optimizer = self.table(path).optimize
+        if zorder:
+            metrics = optimizer.z_order(list(zorder), target_size=target_size)
+        else:
+            metrics = optimizer.compact(target_size=target_size)
+        return int(metrics.get("numFilesRemoved", 0)), int(metrics.get("numFilesAdded", 0))
+
+    def vacuum(self, path: str, *, retention_hours: int, enforce: bool) -> int:
+        """Delete files no version within ``retention_hours`` reads; returns how many."""
+        removed = self.table(path).vacuum(
+            retention_hours=retention_hours, dry_run=False, enforce_retention_duration=enforce
+        )
+        return len(removed)
+
+    def checkpoint(self, path: str) -> None:
+        """Write a checkpoint of the current version and drop log files older than the log retention."""
+        table = self.table(path)
+        table.create_checkpoint()
+        table.cleanup_metadata()
 
     # -- reads for Spark -------------------------------------------------------------------------
     def read(self, spark: SparkSession, path: str) -> DataFrame:

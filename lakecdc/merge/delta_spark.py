@@ -141,6 +141,35 @@ class DeltaSparkEngine:
         df = self.read(self.spark, path)
         return df.select(*(columns or df.columns)).toArrow()
 
+    # -- maintenance (Delta's own OPTIMIZE / ZORDER BY / VACUUM) ---------------------------------
+    def files(self, path: str) -> tuple[int, int]:
+        row = self.spark.sql(f"DESCRIBE DETAIL delta.{quote(path)}").select("numFiles", "sizeInBytes").first()
+        return int(row[0] or 0), int(row[1] or 0)
+
+    def compact(self, path: str, *, target_size: int | None, zorder: tuple[str, ...] = ()) -> tuple[int, int]:
+        if target_size:
+            self.spark.conf.set("spark.databricks.delta.optimize.maxFileSize", str(target_size))
+        builder = self._delta(path).optimize()
+        result = builder.executeZOrderBy(*zorder) if zorder else builder.executeCompaction()
+        metrics = result.select("metrics.numFilesRemoved", "metrics.numFilesAdded").first()
+        return int(metrics[0] or 0), int(metrics[1] or 0)
+
+    def vacuum(self, path: str, *, retention_hours: int, enforce: bool) -> int | None:
+        """Delta's VACUUM; its Python API does not say how many files it deleted (None)."""
+        check = "spark.databricks.delta.retentionDurationCheck.enabled"
+        if not enforce:
+            self.spark.conf.set(check, "false")
+        try:
+            self._delta(path).vacuum(retention_hours)
+        finally:
+            if not enforce:
+                self.spark.conf.unset(check)
+        return None
+
+    def checkpoint(self, path: str) -> None:
+        jvm = self.spark.sparkContext._jvm  # type: ignore[attr-defined]
+        jvm.org.apache.spark.sql.delta.DeltaLog.forTable(self.spark._jsparkSession, path).checkpoint()
+
     def delete_where(self, path: str, predicate: str) -> int:
         self._delta(path).delete(predicate)
         last = self._delta(path).history(1).first()

@@ -1,0 +1,116 @@
+"""Maintenance: compaction and Z-order keep every row, vacuum keeps readers within the retention,
+checkpoints are written, exactly-once marks survive, and the CLI reports what it did."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+
+import lakecdc
+from lakecdc.cli import main, parse_size
+from lakecdc.errors import ConfigError
+from tests.helpers import ogg, write_jsonl
+
+pytestmark = pytest.mark.spark
+
+T = "S.ORDERS"
+
+
+def snapshot(path: str | Path, version: int | None = None) -> list[dict]:
+    """Every column of every row (the _cdc_ ones too), sorted: what maintenance must not change."""
+    table = pa.table(DeltaTable(str(path), version=version).to_pyarrow_table())
+    return sorted(table.to_pylist(), key=lambda r: r["ID"])
+
+
+def small_runs(spark, tmp_path: Path, runs: int = 5) -> tuple[Path, Path]:
+    """``runs`` separate applies (each leaves its own small files), with updates and deletes."""
+    landing, target = tmp_path / "landing", tmp_path / "lake"
+    pos = 0
+    for r in range(runs):
+        msgs = []
+        for i in range(20):
+            key = r * 20 + i
+            pos += 1
+            msgs.append(ogg(T, "I", f"00:{r:02d}:{i:02d}", pos, after={"ID": key, "V": f"v{key}", "N": key}, keys=["ID"]))
+        if r == runs - 1:  # earlier runs only insert new keys: each leaves a file of its own
+            pos += 1
+            msgs.append(ogg(T, "U", f"00:{r:02d}:30", pos, before={"ID": r}, after={"ID": r, "V": f"changed in run {r}"}, keys=["ID"]))
+            pos += 1
+            msgs.append(ogg(T, "D", f"00:{r:02d}:31", pos, before={"ID": 2 * r + 1}, keys=["ID"]))
+            pos += 1
+            msgs.append(ogg(T, "D", f"00:{r:02d}:32", pos, before={"ID": 2 * r + 2}, keys=["ID"]))
+        write_jsonl(landing / f"{r:03d}.json", msgs)
+        lakecdc.apply(landing, target, format="ogg-json", spark=spark)
+    return landing, target
+
+
+def test_compaction_keeps_every_row_and_the_exactly_once_marks(spark, tmp_path):
+    landing, target = small_runs(spark, tmp_path)
+    path = Path(lakecdc.maintain.__globals__["table_path"](str(target), T))
+    before = snapshot(path)
+    marks = DeltaTable(str(path)).transaction_version("lakecdc")
+    (report,) = lakecdc.maintain(str(target), vacuum_retention=None)
+    assert report.files_before > 1 and report.files_after == 1 and report.files_removed == report.files_before
+    assert report.version_after > report.version_before
+    assert snapshot(path) == before
+    assert DeltaTable(str(path)).transaction_version("lakecdc") == marks
+    assert list((path / "_delta_log").glob("*.checkpoint.parquet")), "a checkpoint was written"
+    # re-running the applied files changes nothing; a new file still applies exactly once
+    again = lakecdc.apply(landing, target, format="ogg-json", spark=spark)
+    assert again.runs == () and snapshot(path) == before
+    write_jsonl(landing / "999.json", [ogg(T, "U", "01:00:00", 10_000, before={"ID": 0}, after={"ID": 0, "N": -1}, keys=["ID"])])
+    lakecdc.apply(landing, target, format="ogg-json", spark=spark)
+    assert [r for r in snapshot(path) if r["ID"] == 0][0]["N"] == -1
+
+
+def test_zorder_by_keys_and_by_columns(spark, tmp_path):
+    _, target = small_runs(spark, tmp_path, runs=3)
+    path = lakecdc.maintain.__globals__["table_path"](str(target), T)
+    before = snapshot(path)
+    (report,) = lakecdc.maintain(str(target), zorder="keys", vacuum_retention=None, checkpoint=False)
+    assert report.zorder == ("ID",) and report.files_after == 1
+    assert snapshot(path) == before
+    (report,) = lakecdc.maintain(str(target), zorder={T: ["V", "N"]}, vacuum_retention=None)
+    assert report.zorder == ("V", "N") and snapshot(path) == before
+    with pytest.raises(ConfigError, match="cannot Z-order by \\['NOPE'\\]"):
+        lakecdc.maintain(str(target), zorder=["NOPE"])
+    with pytest.raises(ConfigError, match="no table 'S.OTHER'"):
+        lakecdc.maintain(str(target), tables=["S.OTHER"])
+
+
+def test_vacuum_keeps_readers_within_the_retention_and_refuses_less_without_force(spark, tmp_path):
+    _, target = small_runs(spark, tmp_path, runs=3)
+    path = lakecdc.maintain.__globals__["table_path"](str(target), T)
+    old_version = DeltaTable(path).version()
+    old = snapshot(path, old_version)
+    (report,) = lakecdc.maintain(str(target))  # compaction, then vacuum keeping 7 days
+    assert report.files_vacuumed == 0
+    assert snapshot(path, old_version) == old, "a reader of the older version still reads it"
+    with pytest.raises(Exception, match="(?i)retention"):
+        lakecdc.maintain(str(target), vacuum_retention=dt.timedelta(0), compact=False)
+    (report,) = lakecdc.maintain(str(target), vacuum_retention=dt.timedelta(0), force=True, compact=False)
+    assert report.files_vacuumed >= 3, "the files compaction replaced are gone"
+    assert snapshot(path) == old
+    with pytest.raises(Exception):  # noqa: B017 - the old version's files were vacuumed
+        snapshot(path, old_version)
+
+
+def test_tombstones_expire_and_the_cli_reports(spark, tmp_path, capsys):
+    _, target = small_runs(spark, tmp_path, runs=3)
+    summary = tmp_path / "maintain.json"
+    code = main(["maintain", "--target", str(target), "--zorder", "keys", "--tombstone-retention", "0",
+                 "--vacuum-retention", "none", "--summary-json", str(summary), "--quiet"])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert f"{T}: z-ordered by ID: files" in out and "2 tombstone(s) expired" in out
+    (entry,) = json.loads(summary.read_text())["tables"]
+    assert entry["source_table"] == T and entry["zorder"] == ["ID"] and entry["tombstones_expired"] == 2
+    assert main(["maintain", "--target", str(target), "--table", "S.NONE"]) == 2
+    assert parse_size("128MB") == 128 * 2**20 and parse_size("1.5GB") == int(1.5 * 2**30)
+    with pytest.raises(ConfigError):
+        parse_size("lots")
