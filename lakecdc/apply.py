@@ -666,9 +666,12 @@ def _commit(
         metadata={"lakecdc.run_id": str(run_id), "lakecdc.format": settings.format},
     )
     inserted = updated = deleted = 0
+    files: dict[str, int | None] = {}
     if (source.rows or prep.truncate_seq is not None) and (prep.exists or creatable):
         result = engine.merge(plan, source)
         inserted, updated, deleted = result.inserted, result.updated, result.deleted
+        files = {"files_scanned": result.files_scanned, "files_skipped": result.files_skipped,
+                 "files_rewritten": result.files_removed, "files_added": result.files_added}
     stones = tombstone_rows(source.deletes, layout, truncate_seq=prep.truncate_seq, now=now)
     if stones.num_rows:
         engine.append(tombstone_path(target, prep.table), stones, version=run_id)
@@ -679,7 +682,7 @@ def _commit(
     return TableSummary(
         source_table=prep.table, target=prep.path, events=prep.counts["events"], inserted=inserted,
         updated=updated, deleted=deleted, duplicate_or_late=prep.counts["_stale"] + prep.counts["_dups"],
-        delta_version=engine.version(prep.path) if engine.exists(prep.path) else None,
+        delta_version=engine.version(prep.path) if engine.exists(prep.path) else None, **files,
     )
 
 

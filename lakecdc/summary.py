@@ -23,7 +23,20 @@ class TableSummary:
     status: str = "applied"
     #: records of this table that are no row change (tombstones, markers): skipped, not errors
     skipped: int = 0
+    #: the MERGE's target files: read, pruned unread (key ranges), rewritten (removed), written
+    files_scanned: int | None = None
+    files_skipped: int | None = None
+    files_rewritten: int = 0
+    files_added: int = 0
     error: str | None = None
+
+    def files_line(self) -> str:
+        """``read/pruned/rewritten`` target files of the MERGE (``-`` where the engine does not say)."""
+        if self.files_scanned is None and self.files_skipped is None and not self.files_rewritten:
+            return "-"
+        def show(n: int | None) -> str:
+            return "-" if n is None else str(n)
+        return f"{show(self.files_scanned)}/{show(self.files_skipped)}/{self.files_rewritten}"
 
     def plus(self, other: TableSummary) -> TableSummary:
         return replace(
@@ -35,10 +48,18 @@ class TableSummary:
             duplicate_or_late=self.duplicate_or_late + other.duplicate_or_late,
             quarantined=self.quarantined + other.quarantined,
             skipped=self.skipped + other.skipped,
+            files_scanned=_add(self.files_scanned, other.files_scanned),
+            files_skipped=_add(self.files_skipped, other.files_skipped),
+            files_rewritten=self.files_rewritten + other.files_rewritten,
+            files_added=self.files_added + other.files_added,
             delta_version=other.delta_version if other.delta_version is not None else self.delta_version,
             status=other.status if other.status != "applied" else self.status,
             error=other.error or self.error,
         )
+
+
+def _add(a: int | None, b: int | None) -> int | None:
+    return None if a is None and b is None else (a or 0) + (b or 0)
 
 
 @dataclass(frozen=True)
@@ -90,10 +111,11 @@ class RunSummary:
 
     def render(self) -> str:
         """A plain-text table a person reads at the end of a run."""
-        head = ["table", "events", "inserted", "updated", "deleted", "dup/late", "quarantined", "version", "status"]
+        head = ["table", "events", "inserted", "updated", "deleted", "dup/late", "quarantined",
+                "files read/pruned/rewritten", "version", "status"]
         rows = [
             [t.source_table, t.events, t.inserted, t.updated, t.deleted, t.duplicate_or_late, t.quarantined,
-             "" if t.delta_version is None else t.delta_version, t.status]
+             t.files_line(), "" if t.delta_version is None else t.delta_version, t.status]
             for t in self.tables
         ]
         widths = [max(len(str(x)) for x in col) for col in zip(head, *rows, strict=True)] if rows else [len(h) for h in head]

@@ -114,3 +114,16 @@ def test_tombstones_expire_and_the_cli_reports(spark, tmp_path, capsys):
     assert parse_size("128MB") == 128 * 2**20 and parse_size("1.5GB") == int(1.5 * 2**30)
     with pytest.raises(ConfigError):
         parse_size("lots")
+
+
+def test_a_merge_reads_only_the_files_its_key_range_touches(spark, tmp_path):
+    """Issue 6's "merge cost follows the change": files holding other key ranges are pruned unread,
+    and the summary says how many files were read, pruned and rewritten."""
+    landing, target = small_runs(spark, tmp_path, runs=4)  # runs 0-2 insert IDs 0-59, one file each
+    write_jsonl(landing / "100.json", [ogg(T, "U", "02:00:00", 50_000, before={"ID": 5}, after={"ID": 5, "N": 0}, keys=["ID"])])
+    s = lakecdc.apply(landing, target, format="ogg-json", spark=spark)
+    t = s.table(T)
+    assert t.updated == 1
+    assert t.files_scanned == 1 and t.files_skipped >= 2 and t.files_rewritten == 1, t
+    assert "1/" in t.files_line() and "files read/pruned/rewritten" in s.render()
+    assert json.loads(s.to_json())["tables"][0]["files_skipped"] == t.files_skipped

@@ -121,6 +121,8 @@ class DeltaRsEngine:
             deleted=int(metrics.get("num_target_rows_deleted", 0)),
             files_added=int(metrics.get("num_target_files_added", 0)),
             files_removed=int(metrics.get("num_target_files_removed", 0)),
+            files_scanned=int(metrics.get("num_target_files_scanned", 0)),
+            files_skipped=int(metrics.get("num_target_files_skipped_during_scan", 0)),
         )
 
     def append(self, path: str, data: pa.Table, *, version: int, app_id: str = APP_ID) -> None:

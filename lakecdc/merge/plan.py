@@ -146,4 +146,7 @@ class MergeResult:
     deleted: int
     files_added: int = 0
     files_removed: int = 0
+    #: target files read, and skipped by the key-range and partition pruning (when the engine says)
+    files_scanned: int | None = None
+    files_skipped: int | None = None
     skipped: bool = False
