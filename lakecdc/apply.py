@@ -60,6 +60,7 @@ from lakecdc.state import (
     write_table_info,
 )
 from lakecdc.summary import RunSummary, TableSummary
+from lakecdc.transactions import HELD, split_open_transactions, write_held
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -85,6 +86,8 @@ class ApplySettings:
     except_column_list: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: False: truncates are read but not applied (DLT's ``apply_as_truncates``)
     apply_as_truncates: bool = True
+    #: apply a source transaction only once all its events are there (see lakecdc.transactions)
+    complete_transactions: bool = False
 
     def ignores(self, table: str, column: str, keys: Sequence[str]) -> bool:
         """True when ``column`` of ``table`` is left out of the target by a column list."""
@@ -138,6 +141,7 @@ def apply(
     column_list: Mapping[str, Sequence[str] | str] | None = None,
     except_column_list: Mapping[str, Sequence[str] | str] | None = None,
     apply_as_truncates: bool = True,
+    complete_transactions: bool = False,
     storage_options: Mapping[str, str] | None = None,
     progress: Progress | None = None,
 ) -> RunSummary:
@@ -163,6 +167,9 @@ def apply(
         except_column_list: per table, columns never written (DLT's ``except_column_list``).
         apply_as_truncates: False to read truncates without applying them (DLT's
             ``apply_as_truncates``): they are left out of the run like records of no interest.
+        complete_transactions: apply a source transaction only when all its events have been
+            read (formats with transaction metadata: Debezium's BEGIN/END markers); the events
+            of a transaction still open are held for the next run (see :mod:`lakecdc.transactions`).
         progress: called with a short message at each step (the CLI shows them).
 
     Returns:
@@ -193,6 +200,7 @@ def apply(
         column_list=_normalise_keys(column_list),
         except_column_list=_normalise_keys(except_column_list),
         apply_as_truncates=apply_as_truncates,
+        complete_transactions=complete_transactions,
     )
     for table in set(settings.column_list) & set(settings.except_column_list):
         raise ConfigError(f"table {table!r}: give column_list or except_column_list, not both")
@@ -265,22 +273,32 @@ def _run(
     say(f"decoding {len(files)} file(s) as {settings.format}")
     with job_conf(spark):
         events = decoder.read(spark, files, staging=staging)
+        held = None
+        if settings.complete_transactions:
+            events, held = split_open_transactions(spark, engine, target, events, run_id)
         if not settings.apply_as_truncates:
             events = events.where((F.col("op") != "T") | F.col("op").isNull() | F.col("_error").isNotNull())
         try:
             summaries, quarantined, skipped = _run_tables(spark, engine, decoder, settings, target, files, events,
                                                           run_id=run_id, now=now, staging=staging, say=say)
+            held_counts: dict[str | None, int] = {}
+            if held is not None and all(s.status in ("applied", "skipped") for s in summaries.values()):
+                say("holding the events of transactions not complete yet")
+                held_counts, markers = write_held(engine, target, held, run_id)
+                for name, n in markers.items():
+                    skipped[name] = skipped.get(name, 0) + n
         finally:
             events.unpersist()
     shutil.rmtree(staging, ignore_errors=True)
     per_table: dict[str | None, int] = {}
     for q in quarantined:
         per_table[q.table] = per_table.get(q.table, 0) + 1
-    for name in skipped:
+    for name in [*skipped, *held_counts]:
         if name is not None and name not in summaries:
             summaries[name] = TableSummary(name, table_path(target, name), status="applied")
     for name, s in list(summaries.items()):
-        summaries[name] = replace(s, quarantined=per_table.get(name, 0), skipped=skipped.get(name, 0))
+        summaries[name] = replace(s, quarantined=per_table.get(name, 0), skipped=skipped.get(name, 0),
+                                  held=held_counts.get(name, 0))
     for q in quarantined[:20]:
         say(q.message(settings.format))
     if len(quarantined) > 20:
@@ -441,7 +459,7 @@ def _profile(events: DataFrame) -> tuple[dict[str, dict], int, dict[str | None, 
     good = fine & F.col("op").isNotNull()
     rows = events.groupBy("table").agg(
         F.count(F.when(good, F.lit(1))).alias("events"),
-        F.count(F.when(fine & F.col("op").isNull(), F.lit(1))).alias("skipped"),
+        F.count(F.when(fine & F.col("op").isNull() & F.col("source")[HELD].isNull(), F.lit(1))).alias("skipped"),
         F.count(F.when(~fine, F.lit(1))).alias("errors"),
         F.min(F.when(good, F.col("seq"))).alias("min_seq"),
         F.max(F.when(good & (F.col("op") == "T"), F.col("seq"))).alias("max_truncate"),

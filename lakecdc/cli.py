@@ -161,11 +161,15 @@ def build_parser() -> argparse.ArgumentParser:
                     help="never write these columns of TABLE; DLT's except_column_list; repeatable")
     ap.add_argument("--ignore-truncates", action="store_true",
                     help="read truncates but do not apply them (DLT's apply_as_truncates=False)")
+    ap.add_argument("--complete-transactions", action="store_true",
+                    help="apply a source transaction only when all its events are there; hold the rest "
+                         "for the next run (formats with transaction markers: Debezium)")
     ap.add_argument("--tombstone-retention", metavar="DURATION", default=None,
                     help="how long a deleted key blocks late events: 7d (default), 36h, 90m, 0")
     ap.add_argument("--config", metavar="FILE",
                     help="YAML with any of: format, keys {table: [cols]}, pk_update, options {name: value}, "
-                         "column_list / except_column_list {table: [cols]}, apply_as_truncates, tombstone_retention")
+                         "column_list / except_column_list {table: [cols]}, apply_as_truncates, tombstone_retention, "
+                         "complete_transactions")
     ap.add_argument("--engine", choices=["auto", "delta-rs", "delta-spark"], default="auto",
                     help="Delta engine (auto: delta-spark when its JVM classes are present, else delta-rs)")
     ap.add_argument("--summary-json", metavar="FILE", help="also write the run summary as JSON")
@@ -231,6 +235,7 @@ def _apply(args: argparse.Namespace) -> int:
         args.input, args.target, format=fmt, keys=keys, pk_update=pk_update, options=options,
         engine=args.engine, progress=say, column_list=column_list, except_column_list=except_list,
         apply_as_truncates=truncates, tombstone_retention=retention,
+        complete_transactions=args.complete_transactions or bool(config.get("complete_transactions", False)),
     )
     print(summary.render())
     if args.summary_json:

@@ -28,6 +28,8 @@ class TableSummary:
     files_skipped: int | None = None
     files_rewritten: int = 0
     files_added: int = 0
+    #: events of this table held for a later run: their source transaction is not complete yet
+    held: int = 0
     error: str | None = None
 
     def files_line(self) -> str:
@@ -52,6 +54,7 @@ class TableSummary:
             files_skipped=_add(self.files_skipped, other.files_skipped),
             files_rewritten=self.files_rewritten + other.files_rewritten,
             files_added=self.files_added + other.files_added,
+            held=other.held,
             delta_version=other.delta_version if other.delta_version is not None else self.delta_version,
             status=other.status if other.status != "applied" else self.status,
             error=other.error or self.error,
@@ -125,6 +128,9 @@ class RunSummary:
         runs = ", ".join(map(str, self.runs)) or "none (nothing new)"
         lines.append("")
         lines.append(f"{self.files} file(s), run(s) {runs}, {self.seconds:.1f}s, engine {self.engine}")
+        held = sum(t.held for t in self.tables)
+        if held:
+            lines.append(f"{held} event(s) held for the next run: their source transaction is not complete yet")
         skipped = self.skipped_unrouted + sum(t.skipped for t in self.tables)
         if skipped:
             lines.append(f"{skipped} record(s) skipped: tombstones, heartbeats, transaction markers (no row change)")

@@ -315,8 +315,13 @@ class _MarkerJson(lakecdc.decoders.ogg_json.OggJsonDecoder):
         raw = lakecdc.decoders._records.read_json(spark, files, self.schema(), staging=staging).select("_row", "op_type")
         marker = F.col("op_type") == "X"
         blank = {"op": marker, "_error": marker, "table": marker & (F.col("table") == "-")}
+        # tokens txid / status / count play Debezium's transaction block and BEGIN/END markers
+        tok = F.col("source")
+        tx = F.create_map(F.lit("tx.status"), tok["token.status"], F.lit("tx.event_count"), tok["token.count"])
+        swap = {"txid": tok["token.txid"], "source": F.map_concat(tok, tx)}
         return events.join(raw, "_row", "left").select(
-            *[F.when(blank[c], None).otherwise(F.col(c)).alias(c) if c in blank else F.col(c) for c in events.columns]
+            *[F.when(blank[c], None).otherwise(F.col(c)).alias(c) if c in blank else
+              swap[c].alias(c) if c in swap else F.col(c) for c in events.columns]
         )
 
 
@@ -367,3 +372,48 @@ def test_tombstone_retention_decides_whether_a_late_update_resurrects_a_deleted_
         assert got == [{"ID": 2, "V": "b"}] and s.table("S.T").duplicate_or_late == 1
     else:
         assert got == [{"ID": 1, "V": "late"}, {"ID": 2, "V": "b"}]
+
+
+def test_complete_transactions_hold_open_ones_until_their_end_marker_and_every_event_arrived(spark, tmp_path, monkeypatch):
+    """complete_transactions=True: a transaction applies once its END marker and event_count
+    distinct events (a consumer restart's duplicate does not count twice) have been read; until
+    then its events are held, counted, and never half-applied."""
+    monkeypatch.setitem(lakecdc.decoders.DECODERS, "test-markers", _MarkerJson)
+    landing, target = tmp_path / "landing", tmp_path / "lake"
+
+    def ev(op, pos, *, tx=None, status=None, count=None, **images):
+        msg = ogg("S.T" if op != "X" else "-", op, f"00:00:{pos:02d}", pos, keys=["ID"], **images)
+        msg["tokens"] = {k: str(v) for k, v in (("txid", tx), ("status", status), ("count", count)) if v is not None}
+        return msg
+
+    b1 = ev("I", 5, tx="B", after={"ID": 3, "V": "b1"})
+    write_jsonl(landing / "1.json", [
+        ev("X", 1, tx="A", status="BEGIN"),
+        ev("I", 2, tx="A", after={"ID": 1, "V": "a1"}),
+        ev("I", 3, tx="A", after={"ID": 2, "V": "a2"}),
+        ev("X", 4, tx="A", status="END", count=2),
+        ev("X", 4, tx="B", status="BEGIN"),
+        b1,
+        ev("I", 6, after={"ID": 4, "V": "no transaction"}),
+    ])
+    s1 = lakecdc.apply(landing, target, format="test-markers", complete_transactions=True, spark=spark)
+    path = s1.table("S.T").target
+    assert rows(path, "ID") == [{"ID": 1, "V": "a1"}, {"ID": 2, "V": "a2"}, {"ID": 4, "V": "no transaction"}]
+    assert s1.table("S.T").held == 1 and s1.skipped_unrouted == 3
+    assert "1 event(s) held for the next run" in s1.render()
+
+    write_jsonl(landing / "2.json", [b1, ev("U", 7, tx="B", before={"ID": 3}, after={"ID": 3, "V": "b2"}),
+                                     ev("X", 9, tx="B", status="END", count=3)])
+    s2 = lakecdc.apply(landing, target, format="test-markers", complete_transactions=True, spark=spark)
+    assert rows(path, "ID") == [{"ID": 1, "V": "a1"}, {"ID": 2, "V": "a2"}, {"ID": 4, "V": "no transaction"}]
+    assert s2.table("S.T").held == 3 and s2.skipped_unrouted == 1  # B is 2 distinct events of 3
+
+    write_jsonl(landing / "3.json", [ev("I", 8, tx="B", after={"ID": 5, "V": "b3"})])
+    s3 = lakecdc.apply(landing, target, format="test-markers", complete_transactions=True, spark=spark)
+    assert rows(path, "ID") == [{"ID": 1, "V": "a1"}, {"ID": 2, "V": "a2"}, {"ID": 3, "V": "b2"},
+                                {"ID": 4, "V": "no transaction"}, {"ID": 5, "V": "b3"}]
+    t3 = s3.table("S.T")
+    assert t3.held == 0 and s3.skipped_unrouted == 0 and t3.inserted == 2 and t3.duplicate_or_late == 1
+    # nothing new: nothing changes, nothing is held again
+    again = lakecdc.apply(landing, target, format="test-markers", complete_transactions=True, spark=spark)
+    assert again.runs == () and rows(path, "ID")[2] == {"ID": 3, "V": "b2"}

@@ -1,4 +1,5 @@
-"""Spark <-> Arrow types for the columns lakecdc writes (both directions, explicitly)."""
+"""Spark <-> Arrow types for the columns lakecdc writes (both directions, explicitly; nested types
+for its own state tables, such as held canonical events with their maps and arrays)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,12 @@ def to_arrow_type(dtype: T.DataType) -> pa.DataType:
         return pa.date32()
     if isinstance(dtype, T.BinaryType):
         return pa.binary()
+    if isinstance(dtype, T.ArrayType):
+        return pa.list_(to_arrow_type(dtype.elementType))
+    if isinstance(dtype, T.MapType):
+        return pa.map_(to_arrow_type(dtype.keyType), to_arrow_type(dtype.valueType))
+    if isinstance(dtype, T.StructType):
+        return pa.struct([pa.field(f.name, to_arrow_type(f.dataType)) for f in dtype.fields])
     raise TypeError(f"lakecdc cannot store Spark type {dtype.simpleString()} in Delta yet")
 
 
@@ -65,6 +72,12 @@ def to_spark_type(atype: pa.DataType) -> T.DataType:
         return T.DateType()
     if pa.types.is_binary(atype) or pa.types.is_large_binary(atype):
         return T.BinaryType()
+    if pa.types.is_list(atype) or pa.types.is_large_list(atype):
+        return T.ArrayType(to_spark_type(atype.value_type))
+    if pa.types.is_map(atype):
+        return T.MapType(to_spark_type(atype.key_type), to_spark_type(atype.item_type))
+    if pa.types.is_struct(atype):
+        return T.StructType([T.StructField(f.name, to_spark_type(f.type)) for f in atype])
     raise TypeError(f"lakecdc cannot read Delta column type {atype} yet")
 
 
