@@ -44,6 +44,7 @@ from lakecdc.ledger import InputFile, Ledger, Manifest, list_inputs
 from lakecdc.merge.plan import CDC_COLUMNS, MergePlan
 from lakecdc.merge.source import BatchSource
 from lakecdc.quarantine import BAD_COLUMNS, Quarantined, collect_bad, write_quarantine
+from lakecdc.runs import record_run
 from lakecdc.session import get_spark, job_conf
 from lakecdc.state import (
     DEFAULT_TOMBSTONE_RETENTION,
@@ -222,8 +223,11 @@ def apply(
     results: list[RunSummary] = []
     for manifest, resumed in manifests:
         say(f"run {manifest.run_id}: {len(manifest.inputs)} file(s){' (resuming)' if resumed else ''}")
+        run_started = dt.datetime.now(dt.timezone.utc)
         result = _run(spark, eng, decoder, settings, target_s, manifest, resumed=resumed, say=say)
         say(f"run {manifest.run_id}: recording the run")
+        record_run(eng, target_s, result, run_id=manifest.run_id, inputs=[f.path for f in manifest.inputs],
+                   started=run_started, finished=dt.datetime.now(dt.timezone.utc))
         if result.ok:
             manifest.status = "committed"
             manifest.finished_at = time.time()
@@ -697,7 +701,11 @@ def _commit(
     if settings.pk_update == "update":
         moved = min(prep.counts.get("_pku", 0), inserted, deleted)
         inserted, deleted, updated = inserted - moved, deleted - moved, updated + moved
+    applied = prep.net.filter(pc.is_valid(prep.net.column("_action")))
+    newest = pc.max(applied.column("_cdc_op_ts")).as_py() if applied.num_rows else None
     return TableSummary(
+        last_op_ts=newest.astimezone(dt.timezone.utc).isoformat() if newest is not None else None,
+        last_seq=pc.max(applied.column("_cdc_seq")).as_py() if applied.num_rows else None,
         source_table=prep.table, target=prep.path, events=prep.counts["events"], inserted=inserted,
         updated=updated, deleted=deleted, duplicate_or_late=prep.counts["_stale"] + prep.counts["_dups"],
         delta_version=engine.version(prep.path) if engine.exists(prep.path) else None, **files,

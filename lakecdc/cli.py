@@ -197,6 +197,15 @@ def build_parser() -> argparse.ArgumentParser:
                     help="deleted keys older than this stop blocking late events (default 7d)")
     mp.add_argument("--summary-json", metavar="FILE", help="also write the report as JSON")
     mp.add_argument("--quiet", action="store_true", help="print only the report")
+
+    sp = sub.add_parser(
+        "status", help="last run and lag per table of a target",
+        description="Per table: the last run, its status and finish time, the newest source commit time "
+                    "applied and the lag behind it, runs and events so far (from <target>/_lakecdc_runs, "
+                    "a Delta table you can also query).",
+    )
+    sp.add_argument("--target", required=True, metavar="DIR", help="root of the Delta tables (as given to apply)")
+    sp.add_argument("--json", action="store_true", help="print JSON instead of a table")
     return parser
 
 
@@ -273,6 +282,25 @@ def _maintain(args: argparse.Namespace) -> int:
     return 0
 
 
+def _status(args: argparse.Namespace) -> int:
+    import json
+
+    from lakecdc.merge.delta_rs import DeltaRsEngine
+    from lakecdc.runs import render_status, status
+
+    rows = status(DeltaRsEngine(), args.target)
+    if args.json:
+        now = dt.datetime.now(dt.timezone.utc)
+        print(json.dumps([{
+            "source_table": r.source_table, "target": r.target, "last_run": r.last_run, "status": r.last_status,
+            "finished_at": r.finished_at.isoformat(), "last_op_ts": r.last_op_ts.isoformat() if r.last_op_ts else None,
+            "lag_seconds": r.lag(now).total_seconds() if r.last_op_ts else None, "runs": r.runs, "events": r.events,
+        } for r in rows], indent=2))
+    else:
+        print(render_status(rows))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -280,6 +308,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _apply(args)
         if args.command == "maintain":
             return _maintain(args)
+        if args.command == "status":
+            return _status(args)
     except LakecdcError as exc:
         print(f"lakecdc: error: {exc}", file=sys.stderr)
         return 2

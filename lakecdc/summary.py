@@ -30,6 +30,9 @@ class TableSummary:
     files_added: int = 0
     #: events of this table held for a later run: their source transaction is not complete yet
     held: int = 0
+    #: the newest source commit time (ISO, UTC) and seq this run applied to the table
+    last_op_ts: str | None = None
+    last_seq: str | None = None
     error: str | None = None
 
     def files_line(self) -> str:
@@ -55,6 +58,8 @@ class TableSummary:
             files_rewritten=self.files_rewritten + other.files_rewritten,
             files_added=self.files_added + other.files_added,
             held=other.held,
+            last_op_ts=max(filter(None, (self.last_op_ts, other.last_op_ts)), default=None),
+            last_seq=max(filter(None, (self.last_seq, other.last_seq)), default=None),
             delta_version=other.delta_version if other.delta_version is not None else self.delta_version,
             status=other.status if other.status != "applied" else self.status,
             error=other.error or self.error,

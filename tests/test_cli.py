@@ -83,3 +83,34 @@ def test_failed_table_exits_1(tmp_path):
     out = run_cli("apply", "--format", "ogg-json", "--input", str(tmp_path / "in"), "--target", str(tmp_path / "lake"))
     assert out.returncode == 1
     assert "--key S.NOKEY=COL" in out.stdout
+
+
+def test_every_run_is_reported_in_a_delta_table_and_status_shows_lag(spark, tmp_path, capsys):
+    """_lakecdc_runs gets one row per table and run (counts, files, newest op_ts and seq, lag);
+    `lakecdc status` prints the last run and the lag per table."""
+    import datetime as dt
+
+    from deltalake import DeltaTable
+
+    from lakecdc.cli import main
+
+    landing, target = tmp_path / "landing", tmp_path / "lake"
+    write_jsonl(landing / "1.json", [ogg("S.A", "I", "10:00:00", 1, after={"ID": 1}, keys=["ID"]),
+                                     ogg("S.B", "I", "10:00:01", 2, after={"ID": 1}, keys=["ID"])])
+    assert main(["apply", "--format", "ogg-json", "--input", str(landing), "--target", str(target), "--quiet"]) == 0
+    write_jsonl(landing / "2.json", [ogg("S.A", "U", "11:30:00", 3, before={"ID": 1}, after={"ID": 1}, keys=["ID"])])
+    assert main(["apply", "--format", "ogg-json", "--input", str(landing), "--target", str(target), "--quiet"]) == 0
+    runs = DeltaTable(str(target / "_lakecdc_runs")).to_pyarrow_table().sort_by([("run_id", "ascending"), ("source_table", "ascending")])
+    got = [(r["run_id"], r["source_table"], r["events"], r["inserted"], r["updated"], r["input_files"])
+           for r in runs.to_pylist()]
+    assert got == [(1, "S.A", 1, 1, 0, 1), (1, "S.B", 1, 1, 0, 1), (2, "S.A", 1, 0, 1, 1)]
+    last = runs.to_pylist()[-1]
+    assert last["last_op_ts"] == dt.datetime(2020, 1, 1, 11, 30, tzinfo=dt.timezone.utc)
+    assert last["lag_seconds"] > 0 and last["inputs"][0].endswith("2.json") and last["status"] == "applied"
+    capsys.readouterr()
+    assert main(["status", "--target", str(target)]) == 0
+    out = capsys.readouterr().out
+    assert "S.A" in out and "2020-01-01 11:30:00" in out and "S.B" in out and "2020-01-01 10:00:01" in out
+    assert main(["status", "--target", str(target), "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [(r["source_table"], r["last_run"], r["runs"]) for r in listed] == [("S.A", 2, 2), ("S.B", 1, 1)]
