@@ -14,7 +14,7 @@ Example (a notebook with a ``spark`` session)::
     print(summary.render())
 """
 
-from lakecdc.apply import apply, read_changes
+from lakecdc.apply import apply, read_changes, read_table
 from lakecdc.changes import to_ops, to_rows
 from lakecdc.errors import (
     CommitConflict,
@@ -46,6 +46,7 @@ __all__ = [
     "get_spark",
     "maintain",
     "read_changes",
+    "read_table",
     "to_ops",
     "to_rows",
 ]

@@ -712,6 +712,30 @@ def _commit(
     )
 
 
+def read_table(
+    path: str | os.PathLike[str], *, version: int | None = None, spark: SparkSession | None = None,
+) -> DataFrame:
+    """A Delta table lakecdc wrote, as a Spark DataFrame, optionally as of an older ``version``.
+
+    Uses Delta's own reader when its JVM classes are there (Databricks), else reads the files
+    the Delta log lists (delta-rs): the same rows either way, no Delta jars needed.
+
+    Example:
+        >>> s = lakecdc.apply("landing/", "lake/")                                      # doctest: +SKIP
+        >>> lakecdc.read_table(s.table("QASOURCE.TCUSTORD").target, version=1).show()   # doctest: +SKIP
+    """
+    from lakecdc._compat import delta_spark_available
+    from lakecdc.merge.delta_rs import DeltaRsEngine
+
+    spark = spark or get_spark()
+    if delta_spark_available(spark):
+        reader = spark.read.format("delta")
+        if version is not None:
+            reader = reader.option("versionAsOf", version)
+        return reader.load(str(path))
+    return DeltaRsEngine().read(spark, str(path), version)
+
+
 def read_changes(
     inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     *,

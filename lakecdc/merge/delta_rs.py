@@ -175,13 +175,16 @@ class DeltaRsEngine:
         table.cleanup_metadata()
 
     # -- reads for Spark -------------------------------------------------------------------------
-    def read(self, spark: SparkSession, path: str) -> DataFrame:
-        """The table as a Spark DataFrame, read by Spark from the files the Delta log lists.
+    def read(self, spark: SparkSession, path: str, version: int | None = None) -> DataFrame:
+        """The table (at ``version``, default the latest) as a Spark DataFrame, read by Spark from
+        the files the Delta log lists.
 
         Tables that need Delta's reader (deletion vectors, column mapping) are read through
         delta-rs instead.
         """
-        dt = self.table(path)
+        dt = self.table(path) if version is None else DeltaTable(
+            path, version=version, storage_options=self.storage_options or None
+        )
         schema = to_spark_schema(pa.schema(dt.schema().to_arrow()))
         protocol = dt.protocol()
         features = set(protocol.reader_features or [])

@@ -1,0 +1,39 @@
+"""Every notebook in notebooks/ runs end to end in a fresh Jupyter kernel (as CI must), on the
+bundled sample data, and fails the test on any cell error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
+
+pytestmark = pytest.mark.spark
+
+
+def test_there_are_notebooks():
+    names = [p.name for p in NOTEBOOKS]
+    assert {"01_quickstart.ipynb", "02_maintenance.ipynb", "03_monitoring.ipynb"} <= set(names)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_runs_end_to_end(path):
+    nb = nbformat.read(path, as_version=4)
+    # no cell time limit: a slow machine is not a failure (errors are)
+    client = NotebookClient(nb, kernel_name="python3", timeout=None, resources={"metadata": {"path": str(path.parent)}})
+    client.execute()
+    outputs = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.get("outputs", [])]
+    assert not [o for o in outputs if o.get("output_type") == "error"]
+    text = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
+    assert "Traceback" not in text
+    if path.stem == "01_quickstart":
+        assert "QASOURCE.TCUSTORD" in text and "none (nothing new)" in text
+    if path.stem == "02_maintenance":
+        assert "z-ordered by ID" in text
+        before, after = (int(x) for x in text.split("files: ")[-1].split()[0:3:2])
+        assert before >= 10 and after == 1
+    if path.stem == "03_monitoring":
+        assert "QASOURCE.TCUSTMER" in text and "lag" in text
