@@ -4,8 +4,9 @@
 
 Keeping the cells in Python keeps them reviewable and identical across notebooks (the setup cell).
 """
-import nbformat as nbf
 from pathlib import Path
+
+import nbformat as nbf
 
 OUT = Path(__file__).parent
 KERNEL = {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
