@@ -34,6 +34,8 @@ print(spark.version, LANDING, TARGET)'''
 def notebook(name, cells):
     nb = nbf.v4.new_notebook(metadata=KERNEL)
     nb.cells = [nbf.v4.new_markdown_cell(c[1]) if c[0] == "md" else nbf.v4.new_code_cell(c[1]) for c in cells]
+    for i, cell in enumerate(nb.cells):  # stable ids: regenerating changes only edited cells
+        cell.id = f"cell-{i:02d}"
     nbf.write(nb, OUT / name)
 
 
