@@ -19,6 +19,7 @@ The path of one run, top to bottom:
 from __future__ import annotations
 
 import datetime as dt
+import fnmatch
 import os
 import shutil
 import tempfile
@@ -89,6 +90,21 @@ class ApplySettings:
     apply_as_truncates: bool = True
     #: apply a source transaction only once all its events are there (see lakecdc.transactions)
     complete_transactions: bool = False
+    #: source-table name patterns (fnmatch) to apply / to leave out; the others' events are skipped
+    include_tables: tuple[str, ...] = ()
+    exclude_tables: tuple[str, ...] = ()
+
+    def route_sql(self) -> str | None:
+        """SQL over ``table``: true for a table that is applied; None when every table is."""
+        if not self.include_tables and not self.exclude_tables:
+            return None
+
+        def any_of(patterns: tuple[str, ...]) -> str:
+            return " OR ".join(f"table RLIKE {sql_string('^' + fnmatch.translate(p))}" for p in patterns)
+
+        inc = f"({any_of(self.include_tables)})" if self.include_tables else "true"
+        exc = f"NOT ({any_of(self.exclude_tables)})" if self.exclude_tables else "true"
+        return f"({inc} AND {exc})"
 
     def ignores(self, table: str, column: str, keys: Sequence[str]) -> bool:
         """True when ``column`` of ``table`` is left out of the target by a column list."""
@@ -143,6 +159,8 @@ def apply(
     except_column_list: Mapping[str, Sequence[str] | str] | None = None,
     apply_as_truncates: bool = True,
     complete_transactions: bool = False,
+    include_tables: Sequence[str] = (),
+    exclude_tables: Sequence[str] = (),
     storage_options: Mapping[str, str] | None = None,
     progress: Progress | None = None,
 ) -> RunSummary:
@@ -171,6 +189,9 @@ def apply(
         complete_transactions: apply a source transaction only when all its events have been
             read (formats with transaction metadata: Debezium's BEGIN/END markers); the events
             of a transaction still open are held for the next run (see :mod:`lakecdc.transactions`).
+        include_tables / exclude_tables: source-table name patterns (``QASOURCE.*``, fnmatch,
+            case-sensitive): only tables matching an include pattern (all, when none is given) and
+            no exclude pattern are applied; the others' events are counted as skipped.
         progress: called with a short message at each step (the CLI shows them).
 
     Returns:
@@ -202,6 +223,7 @@ def apply(
         except_column_list=_normalise_keys(except_column_list),
         apply_as_truncates=apply_as_truncates,
         complete_transactions=complete_transactions,
+        include_tables=tuple(include_tables), exclude_tables=tuple(exclude_tables),
     )
     for table in set(settings.column_list) & set(settings.except_column_list):
         raise ConfigError(f"table {table!r}: give column_list or except_column_list, not both")
@@ -280,6 +302,9 @@ def _run(
         held = None
         if settings.complete_transactions:
             events, held = split_open_transactions(spark, engine, target, events, run_id)
+        route = settings.route_sql()
+        if route is not None:  # tables routed elsewhere: their events become skipped records
+            events = events.withColumn("op", F.expr(f"CASE WHEN table IS NULL OR {route} THEN op END"))
         if not settings.apply_as_truncates:
             events = events.where((F.col("op") != "T") | F.col("op").isNull() | F.col("_error").isNotNull())
         try:

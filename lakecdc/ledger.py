@@ -15,6 +15,7 @@ skipped, the others applied. A crash before 2 leaves nothing to undo.
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import time
@@ -61,7 +62,8 @@ class Manifest:
 
 
 def list_inputs(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
-    """Files under ``paths`` (recursively), in a stable order; hidden files and dirs skipped."""
+    """Files under ``paths`` (recursively; a path with ``*``/``?``/``[`` is a glob, ``**`` included),
+    in a stable order; hidden files and dirs skipped."""
     out: list[str] = []
     for p in paths:
         path = Path(p)
@@ -71,6 +73,8 @@ def list_inputs(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
                 out += [str((Path(root) / f).resolve()) for f in sorted(files) if not f.startswith((".", "_"))]
         elif path.exists():
             out.append(str(path.resolve()))
+        elif any(c in str(p) for c in "*?["):  # a glob: every file it matches (none is fine)
+            out += list_inputs(sorted(glob.glob(str(p), recursive=True)))
         else:
             raise FileNotFoundError(f"input {str(path)!r} does not exist")
     seen: set[str] = set()
