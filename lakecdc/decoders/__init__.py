@@ -11,14 +11,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from lakecdc.decoders.base import Decoder
+from lakecdc.decoders.canal_json import CanalJsonDecoder
 from lakecdc.decoders.ogg_avro import OggAvroOpDecoder, OggAvroRowDecoder
 from lakecdc.decoders.ogg_delimited import OggDelimitedDecoder
 from lakecdc.decoders.ogg_json import OggJsonDecoder
 from lakecdc.decoders.ogg_json_row import OggJsonRowDecoder
 from lakecdc.decoders.ogg_xml import OggXmlDecoder
+from lakecdc.decoders.shareplex_json import SharePlexJsonDecoder
 from lakecdc.errors import UnknownFormatError
 
 DECODERS: dict[str, type[Decoder]] = {
+    CanalJsonDecoder.name: CanalJsonDecoder,
+    SharePlexJsonDecoder.name: SharePlexJsonDecoder,
     OggJsonDecoder.name: OggJsonDecoder,
     OggAvroRowDecoder.name: OggAvroRowDecoder,
     OggAvroOpDecoder.name: OggAvroOpDecoder,

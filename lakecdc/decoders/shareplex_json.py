@@ -1,0 +1,173 @@
+"""SharePlex JSON, as written by Alibaba DTS (seed 002) and by Quest SharePlex, ``--format shareplex-json``.
+
+One message per line (pretty-printed messages are read too), one operation per message::
+
+    {"meta": {"time": "2017-06-16T14:24:34", "userid": 84, "op": "upd", "scn": "14589063118712",
+              "rowid": "AAATGpAAIAAItcIAAA", "trans": "7.0.411499", "seq": 2, "size": 11,
+              "table": "CL_BIZ1.MIO_LOG", "idx": "2/11", "posttime": "2017-06-16T14:33:52"},
+     "data": {"CNTR_NO": "1171201606"},
+     "key": {"MIO_LOG_ID": "32537893", "CNTR_NO": "1171201606syui26"}}
+
+* ``meta.op``: ``ins`` (``insert``) gives ``I`` with the row in ``data``; ``del`` (``delete``)
+  gives ``D`` with the row in ``data`` (``key`` when there is no ``data``); ``truncate``
+  (``trunc``) gives ``T``; ``upd`` (``update``) gives ``U``: ``data`` holds the new values of the
+  changed columns only (every other column is *missing*, never NULL) and ``key`` the old values of
+  the columns that identify the row. The before image is ``key``; the after image is ``data`` plus
+  the ``key`` columns it does not carry (their values did not change). A key column whose value
+  in ``data`` differs from ``key`` is a primary-key update. ``drop column`` (``dropcol``) is a
+  skipped record (``source['skipped'] = 'ddl'``). ``update before`` / ``update after`` (images
+  of one update split into two messages) cannot be paired reliably and are quarantined.
+* ``keys``: the names of ``key``'s members (SharePlex writes the key or unique-index columns
+  there, only in updates; inserts and deletes take the table's keys from the updates of the same
+  run or from ``--key``). A table without a key makes SharePlex put every column in ``key``; then
+  set ``keysFromKeyObject=false`` and give the key with ``--key``.
+* ``table`` is ``meta.table``; ``txid`` is ``meta.trans``; ``op_ts`` is ``meta.time`` (UTC commit
+  time); ``source`` holds every ``meta`` member as text (``time``, ``posttime``, ``userid``,
+  ``scn``, ``rowid``, ``trans``, ``seq``, ``size``, ``idx``, ...).
+* **Order** (``seq``): ``scn`` (the commit SCN), then the transaction id, then ``meta.seq`` (the
+  operation's 1-based number in its transaction; from ``meta.idx`` ``seq/size`` when ``seq`` is
+  absent). ``pos`` is ``<scn, 20 digits>.<trans, each part 10 digits>``; ``idx`` is ``meta.seq``.
+  ``seq`` is ``<pos>|<idx, 6 digits>``: the commit time is not part of it (the SCN orders
+  commits; ``time`` has one-second resolution).
+* **Values** are text as written: strings as they are, numbers with their exact digits. SharePlex
+  JSON declares no types: the pipeline infers them from the JSON values (whole numbers bigint,
+  numbers with a fraction decimal, everything else string; see :mod:`lakecdc.columns`).
+
+Bad records (not JSON, no ``meta``, an unknown ``meta.op``, no ``meta.table``, an ``scn`` that is
+no number, a ``time`` that is no timestamp, no row for an insert, update or delete) are
+quarantined with the reason; the rest of the file applies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, ClassVar
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from lakecdc.changes import IMAGE_TYPE, sortable_position
+from lakecdc.decoders._records import CORRUPT, read_json
+from lakecdc.decoders.base import Decoder, first_error, parse_op_ts
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+#: ``meta.op`` (lower case, ``_`` read as a space) -> canonical op, or ``-ddl`` for skipped DDL.
+OPS: dict[str, str] = {
+    "ins": "I", "insert": "I", "upd": "U", "update": "U", "del": "D", "delete": "D",
+    "truncate": "T", "trunc": "T", "truncate table": "T",
+    "drop column": "-ddl", "dropcol": "-ddl", "ddl": "-ddl",
+}
+SPLIT_UPDATES = ("update before", "update after", "upd before", "upd after")
+_TEXT_MAP = T.MapType(T.StringType(), T.StringType())
+_DIGITS = "^[0-9]{1,20}$"
+_IDX_WIDTH = 6
+_PART_WIDTH = 10
+
+
+def _schema(value: T.DataType) -> T.StructType:
+    image = T.MapType(T.StringType(), value)
+    return T.StructType([T.StructField("meta", _TEXT_MAP), T.StructField("data", image), T.StructField("key", image)])
+
+
+def _lookup(mapping: dict[str, str], key: Column) -> Column:
+    return F.element_at(F.create_map(*[F.lit(x) for kv in mapping.items() for x in kv]), key)
+
+
+def transaction_position(trans: Column) -> Column:
+    """An Oracle transaction id (``7.0.411499``) with each part padded to 10 digits, so that ids
+    compare part by part (only a tie-break between transactions of one SCN)."""
+    parts = F.split(F.coalesce(trans, F.lit("")), "\\.")
+    return F.array_join(
+        F.transform(parts, lambda p: F.when(F.length(p) >= _PART_WIDTH, p).otherwise(F.lpad(p, _PART_WIDTH, "0"))), "."
+    )
+
+
+class SharePlexJsonDecoder(Decoder):
+    """SharePlex JSON messages to canonical change events (one operation per message)."""
+
+    name: ClassVar[str] = "shareplex-json"
+    OPTIONS: ClassVar[dict[str, str]] = {"keysFromKeyObject": "true"}
+
+    def __init__(self, options: dict[str, str] | None = None) -> None:
+        super().__init__(options)
+        self.keys_from_key = self.flag("keysFromKeyObject")
+
+    def variant_images(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
+        """``table``, ``before`` (``key``, else a delete's ``data``), ``after`` (``data``) as maps of
+        variants: the JSON types of the values, for type inference."""
+        df = read_json(spark, files, _schema(T.VariantType()), staging=staging)
+        op = _lookup(OPS, F.regexp_replace(F.lower(F.trim(F.col("meta")["op"])), "_", " "))
+        return df.select(
+            F.col("meta")["table"].alias("table"),
+            F.when(op == "D", F.coalesce("data", "key")).otherwise(F.col("key")).alias("before"),
+            F.when(op != "D", F.col("data")).alias("after"),
+        )
+
+    def read(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
+        m = read_json(spark, files, _schema(T.StringType()), staging=staging)
+        meta = F.col("meta")
+        op_text = F.regexp_replace(F.lower(F.trim(meta["op"])), "_", " ")
+        mapped = _lookup(OPS, op_text)
+        op = F.when(~mapped.startswith("-"), mapped)
+        skipped = F.when(mapped.startswith("-"), F.substring(mapped, 2, 100))
+        table = F.when(F.trim(meta["table"]) != "", meta["table"])
+        scn = F.trim(meta["scn"])
+        op_ts = parse_op_ts(F.trim(meta["time"]))
+        seq_text = F.trim(meta["seq"])
+        idx_text = F.substring_index(F.trim(meta["idx"]), "/", 1)
+        data, key = F.col("data"), F.col("key")
+        error = first_error(
+            (F.col(CORRUPT).isNotNull(), "not valid JSON, or a member of the wrong type "
+             "(expected 'meta', 'data' and 'key' objects)"),
+            (meta.isNull(), "'meta' missing (expected an object)"),
+            (meta["op"].isNull(), "'meta.op' missing"),
+            (op_text.isin(*SPLIT_UPDATES), F.format_string(
+                "meta.op '%s': an update split into before and after messages cannot be paired reliably; "
+                "have SharePlex write whole updates ('upd')", meta["op"])),
+            (mapped.isNull(), F.format_string(
+                "unknown meta.op '%s' (expected one of ins, upd, del, truncate; drop column is skipped)", meta["op"])),
+            (table.isNull(), "'meta.table' missing or empty"),
+            (op.isNotNull() & ~F.coalesce(scn.rlike(_DIGITS), F.lit(False)), F.format_string(
+                "'meta.scn' missing or not a number: '%s' (it orders the changes)", F.coalesce(scn, F.lit("")))),
+            (op.isNotNull() & op_ts.isNull(), F.format_string(
+                "'meta.time' missing or not a timestamp: '%s'", F.coalesce(meta["time"], F.lit("")))),
+            (op.isNotNull() & seq_text.isNotNull() & ~F.coalesce(seq_text.rlike("^[0-9]{1,9}$"), F.lit(False)),
+             F.format_string("'meta.seq' is not a whole number: '%s'", seq_text)),
+            ((op == "I") & data.isNull(), F.format_string("'data' missing for meta.op '%s' (expected the row)", meta["op"])),
+            ((op == "U") & data.isNull(), F.format_string(
+                "'data' missing for meta.op '%s' (expected the changed columns)", meta["op"])),
+            ((op == "D") & data.isNull() & key.isNull(), F.format_string(
+                "'data' missing for meta.op '%s' (expected the row)", meta["op"])),
+        )
+        event = op.isNotNull()
+        idx = F.when(event, F.coalesce(seq_text.try_cast("int"), idx_text.try_cast("int"), F.lit(0)))
+        pos = F.when(event, F.concat(sortable_position(scn), F.lit("."), transaction_position(meta["trans"])))
+        seq = F.when(event, F.concat_ws("|", pos, F.lpad(idx.cast("string"), _IDX_WIDTH, "0")))
+        key_names = F.when(F.size(key) > 0, F.map_keys(key)) if self.keys_from_key else F.lit(None)
+        before = F.when(op == "U", key).when(op == "D", F.coalesce(data, key))
+        kept_key = F.map_filter(F.coalesce(key, F.create_map().cast(IMAGE_TYPE)),
+                                lambda k, _v: ~F.map_contains_key(data, k))
+        after = F.when(op == "I", data).when(op == "U", F.map_concat(kept_key, data))
+        source = F.map_concat(
+            F.map_filter(F.coalesce(meta, F.create_map().cast(_TEXT_MAP)), lambda k, _v: k != "skipped"),
+            F.when(skipped.isNotNull(), F.create_map(F.lit("skipped"), skipped)).otherwise(F.create_map().cast(_TEXT_MAP)),
+        )
+        good = error.isNull()
+        return m.select(
+            table.alias("table"),
+            F.when(good, op).alias("op"),
+            F.when(event, op_ts).alias("op_ts"),
+            pos.alias("pos"),
+            idx.alias("idx"),
+            seq.alias("seq"),
+            F.when(event, meta["trans"]).alias("txid"),
+            F.when(event, key_names).cast(T.ArrayType(T.StringType())).alias("keys"),
+            before.alias("before"),
+            after.alias("after"),
+            source.alias("source"),
+            "_file", "_block", "_row",
+            error.alias("_error"),
+        )

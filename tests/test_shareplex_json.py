@@ -1,0 +1,171 @@
+"""SharePlex JSON (``shareplex-json``): seed 002's examples, spellings and order, bad records, an oracle round trip."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable
+from hypothesis import HealthCheck, given, settings
+
+import lakecdc
+from lakecdc.decoders import get_decoder
+from lakecdc.errors import ConfigError
+
+try:
+    from tests.canal_render import key_changes, message_runs, run_rendered_scenario
+    from tests.helpers import rows
+    from tests.shareplex_render import ddl_message, shareplex_messages
+    from tests.test_property import scenarios
+except ModuleNotFoundError:  # tests/ is on sys.path, not the repository root
+    from canal_render import key_changes, message_runs, run_rendered_scenario  # type: ignore[no-redef]
+    from helpers import rows  # type: ignore[no-redef]
+    from shareplex_render import ddl_message, shareplex_messages  # type: ignore[no-redef]
+    from test_property import scenarios  # type: ignore[no-redef]
+
+FIX = Path(__file__).parent / "fixtures" / "shareplex-json"
+
+
+def decode(spark, paths, **options) -> list:
+    df = lakecdc.read_changes([str(p) for p in paths], format="shareplex-json", options=options, spark=spark)
+    return df.orderBy("_file", "_row").collect()
+
+
+def message(op: str, scn: int, seq: int = 1, *, table: str = "S.T", time: str = "2024-01-01T00:00:00",
+            data: dict | None = None, key: dict | None = None, trans: str = "1.2.3") -> str:
+    body: dict = {"meta": {"time": time, "userid": 84, "op": op, "scn": str(scn), "trans": trans, "seq": seq,
+                           "size": 9, "table": table, "idx": f"{seq}/9"}}
+    if data is not None:
+        body["data"] = data
+    if key is not None:
+        body["key"] = key
+    return json.dumps(body)
+
+
+def test_options_are_checked():
+    assert get_decoder("shareplex-json").keys_from_key
+    assert not get_decoder("shareplex-json", {"keysFromKeyObject": "false"}).keys_from_key
+    with pytest.raises(ConfigError, match="unknown option.*known: keysFromKeyObject"):
+        get_decoder("shareplex-json", {"keys": "ID"})
+
+
+def test_seed_examples_decode_as_the_seed_says(spark):
+    inserted, updated, bad, deleted = decode(spark, [FIX / "seed-examples.json"])
+    assert (inserted["table"], inserted["op"], inserted["after"], inserted["before"]) == (
+        "CL_BIZ1.MIO_LOG", "I", {"MIO_LOG_ID": "32539737"}, None)
+    assert inserted["op_ts"] == datetime(2017, 6, 16, 14, 24, 34) and inserted["txid"] == "7.0.411499"
+    assert inserted["pos"] == "00000014589063118712.0000000007.0000000000.0000411499" and inserted["idx"] == 1
+    assert inserted["seq"] == inserted["pos"] + "|000001"
+    assert inserted["source"] == {
+        "time": "2017-06-16T14:24:34", "userid": "84", "op": "ins", "scn": "14589063118712",
+        "rowid": "AAATGpAAIAAItcIAAA", "trans": "7.0.411499", "seq": "1", "size": "11", "table": "CL_BIZ1.MIO_LOG",
+        "idx": "1/11", "posttime": "2017-06-16T14:33:52"}
+    # the update: data holds the changed column only; key the identifying old values, CNTR_NO among
+    # them with its old value, so this update moves the row's key
+    assert updated["op"] == "U" and updated["keys"] == ["MIO_LOG_ID", "PLNMIO_REC_ID", "POL_CODE", "CNTR_TYPE", "CNTR_NO"]
+    key = {"MIO_LOG_ID": "32537893", "PLNMIO_REC_ID": "31557806", "POL_CODE": None, "CNTR_TYPE": None,
+           "CNTR_NO": "1171201606syui26"}
+    assert updated["before"] == key and updated["after"] == {**key, "CNTR_NO": "1171201606"}
+    # the delete as printed has no meta.table (nor scn): quarantined, with its line in the file
+    assert bad["_error"] == "'meta.table' missing or empty"
+    assert (deleted["op"], deleted["after"], deleted["_error"]) == ("D", None, None)
+    assert deleted["before"] == {"MIO_LOG_ID": "32539739", "PLNMIO_REC_ID": "31557806", "POL_CODE": None,
+                                 "CNTR_TYPE": None, "CG_NO": None}
+    plain = decode(spark, [FIX / "seed-examples.json"], keysFromKeyObject="false")
+    assert plain[1]["keys"] is None and plain[1]["after"] == updated["after"]
+
+
+def test_op_spellings_exact_values_and_scn_order(spark, tmp_path):
+    f = tmp_path / "a.json"
+    f.write_text("\n".join([
+        # numbers keep the digits they were written with (json.dumps would write 12.5 and 1000.0)
+        message("INSERT", 300, time="2024-01-01T00:00:09", data={"ID": 1, "AMOUNT": "@", "NAME": "a"}).replace('"@"', "12.50"),
+        message("upd", 200, 2, time="2024-01-01T00:00:30Z", data={"AMOUNT": "@"}, key={"ID": 1}).replace('"@"', "1e3"),
+        message("del", 200, 1, data={"ID": 2, "AMOUNT": None}),
+        message("truncate", 100),
+        message("drop_column", 400),
+    ]) + "\n")
+    got = decode(spark, [f])
+    assert [r["op"] for r in got] == ["I", "U", "D", "T", None]
+    assert got[0]["after"] == {"ID": "1", "AMOUNT": "12.50", "NAME": "a"}
+    assert got[1]["after"] == {"ID": "1", "AMOUNT": "1e3"} and got[1]["before"] == {"ID": "1"}
+    assert "NAME" not in got[1]["after"]  # unchanged: missing, not NULL
+    assert got[2]["before"] == {"ID": "2", "AMOUNT": None}
+    assert got[4]["source"]["skipped"] == "ddl" and got[4]["_error"] is None and got[4]["table"] == "S.T"
+    assert got[1]["op_ts"] == datetime(2024, 1, 1, 0, 0, 30)
+    # ordered by scn, then trans, then seq; time (later for the update) plays no part
+    assert [r["op"] for r in sorted(got[:4], key=lambda r: r["seq"])] == ["T", "D", "U", "I"]
+
+
+def test_bad_records_are_quarantined_and_the_rest_applies(spark, tmp_path):
+    lines = [
+        message("ins", 10, data={"ID": 1, "A": "x", "B": 5}),                          # 1 good
+        '{"meta": {"op": "ins", "scn": "11"',                                           # 2 not JSON
+        json.dumps({"data": {"ID": 9}}),                                                # 3 no meta
+        message("merge", 12, data={"ID": 3}),                                           # 4 unknown op
+        message("update before", 13, data={"ID": 1}),                                   # 5 split update
+        message("ins", 14, table="", data={"ID": 4}),                                   # 6 no table
+        message("ins", "abc", data={"ID": 5}),                                          # 7 bad scn
+        message("ins", 16, time="yesterday", data={"ID": 6}),                           # 8 bad time
+        message("upd", 17, key={"ID": 1}),                                              # 9 no data
+        message("upd", 18, data={"A": "y"}, key={"ID": 1}),                             # 10 good: B kept
+        message("ins", 19, data={"ID": 7, "A": "z", "B": 6}),                           # 11 good
+        message("drop column", 20),                                                     # 12 skipped
+    ]
+    landing = tmp_path / "landing" / "batch.json"
+    landing.parent.mkdir()
+    landing.write_text("\n".join(lines) + "\n")
+    summary = lakecdc.apply(str(landing.parent), tmp_path / "lake", format="shareplex-json", spark=spark,
+                            keys={"S.T": ["ID"]})
+    (table,) = summary.tables
+    assert (table.source_table, table.events, table.quarantined, table.skipped) == ("S.T", 3, 5, 1)
+    assert summary.quarantined_unrouted == 3  # not JSON, no meta, no table
+    assert rows(table.target, "ID") == [{"ID": 1, "A": "y", "B": 5}, {"ID": 7, "A": "z", "B": 6}]
+    q = DeltaTable(summary.quarantine).to_pyarrow_table().to_pylist()
+    assert all(r["file"] == str(landing) for r in q)
+    assert sorted((r["line"], r["reason"]) for r in q) == [
+        (2, "not valid JSON, or a member of the wrong type (expected 'meta', 'data' and 'key' objects)"),
+        (3, "'meta' missing (expected an object)"),
+        (4, "unknown meta.op 'merge' (expected one of ins, upd, del, truncate; drop column is skipped)"),
+        (5, "meta.op 'update before': an update split into before and after messages cannot be paired "
+            "reliably; have SharePlex write whole updates ('upd')"),
+        (6, "'meta.table' missing or empty"),
+        (7, "'meta.scn' missing or not a number: 'abc' (it orders the changes)"),
+        (8, "'meta.time' missing or not a timestamp: 'yesterday'"),
+        (9, "'data' missing for meta.op 'upd' (expected the changed columns)"),
+    ]
+    assert next(r["raw"] for r in q if r["line"] == 4) == lines[3]
+
+
+# -- an oracle round trip ------------------------------------------------------------------------------------
+
+
+def run_shareplex(spark, sc, workdir: Path, **kw) -> None:
+    messages, message_of = shareplex_messages(sc.events)
+    first = sc.specs[0].name
+    render = message_runs(messages, message_of, header=lambda _n: [ddl_message(first)])
+    run_rendered_scenario(spark, sc, workdir, fmt="shareplex-json", render=render,
+                          expect_skipped=lambda _n: {first: 1}, **kw)
+
+
+def test_renderer_writes_changed_columns_and_keys():
+    sc = key_changes()
+    messages, _ = shareplex_messages(sc.events)
+    moved = json.loads(messages[4].text)
+    assert moved["meta"]["op"] == "upd" and moved["key"] == {"ID": 2} and moved["data"] == {"ID": 5, "C1": 20, "C2": None}
+    assert json.loads(messages[3].text)["data"] == {"C1": 11, "C2": "a"}  # ID unchanged: only in key
+    assert messages[4].events[0].before == {"ID": 2} and messages[4].events[0].idx == 2
+
+
+def test_key_changes_round_trip(spark, tmp_path):
+    run_shareplex(spark, dataclasses.replace(key_changes(), pk_update="update"), tmp_path)
+
+
+@settings(max_examples=3, derandomize=True, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture])
+@given(sc=scenarios(max_events=14, modes=("delete-insert", "abend")))
+def test_random_histories_round_trip(spark, tmp_path_factory, sc):
+    run_shareplex(spark, sc, tmp_path_factory.mktemp("shareplex"), max_runs=2)
