@@ -550,10 +550,12 @@ def _shape(engine: DeltaRsEngine, settings: ApplySettings, target: str, table: s
             seen.append(c)
         elif c not in spelled[c.lower()]:
             spelled[c.lower()].append(c)
-    keys = _resolve_keys(table, prof["keys"], settings.keys.get(table), existing_cols + seen)
+    recorded = known_tables(target).get(table) if exists else None
+    # messages without keys (inserts and deletes of some formats) fall back on the recorded ones
+    fallback = recorded if not prof["keys"] else None
+    keys = _resolve_keys(table, prof["keys"], settings.keys.get(table) or fallback, existing_cols + seen)
     ignored = [c for c in seen if settings.ignores(table, c, keys)]
     seen = [c for c in seen if c not in ignored]
-    recorded = known_tables(target).get(table) if exists else None
     if recorded and [k.lower() for k in recorded] != [k.lower() for k in keys]:
         raise ConfigError(
             f"table {table!r}: its primary_keys are now {list(keys)}, but {path} was built on {list(recorded)}; "

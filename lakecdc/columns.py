@@ -168,7 +168,14 @@ def typed_sql(raw: str, dtype: T.DataType) -> tuple[str, str | None]:
         return raw, None
     value = f"try_cast({raw} AS {dtype.simpleString()})"
     if isinstance(dtype, T.DecimalType):
-        ok = f"({raw} IS NULL OR coalesce({value} = try_cast({raw} AS {_EXACT.simpleString()}), false))"
+        # fits: the integer digits fit (the cast is not NULL) and nothing is rounded away: plain
+        # text has no non-zero digit past the scale; other forms (1.5E3) are compared with their
+        # exact value (decimal(38,18): up to 20 integer digits)
+        plain = sql_string(rf"^\s*[+-]?[0-9]*(\.[0-9]{{0,{dtype.scale}}}0*)?\s*$")
+        exact = _EXACT.simpleString()  # both sides one type: decimal(38,2) = decimal(38,18) would
+        # round the right side to decimal(38,2) first, and always agree
+        ok = (f"({raw} IS NULL OR ({value} IS NOT NULL AND ({raw} RLIKE {plain} "
+              f"OR coalesce(CAST({value} AS {exact}) = try_cast({raw} AS {exact}), false))))")
     else:
         ok = f"({raw} IS NULL OR {value} IS NOT NULL)"
     return value, ok

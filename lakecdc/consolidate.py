@@ -141,18 +141,19 @@ def widen(events: DataFrame, layout: Layout, *, full: bool = False, surprise: st
     moved = " OR ".join(f"NOT (b{i} <=> a{i})" for i in kidx)
     from_before = f"(_op = 'D' OR (_op = 'U' AND {before_has_key}))"
     second = ["*"]
-    errors: list[str] = []
+    missing: list[str] = []
+    null: list[str] = []
     for j, i in enumerate(kidx):
         name = sql_string(layout.keys[j])[1:-1]
         second += [f"IF({from_before}, b{i}, a{i}) AS k{j}", f"a{i} AS n{j}"]
-        errors.append(
+        missing.append(
             f"WHEN _op != 'T' AND NOT IF({from_before}, q{i}, p{i}) THEN "
             f"concat('key column \\'{name}\\' missing from the ', IF({from_before}, 'before', 'after'), ' image')"
         )
-        errors.append(f"WHEN _op != 'T' AND IF({from_before}, b{i}, a{i}) IS NULL THEN 'key column \\'{name}\\' is NULL'")
-    if surprise is not None:
-        errors.insert(0, "WHEN _surprise THEN 'unexpected'")
-    errors += [f"WHEN {x} IS NOT NULL THEN {x}" for x, _ in checks]
+        null.append(f"WHEN _op != 'T' AND IF({from_before}, b{i}, a{i}) IS NULL THEN 'key column \\'{name}\\' is NULL'")
+    # a value that does not fit its type is named before "is NULL" (its typed value is NULL too)
+    errors = ["WHEN _surprise THEN 'unexpected'"] if surprise is not None else []
+    errors += missing + [f"WHEN {x} IS NOT NULL THEN {x}" for x, _ in checks] + null
     second.append(f"(_op = 'U' AND {before_has_key} AND {after_has_key} AND ({moved})) AS _pku")
     second.append(f"CAST(CASE {' '.join(errors)} END AS STRING) AS _error")
     drop = [x for x, _ in checks] + (["_surprise"] if surprise is not None else [])

@@ -417,3 +417,25 @@ def test_complete_transactions_hold_open_ones_until_their_end_marker_and_every_e
     # nothing new: nothing changes, nothing is held again
     again = lakecdc.apply(landing, target, format="test-markers", complete_transactions=True, spark=spark)
     assert again.runs == () and rows(path, "ID")[2] == {"ID": 3, "V": "b2"}
+
+
+def test_a_table_keeps_its_recorded_keys_for_messages_without_keys(spark, tmp_path):
+    """Once a table is built on its keys, later runs whose messages carry none (inserts and
+    deletes of some formats) use the recorded ones instead of failing for want of --key."""
+    landing, target = tmp_path / "landing", tmp_path / "lake"
+    write_jsonl(landing / "1.json", [ogg("S.T", "I", "00:00:01", 1, after={"ID": 1, "V": "a"}, keys=["ID"])])
+    lakecdc.apply(landing, target, spark=spark)
+    write_jsonl(landing / "2.json", [ogg("S.T", "I", "00:00:02", 2, after={"ID": 2, "V": "b"}),
+                                     ogg("S.T", "D", "00:00:03", 3, before={"ID": 1})])
+    s = lakecdc.apply(landing, target, spark=spark)
+    assert s.ok and rows(s.table("S.T").target, "ID") == [{"ID": 2, "V": "b"}]
+
+
+def test_a_key_value_of_the_wrong_type_is_named_in_the_reason(spark, tmp_path):
+    landing, target = tmp_path / "landing", tmp_path / "lake"
+    write_jsonl(landing / "1.json", [ogg("S.T", "I", "00:00:01", 1, after={"ID": 1, "V": "a"}, keys=["ID"])])
+    lakecdc.apply(landing, target, spark=spark)
+    write_jsonl(landing / "2.json", [ogg("S.T", "I", "00:00:02", 2, after={"ID": "seven", "V": "b"}, keys=["ID"])])
+    s = lakecdc.apply(landing, target, spark=spark)
+    reasons = DeltaTable(s.quarantine).to_pyarrow_table().column("reason").to_pylist()
+    assert reasons == ["column 'ID': after value 'seven' does not fit type bigint"]

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 from lakecdc.decoders.base import Decoder
 from lakecdc.decoders.canal_json import CanalJsonDecoder
+from lakecdc.decoders.debezium_json import DebeziumJsonDecoder
 from lakecdc.decoders.ogg_avro import OggAvroOpDecoder, OggAvroRowDecoder
 from lakecdc.decoders.ogg_delimited import OggDelimitedDecoder
 from lakecdc.decoders.ogg_json import OggJsonDecoder
@@ -29,6 +30,7 @@ DECODERS: dict[str, type[Decoder]] = {
     OggJsonRowDecoder.name: OggJsonRowDecoder,
     OggDelimitedDecoder.name: OggDelimitedDecoder,
     OggXmlDecoder.name: OggXmlDecoder,
+    DebeziumJsonDecoder.name: DebeziumJsonDecoder,
 }
 
 
