@@ -697,3 +697,30 @@ def test_round_trip_of_a_written_history_matches_the_oracle(spark, tmp_path, sty
     lake = tmp_path / "lake"
     (table,) = [p for p in lake.iterdir() if p.name != "_lakecdc" and not p.name.startswith("_")]
     assert rows(table, "ID") == [{"ID": 4, "A": "é\\'\"", "B": 4}]
+
+
+def test_complete_transactions_wait_for_the_end_marker_across_files(spark, tmp_path):
+    """complete_transactions=True with Debezium's transaction topic: a transaction cut by the
+    end of a file is held, then applied whole when its END marker and every event have come."""
+    import lakecdc
+
+    def event(key: int, pos: int, tx: str) -> dict:
+        return {"before": None, "after": {"id": key, "v": f"v{key}"}, "op": "c", "ts_ms": 1_700_000_000_000 + pos,
+                "source": {"connector": "mysql", "db": "inv", "table": "items", "file": "mysql-bin.000001",
+                           "pos": pos, "row": 0, "ts_ms": 1_700_000_000_000 + pos},
+                "transaction": {"id": tx, "total_order": key, "data_collection_order": key}}
+
+    begin = {"status": "BEGIN", "id": "tx1", "ts_ms": 1_700_000_000_000, "event_count": None, "data_collections": None}
+    end = {"status": "END", "id": "tx1", "ts_ms": 1_700_000_000_300, "event_count": 2,
+           "data_collections": [{"data_collection": "inv.items", "event_count": 2}]}
+    landing, target = tmp_path / "landing", tmp_path / "lake"
+    landing.mkdir()
+    (landing / "1.json").write_text("\n".join(json.dumps(m) for m in [begin, event(1, 100, "tx1")]) + "\n")
+    opts = {"format": "debezium-json", "keys": {"inv.items": ["id"]}, "complete_transactions": True, "spark": spark}
+    first = lakecdc.apply(landing, target, **opts)
+    assert first.table("inv.items").held == 1 and first.table("inv.items").inserted == 0
+    (landing / "2.json").write_text("\n".join(json.dumps(m) for m in [event(2, 200, "tx1"), end]) + "\n")
+    second = lakecdc.apply(landing, target, **opts)
+    t = second.table("inv.items")
+    assert (t.held, t.inserted) == (0, 2)
+    assert sorted(r["id"] for r in DeltaTable(t.target).to_pyarrow_table().to_pylist()) == [1, 2]

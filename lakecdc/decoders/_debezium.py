@@ -78,6 +78,7 @@ so the table keeps what it has.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -144,6 +145,21 @@ class Row(NamedTuple):
     after: Pairs | None = None
     source: Pairs | None = None
     error: str | None = None
+
+
+def transaction_marker(payload: Mapping[str, Any], extra: Sequence[tuple[str, str | None]] = ()) -> Row:
+    """A BEGIN/END record of the transaction topic: skipped, with what
+    :mod:`lakecdc.transactions` needs to tell a complete transaction (``txid``, ``tx.status``,
+    ``tx.event_count`` and, per table, ``tx.data_collections``)."""
+    count = payload.get("event_count")
+    collections = payload.get("data_collections")
+    marker = skipped("transaction marker", extra=[
+        ("tx.status", str(payload.get("status"))),
+        ("tx.event_count", None if count is None else str(count)),
+        ("tx.data_collections", None if collections is None else json.dumps(collections, separators=(",", ":"))),
+        *extra,
+    ])
+    return marker._replace(txid=str(payload.get("id")))
 
 
 def skipped(reason: str, *, table: str | None = None, extra: Sequence[tuple[str, str | None]] = ()) -> Row:
@@ -472,6 +488,8 @@ def decode_value(
         raise RecordError(f"not a Debezium record: expected a JSON object, found {compact_json(payload)[:60]}")
     if "op" not in payload:
         reason = non_row_reason(payload, schema_name)
+        if reason == "transaction marker":  # kept for complete_transactions (lakecdc.transactions)
+            return transaction_marker(payload, kafka)
         if reason is not None:  # no table's record: their topics name none
             return skipped(reason, extra=kafka)
         if "__op" in payload or "__deleted" in payload:
