@@ -60,8 +60,10 @@ customers.orderBy("CUST_CODE").show(truncate=False)'''),
 print(again.render())
 assert again.runs == (), "nothing new to apply"'''),
     ("md", "## Time travel\nEvery run is one Delta commit per table; older versions stay readable (within the vacuum retention)."),
-    ("code", '''path = summary.table("QASOURCE.TCUSTORD").target
-from lakecdc.merge.delta_rs import DeltaRsEngine\n\nfor version in range(DeltaRsEngine().version(path) + 1):
+    ("code", '''from lakecdc.merge.delta_rs import DeltaRsEngine
+
+path = summary.table("QASOURCE.TCUSTORD").target
+for version in range(DeltaRsEngine().version(path) + 1):
     print(version, lakecdc.read_table(path, version=version, spark=spark).count(), "rows")'''),
     ("md", "## The change events themselves, and the quarantine\n`read_changes` gives the decoded canonical events (ops-style); records that could not be applied are in the quarantine with file, line, raw text and reason."),
     ("code", '''events = lakecdc.read_changes(LANDING, format="ogg-json", spark=spark)
@@ -75,8 +77,7 @@ notebook("02_maintenance.ipynb", [
 Merges every few minutes leave many small files. `lakecdc.maintain` bin-packs them (or Z-orders
 by the key columns, so that each MERGE reads only the files its keys are in), vacuums old files
 within a retention, and writes a checkpoint. Rows never change."""),
-    ("code", SETUP + '''
-import json
+    ("code", "import json\n" + SETUP + '''
 
 
 def write_batch(directory, number, first_key, count):
