@@ -494,7 +494,8 @@ def _profile(events: DataFrame) -> tuple[dict[str, dict], int, dict[str | None, 
         F.max(F.when(good & (F.col("op") == "T"), F.col("seq"))).alias("max_truncate"),
         F.collect_set(F.when(good, F.map_keys("after"))).alias("after_cols"),
         F.collect_set(F.when(good, F.map_keys("before"))).alias("before_cols"),
-        F.max_by("keys", F.when(good & F.col("keys").isNotNull(), F.col("seq"))).alias("keys"),
+        # skipped records may name keys too (a Debezium schema change's primaryKeyColumnNames)
+        F.max_by("keys", F.when(fine & F.col("keys").isNotNull(), F.col("seq"))).alias("keys"),
     ).collect()
     out: dict[str, dict] = {}
     errors = 0

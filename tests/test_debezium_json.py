@@ -246,10 +246,13 @@ def test_sample_pretty_printed_schema_change_is_skipped(spark, raw_sample, tmp_p
     """A pretty-printed document after a licence header: staged as one line, mapped back to line 19."""
     path = raw_sample(f"{SAMPLES}/paimon-debezium-mysql-schema-change-event.json")
     found = decode(spark, path)
-    assert skips(found) == ["schema change"] and found[0]["table"] is None
+    # its tableChanges (inside historyRecord) name the table and its key
+    assert skips(found) == ["schema change"] and found[0]["table"] == "tinyint1_not_bool_test.t1"
+    assert found[0]["keys"] == ["pk"] and "ALTER TABLE t1" in found[0]["source"]["ddl"]
     assert locate(found[0]["_file"], 0, {0})[0][0] == 19
     s = lakecdc.apply(path, tmp_path / "lake", format=FORMAT, spark=spark)
-    assert s.tables == () and s.skipped_unrouted == 1 and s.ok
+    assert s.table("tinyint1_not_bool_test.t1").skipped == 1 and s.skipped_unrouted == 0 and s.ok
+    assert not (tmp_path / "lake" / "tinyint1_not_bool_test.t1").exists(), "no rows: no table yet"
 
 
 # -- the seeds ---------------------------------------------------------------------------------------
@@ -724,3 +727,25 @@ def test_complete_transactions_wait_for_the_end_marker_across_files(spark, tmp_p
     t = second.table("inv.items")
     assert (t.held, t.inserted) == (0, 2)
     assert sorted(r["id"] for r in DeltaTable(t.target).to_pyarrow_table().to_pylist()) == [1, 2]
+
+
+def test_a_schema_change_names_the_keys_of_rows_that_carry_none(spark, tmp_path):
+    """Issue 4 item 8: the schema-change record's primaryKeyColumnNames key the table's rows
+    (schema-less values without key lines carry no key); the record itself is skipped, counted."""
+    import lakecdc
+
+    change = {"source": {"connector": "mysql", "db": "inv", "table": "items", "ts_ms": 1_700_000_000_000,
+                         "file": "mysql-bin.000001", "pos": 10, "row": 0},
+              "databaseName": "inv", "ddl": "CREATE TABLE items (code INT PRIMARY KEY, v TEXT)",
+              "tableChanges": [{"type": "CREATE", "id": '"inv"."items"',
+                                "table": {"primaryKeyColumnNames": ["code"], "columns": []}}]}
+    row = {"before": None, "after": {"code": 7, "v": "a"}, "op": "c", "ts_ms": 1_700_000_000_100,
+           "source": {"connector": "mysql", "db": "inv", "table": "items", "ts_ms": 1_700_000_000_100,
+                      "file": "mysql-bin.000001", "pos": 20, "row": 0}}
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    (landing / "1.json").write_text(json.dumps(change) + "\n" + json.dumps(row) + "\n")
+    s = lakecdc.apply(landing, tmp_path / "lake", format="debezium-json", spark=spark)
+    t = s.table("inv.items")
+    assert s.ok and t.inserted == 1 and t.skipped == 1
+    assert DeltaTable(t.target).to_pyarrow_table().select(["code", "v"]).to_pylist() == [{"code": 7, "v": "a"}]

@@ -162,6 +162,39 @@ def transaction_marker(payload: Mapping[str, Any], extra: Sequence[tuple[str, st
     return marker._replace(txid=str(payload.get("id")))
 
 
+def _history(payload: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The schema-change record itself: the payload, or the ``historyRecord`` text it embeds."""
+    if payload.get("tableChanges") is None and isinstance(payload.get("historyRecord"), str):
+        try:
+            inner = json.loads(payload["historyRecord"])
+        except ValueError:
+            return payload
+        return inner if isinstance(inner, Mapping) else payload
+    return payload
+
+
+def schema_change(payload: Mapping[str, Any], settings: Settings, extra: Sequence[tuple[str, str | None]] = ()) -> Row:
+    """A schema-change record: skipped (no row change), but its first table change names the table
+    (``"db"."schema"."table"`` ids: the last two parts, as data events name tables) and gives
+    its key columns (``primaryKeyColumnNames``) with an order (``source.ts_ms``), so that a run
+    holding the DDL and then rows without key lines knows the keys. Columns come from the rows."""
+    record = _history(payload)
+    changes = [c for c in record.get("tableChanges") or [] if isinstance(c, Mapping)]
+    source = payload.get("source") if isinstance(payload.get("source"), Mapping) else {}
+    ddl = _text(record.get("ddl"))
+    first = changes[0] if changes else {}
+    ident = _text(first.get("id")) or ""
+    parts = [p.strip('"`[]') for p in re.findall(r'"[^"]*"|`[^`]*`|\[[^\]]*\]|[^.]+', ident)]
+    table = ".".join(parts[-2:]) if parts and not settings.table_name else None
+    spec = first.get("table") if isinstance(first.get("table"), Mapping) else {}
+    keys = [str(k) for k in spec.get("primaryKeyColumnNames") or []] or None
+    ts = _text(source.get("ts_ms", payload.get("ts_ms")))  # numbers arrive as exact text (Num)
+    row = skipped("schema change", table=table, extra=[("ddl", ddl), *extra])
+    if table and keys and ts is not None and ts.isdigit():
+        row = row._replace(keys=keys, op_ts=int(ts) * 1000, pos="")
+    return row
+
+
 def skipped(reason: str, *, table: str | None = None, extra: Sequence[tuple[str, str | None]] = ()) -> Row:
     """A record that is no row change: counted by the pipeline (per ``table`` when known), never
     applied, never quarantined."""
@@ -490,6 +523,8 @@ def decode_value(
         reason = non_row_reason(payload, schema_name)
         if reason == "transaction marker":  # kept for complete_transactions (lakecdc.transactions)
             return transaction_marker(payload, kafka)
+        if reason == "schema change":
+            return schema_change(payload, settings, kafka)
         if reason is not None:  # no table's record: their topics name none
             return skipped(reason, extra=kafka)
         if "__op" in payload or "__deleted" in payload:

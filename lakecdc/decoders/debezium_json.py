@@ -524,7 +524,9 @@ class DebeziumJsonDecoder(Decoder):
         op_ts = F.timestamp_micros("x_op_ts")
         idx = F.lit(0)
         event = F.col("x_op").isNotNull()
-        seq = F.when(event, F.coalesce(F.col("x_seq"), default_seq(op_ts, F.col("x_pos"), idx)))
+        # a schema change naming keys gets a seq too: the run's keys are the latest named
+        ordered = event | (F.col("x_keys").isNotNull() & F.col("x_op_ts").isNotNull())
+        seq = F.when(ordered, F.coalesce(F.col("x_seq"), default_seq(op_ts, F.col("x_pos"), idx)))
         return p.select(
             F.col("x_table").alias("table"),
             F.col("x_op").alias("op"),
