@@ -80,6 +80,7 @@ import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, NamedTuple
+from xml.etree import ElementTree
 
 import pyarrow as pa
 from pyspark.sql import functions as F
@@ -136,8 +137,32 @@ def split_operations(text: str) -> Iterator[tuple[int, str]]:
         i = end
 
 
+_CLOSE_ROOT = f"</{ROOT}>"
+
+
+def _plain_end(text: str, start: int) -> int | None:
+    """The common case fast: an ``<operation`` element up to the first ``</operation>``, with no
+    other operation, prolog, comment or DOCTYPE in between and its CDATA sections closed; else
+    None (then :func:`_document_end` walks the tags)."""
+    if not text.startswith(f"<{ROOT}", start):
+        return None
+    close = text.find(_CLOSE_ROOT, start)
+    if close < 0:
+        return None
+    end = close + len(_CLOSE_ROOT)
+    piece = text[start:end]
+    if piece.count(f"<{ROOT}") != 1 or "<!--" in piece or "<?" in piece or "<!D" in piece:
+        return None
+    if piece.count("<![CDATA[") != piece.count("]]>"):
+        return None
+    return end
+
+
 def _document_end(text: str, start: int) -> int:
     """Where the document starting at ``start`` ends (exclusive)."""
+    plain = _plain_end(text, start)
+    if plain is not None:
+        return plain
     n, i, depth = len(text), start, 0
     root: str | None = None
     while True:
@@ -205,8 +230,14 @@ _TO_ESCAPE = re.compile(r"[\\\n\r\udc80-\udcff]")
 _ESCAPED = re.compile(r"\\(\\|n|r|x[0-9a-f]{2})")
 
 
+_UNDECODED = re.compile("[\udc80-\udcff]")
+
+
 def escape_record(text: str) -> str:
     """One document as one line: ``\\``, newline, CR escaped; an undecodable byte as ``\\xHH``."""
+    if not _UNDECODED.search(text):  # the usual case, without a callback per character
+        return text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+
     def one(m: re.Match[str]) -> str:
         ch = m.group(0)
         return _ESCAPES.get(ch) or f"\\x{ord(ch) - 0xDC00:02x}"
@@ -216,6 +247,8 @@ def escape_record(text: str) -> str:
 
 def unescape_record(line: str) -> tuple[str, list[int]]:
     """The document a staged line holds, and the bytes its encoding could not decode."""
+    if "\\x" not in line:  # no undecodable byte: plain replacements between escaped backslashes
+        return "\\".join(p.replace("\\n", "\n").replace("\\r", "\r") for p in line.split("\\\\")), []
     bad: list[int] = []
 
     def one(m: re.Match[str]) -> str:
@@ -292,7 +325,10 @@ def parse_record(line: str, encoding: str) -> Parsed:
         return Parsed(error=f"undecodable byte(s) {shown} (shown as \\xHH in the raw text): the file is not in "
                             f"its declared encoding (the prolog's, else option encoding={encoding})")
     try:
-        root = safe_xml.fromstring(text, forbid_dtd=True, forbid_entities=True, forbid_external=True)
+        if "<!DOCTYPE" in text or "<!ENTITY" in text:
+            root = safe_xml.fromstring(text, forbid_dtd=True, forbid_entities=True, forbid_external=True)
+        else:  # without a DTD nothing can be declared or expanded: the C parser is safe and 2x faster
+            root = ElementTree.fromstring(text)
     except defusedxml.DefusedXmlException as exc:
         return Parsed(error=f"XML DOCTYPE/entities are not allowed: {exc}; GoldenGate never writes them, and "
                             "nothing they declare or reference was read or expanded")
