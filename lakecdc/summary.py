@@ -139,6 +139,8 @@ class RunSummary:
         skipped = self.skipped_unrouted + sum(t.skipped for t in self.tables)
         if skipped:
             lines.append(f"{skipped} record(s) skipped: tombstones, heartbeats, transaction markers (no row change)")
+        if self.quarantined_unrouted:
+            lines.append(f"{self.quarantined_unrouted} record(s) quarantined that name no table (not valid JSON, ...)")
         if self.quarantine and (self.quarantined_unrouted or any(t.quarantined for t in self.tables)):
             lines.append(f"quarantined records: {self.quarantine}")
         for t in self.tables:
