@@ -21,13 +21,14 @@ from __future__ import annotations
 import datetime as dt
 import fnmatch
 import os
+import random
 import shutil
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -40,7 +41,7 @@ from lakecdc.columns import infer_types, sql_string
 from lakecdc.consolidate import Layout, drop_stale, fold, fold_with_key_moves, widen
 from lakecdc.decoders import get_decoder
 from lakecdc.decoders._records import EXACT_STRINGS
-from lakecdc.errors import ConfigError, LakecdcError, MissingKeyError, PrimaryKeyUpdateError
+from lakecdc.errors import CommitConflict, ConfigError, LakecdcError, MissingKeyError, PrimaryKeyUpdateError
 from lakecdc.ledger import InputFile, Ledger, Manifest, list_inputs
 from lakecdc.merge.plan import CDC_COLUMNS, MergePlan
 from lakecdc.merge.source import BatchSource
@@ -688,6 +689,30 @@ def _raise_abend(table: str, ok: DataFrame, layout: Layout) -> None:
     raise PrimaryKeyUpdateError(table, old, new, r["_pos"])
 
 
+T_ = TypeVar("T_")
+
+#: Attempts and first wait of :func:`retry_conflicts` (the wait doubles, with jitter).
+CONFLICT_ATTEMPTS, CONFLICT_WAIT = 6, 0.25
+
+
+def retry_conflicts(action: Callable[[], T_], *, what: str, say: Progress | None = None) -> T_:
+    """Run ``action`` (an idempotent Delta commit), again after a :class:`CommitConflict` with a
+    growing wait: a concurrent writer (a maintenance job, another merge) committed first. The
+    merge re-reads the table each time, and its txn version makes a commit that did land a no-op."""
+    wait = CONFLICT_WAIT
+    for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+        try:
+            return action()
+        except CommitConflict as exc:
+            if attempt == CONFLICT_ATTEMPTS:
+                raise CommitConflict(f"{what}: still conflicting after {attempt} attempts: {exc}") from exc
+            if say:
+                say(f"{what}: a concurrent commit won; retrying in {wait:.1f}s")
+            time.sleep(wait * (1 + random.random()))
+            wait *= 2
+    raise AssertionError("unreachable")
+
+
 def _commit(
     engine: DeltaRsEngine, settings: ApplySettings, target: str, prep: _Prepared, *, run_id: int, now: dt.datetime,
 ) -> TableSummary:
@@ -718,7 +743,7 @@ def _commit(
     inserted = updated = deleted = 0
     files: dict[str, int | None] = {}
     if (source.rows or prep.truncate_seq is not None) and (prep.exists or creatable):
-        result = engine.merge(plan, source)
+        result = retry_conflicts(lambda: engine.merge(plan, source), what=f"merge into {prep.table}")
         inserted, updated, deleted = result.inserted, result.updated, result.deleted
         files = {"files_scanned": result.files_scanned, "files_skipped": result.files_skipped,
                  "files_rewritten": result.files_removed, "files_added": result.files_added}

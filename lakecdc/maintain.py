@@ -171,6 +171,8 @@ def _maintain_one(
     target_file_size: int | None, vacuum_retention: dt.timedelta | None, force: bool, checkpoint: bool,
     tombstone_retention: dt.timedelta,
 ) -> MaintenanceReport:
+    from lakecdc.apply import retry_conflicts
+
     path = table_path(target, table)
     started = time.perf_counter()
     version_before = eng.version(path)
@@ -182,7 +184,9 @@ def _maintain_one(
             raise ConfigError(f"{table}: cannot Z-order by {missing}: no such column (columns: {sorted(columns)})")
     removed = added = 0
     if compact and files_before > 1 or zorder:
-        removed, added = eng.compact(path, target_size=target_file_size, zorder=zorder)
+        removed, added = retry_conflicts(
+            lambda: eng.compact(path, target_size=target_file_size, zorder=zorder), what=f"compact {table}"
+        )
     stones = tombstone_path(target, table)
     expired = 0
     if eng.exists(stones):

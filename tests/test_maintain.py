@@ -127,3 +127,40 @@ def test_a_merge_reads_only_the_files_its_key_range_touches(spark, tmp_path):
     assert t.files_scanned == 1 and t.files_skipped >= 2 and t.files_rewritten == 1, t
     assert "1/" in t.files_line() and "files read/pruned/rewritten" in s.render()
     assert json.loads(s.to_json())["tables"][0]["files_skipped"] == t.files_skipped
+
+
+def test_maintenance_running_beside_merges_loses_nothing(spark, tmp_path):
+    """Issue 6: concurrent maintenance and merges on one table both finish (a conflicting commit is
+    retried) and the table ends as the changes say."""
+    import threading
+
+    landing, target = tmp_path / "landing", tmp_path / "lake"
+    write_jsonl(landing / "000.json", [ogg(T, "I", "00:00:00", 1, after={"ID": 0, "N": 0}, keys=["ID"])])
+    lakecdc.apply(landing, target, format="ogg-json", spark=spark)
+    stop, errors, passes = threading.Event(), [], [0]
+
+    def maintain_loop():
+        while not stop.is_set():
+            try:
+                lakecdc.maintain(str(target), vacuum_retention=None, checkpoint=False)
+                passes[0] += 1
+            except Exception as exc:  # noqa: BLE001 - collected, asserted below
+                errors.append(exc)
+                return
+
+    worker = threading.Thread(target=maintain_loop)
+    worker.start()
+    try:
+        for r in range(1, 7):
+            write_jsonl(landing / f"{r:03d}.json", [
+                ogg(T, "I", f"00:{r:02d}:00", 10 * r, after={"ID": r, "N": r}, keys=["ID"]),
+                ogg(T, "U", f"00:{r:02d}:01", 10 * r + 1, before={"ID": 0}, after={"ID": 0, "N": r}, keys=["ID"]),
+            ])
+            assert lakecdc.apply(landing, target, format="ogg-json", spark=spark).ok
+    finally:
+        stop.set()
+        worker.join()
+    assert not errors and passes[0] >= 1
+    path = lakecdc.maintain.__globals__["table_path"](str(target), T)
+    got = {r["ID"]: r["N"] for r in snapshot(path)}
+    assert got == {0: 6, **{r: r for r in range(1, 7)}}

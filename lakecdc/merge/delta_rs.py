@@ -155,10 +155,13 @@ class DeltaRsEngine:
     def compact(self, path: str, *, target_size: int | None, zorder: tuple[str, ...] = ()) -> tuple[int, int]:
         """Bin-pack small files (Z-ordered by ``zorder`` when given); ``(files removed, added)``."""
         optimizer = self.table(path).optimize
-        if zorder:
-            metrics = optimizer.z_order(list(zorder), target_size=target_size)
-        else:
-            metrics = optimizer.compact(target_size=target_size)
+        try:
+            if zorder:
+                metrics = optimizer.z_order(list(zorder), target_size=target_size)
+            else:
+                metrics = optimizer.compact(target_size=target_size)
+        except CommitFailedError as exc:
+            raise CommitConflict(f"optimize {path}: {exc}") from exc
         return int(metrics.get("numFilesRemoved", 0)), int(metrics.get("numFilesAdded", 0))
 
     def vacuum(self, path: str, *, retention_hours: int, enforce: bool) -> int:
