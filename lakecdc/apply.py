@@ -39,6 +39,7 @@ from pyspark.sql import types as T
 from lakecdc.changes import PK_UPDATE_MODES, PkUpdate
 from lakecdc.columns import infer_types, sql_string
 from lakecdc.consolidate import Layout, drop_stale, fold, fold_with_key_moves, widen
+from lakecdc.contracts import Contract, load_contracts
 from lakecdc.decoders import get_decoder
 from lakecdc.decoders._records import EXACT_STRINGS
 from lakecdc.errors import CommitConflict, ConfigError, LakecdcError, MissingKeyError, PrimaryKeyUpdateError
@@ -94,6 +95,8 @@ class ApplySettings:
     #: source-table name patterns (fnmatch) to apply / to leave out; the others' events are skipped
     include_tables: tuple[str, ...] = ()
     exclude_tables: tuple[str, ...] = ()
+    #: data contracts by source table: declared keys and column types (lakecdc.contracts)
+    contracts: Mapping[str, Contract] = field(default_factory=dict)
 
     def route_sql(self) -> str | None:
         """SQL over ``table``: true for a table that is applied; None when every table is."""
@@ -162,6 +165,7 @@ def apply(
     complete_transactions: bool = False,
     include_tables: Sequence[str] = (),
     exclude_tables: Sequence[str] = (),
+    contracts: str | os.PathLike[str] | Mapping[str, Contract] | None = None,
     storage_options: Mapping[str, str] | None = None,
     progress: Progress | None = None,
 ) -> RunSummary:
@@ -193,6 +197,8 @@ def apply(
         include_tables / exclude_tables: source-table name patterns (``QASOURCE.*``, fnmatch,
             case-sensitive): only tables matching an include pattern (all, when none is given) and
             no exclude pattern are applied; the others' events are counted as skipped.
+        contracts: ODCS data contracts (a file, a directory of them, or loaded ones by source
+            table): their keys for messages without keys, their column types over inference.
         progress: called with a short message at each step (the CLI shows them).
 
     Returns:
@@ -225,6 +231,7 @@ def apply(
         apply_as_truncates=apply_as_truncates,
         complete_transactions=complete_transactions,
         include_tables=tuple(include_tables), exclude_tables=tuple(exclude_tables),
+        contracts=contracts if isinstance(contracts, Mapping) else load_contracts(contracts),
     )
     for table in set(settings.column_list) & set(settings.except_column_list):
         raise ConfigError(f"table {table!r}: give column_list or except_column_list, not both")
@@ -403,7 +410,9 @@ def _new_column_types(
         return {}
     if settings.treat_all_as_strings:
         return {t: {c: T.StringType() for c in cols} for t, cols in wanted.items()}
-    declared = decoder.column_types(spark, files, staging=staging) if wanted else {}
+    declared = dict(decoder.column_types(spark, files, staging=staging)) if wanted else {}
+    for table, contract in settings.contracts.items():  # a contract's types win over the input's
+        declared[table] = {**declared.get(table, {}), **contract.types}
     out: dict[str, dict[str, T.DataType]] = {}
     rest: dict[str, dict[str, list[str]]] = {}
     for table, cols in wanted.items():
@@ -555,7 +564,9 @@ def _shape(engine: DeltaRsEngine, settings: ApplySettings, target: str, table: s
     recorded = known_tables(target).get(table) if exists else None
     # messages without keys (inserts and deletes of some formats) fall back on the recorded ones
     fallback = recorded if not prof["keys"] else None
-    keys = _resolve_keys(table, prof["keys"], settings.keys.get(table) or fallback, existing_cols + seen)
+    contract = settings.contracts.get(table)
+    configured = settings.keys.get(table) or (contract.keys if contract and contract.keys else None)
+    keys = _resolve_keys(table, prof["keys"], configured or fallback, existing_cols + seen)
     ignored = [c for c in seen if settings.ignores(table, c, keys)]
     seen = [c for c in seen if c not in ignored]
     if recorded and [k.lower() for k in recorded] != [k.lower() for k in keys]:

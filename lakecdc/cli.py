@@ -166,6 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "for the next run (formats with transaction markers: Debezium)")
     ap.add_argument("--tombstone-retention", metavar="DURATION", default=None,
                     help="how long a deleted key blocks late events: 7d (default), 36h, 90m, 0")
+    ap.add_argument("--contract", metavar="PATH",
+                    help="ODCS data contract(s): a YAML file or a directory of them (keys and column types)")
     ap.add_argument("--config", metavar="FILE",
                     help="YAML with any of: format, keys {table: [cols]}, pk_update, options {name: value}, "
                          "column_list / except_column_list {table: [cols]}, apply_as_truncates, tombstone_retention, "
@@ -212,6 +214,17 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--max-runs", type=int, metavar="N", help="with --watch: stop after N runs")
     rp.add_argument("--summary-json", metavar="FILE", help="also write the last run's summary as JSON")
     rp.add_argument("--quiet", action="store_true", help="print only the summary")
+
+    cp = sub.add_parser(
+        "contract", help="draft (infer) or check ODCS data contracts against the Delta tables",
+        description="infer: write an ODCS v3 contract per table from the Delta tables under --target. "
+                    "check: compare each table with its contract (missing, extra, retyped columns, keys).",
+    )
+    cp.add_argument("action", choices=["infer", "check"])
+    cp.add_argument("--target", required=True, metavar="DIR", help="root of the Delta tables")
+    cp.add_argument("--table", action="append", default=[], metavar="SOURCE_TABLE", help="only this table; repeatable")
+    cp.add_argument("--contract", metavar="PATH", help="check: the contract file or directory")
+    cp.add_argument("--out", metavar="DIR", help="infer: write <table>.yaml files here (default: print)")
 
     sp = sub.add_parser(
         "status", help="last run and lag per table of a target",
@@ -260,6 +273,7 @@ def _apply(args: argparse.Namespace) -> int:
         engine=args.engine, progress=say, column_list=column_list, except_column_list=except_list,
         apply_as_truncates=truncates, tombstone_retention=retention,
         complete_transactions=args.complete_transactions or bool(config.get("complete_transactions", False)),
+        contracts=args.contract or config.get("contracts"),
     )
     print(summary.render())
     if args.summary_json:
@@ -329,6 +343,45 @@ def _run_job(args: argparse.Namespace) -> int:
     return 0 if result.ok else 1
 
 
+def _contract(args: argparse.Namespace) -> int:
+    import yaml
+
+    from lakecdc.contracts import check_contract, infer_contract, load_contracts
+    from lakecdc.merge.delta_rs import DeltaRsEngine
+    from lakecdc.state import known_tables, table_path
+
+    engine, known = DeltaRsEngine(), known_tables(args.target)
+    tables = args.table or sorted(known)
+    missing = [t for t in tables if t not in known]
+    if missing:
+        raise ConfigError(f"no table {missing[0]!r} under {args.target}; it holds {sorted(known) or 'none'}")
+    if args.action == "infer":
+        for t in tables:
+            text = yaml.safe_dump(infer_contract(t, engine.schema(table_path(args.target, t)), known[t]), sort_keys=False)
+            if args.out:
+                Path(args.out).mkdir(parents=True, exist_ok=True)
+                (Path(args.out) / f"{t}.yaml").write_text(text)
+                print(f"{t}: {Path(args.out) / (t + '.yaml')}")
+            else:
+                print(f"# {t}\n{text}")
+        return 0
+    if not args.contract:
+        raise ConfigError("contract check needs --contract FILE_OR_DIR")
+    contracts = load_contracts(args.contract)
+    failed = 0
+    for t in tables:
+        if t not in contracts:
+            print(f"{t}: no contract")
+            failed += 1
+            continue
+        problems = check_contract(contracts[t], engine.schema(table_path(args.target, t)), known[t])
+        print(f"{t}: {'matches its contract' if not problems else 'differs from its contract'}")
+        for p in problems:
+            print(f"  - {p}")
+        failed += bool(problems)
+    return 1 if failed else 0
+
+
 def _status(args: argparse.Namespace) -> int:
     import json
 
@@ -359,6 +412,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _status(args)
         if args.command == "run":
             return _run_job(args)
+        if args.command == "contract":
+            return _contract(args)
     except LakecdcError as exc:
         print(f"lakecdc: error: {exc}", file=sys.stderr)
         return 2

@@ -22,6 +22,7 @@ A job file::
     tombstone_retention: 7d            # how long a deleted key blocks late events
     apply_as_truncates: true
     complete_transactions: false       # Debezium: whole transactions only
+    contracts: data_contracts          # ODCS contracts: keys and column types
     maintenance:                       # optional: lakecdc maintain, automatically
       every_runs: 12                   # after this many runs that changed something ...
       max_files: 200                   # ... or as soon as a table has more files than this
@@ -48,7 +49,7 @@ import yaml
 from lakecdc.errors import ConfigError
 
 _TOP = {"name", "target", "sources", "tables", "pk_update", "tombstone_retention", "apply_as_truncates",
-        "complete_transactions", "maintenance", "engine"}
+        "complete_transactions", "maintenance", "engine", "contracts"}
 _SOURCE = {"input", "format", "options", "gg_properties", "gg_handler"}
 _TABLES = {"include", "exclude", "keys", "column_list", "except_column_list"}
 _MAINTENANCE = {"every_runs", "max_files", "zorder", "target_file_size", "vacuum_retention", "tombstone_retention"}
@@ -89,6 +90,8 @@ class Job:
     complete_transactions: bool = False
     engine: str = "auto"
     maintenance: Maintenance | None = None
+    #: ODCS contracts (a file or directory): keys and column types
+    contracts: str | None = None
 
 
 class _Where:
@@ -218,6 +221,7 @@ def load_job(path: str | Path) -> Job:
         apply_as_truncates=bool(data.get("apply_as_truncates", True)),
         complete_transactions=bool(data.get("complete_transactions", False)),
         engine=str(data.get("engine", "auto")), maintenance=maintenance,
+        contracts=str(data["contracts"]) if data.get("contracts") else None,
     )
 
 
@@ -257,7 +261,7 @@ def run_job(job: Job, *, spark: Any = None, progress: Callable[[str], None] | No
             spark=spark, engine=job.engine, tombstone_retention=job.tombstone_retention,
             column_list=job.column_list, except_column_list=job.except_column_list,
             apply_as_truncates=job.apply_as_truncates, complete_transactions=job.complete_transactions,
-            include_tables=job.include, exclude_tables=job.exclude, progress=progress,
+            include_tables=job.include, exclude_tables=job.exclude, contracts=job.contracts, progress=progress,
         ))
     maintained = []
     if job.maintenance is not None and _maintenance_due(job, summaries):

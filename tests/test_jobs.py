@@ -41,7 +41,7 @@ def test_mistakes_are_reported_with_their_line(tmp_path, body, message):
 def test_the_bundled_sample_job_is_valid():
     job = load_job(REPO / "jobs" / "sample.yaml")
     assert job.target == "lake" and job.sources[0].format == "ogg-json" and job.include == ("QASOURCE.*",)
-    assert job.keys["QASOURCE.TCUSTORD"][0] == "CUST_CODE" and job.maintenance.zorder == "keys"
+    assert job.contracts == "data_contracts" and job.maintenance.zorder == "keys"
 
 
 @pytest.mark.spark

@@ -1,0 +1,217 @@
+"""Data contracts (Open Data Contract Standard v3 YAML): declared columns, types and keys.
+
+One YAML file per source table under ``data_contracts/`` (or any directory / file given with
+``--contract``), in the ODCS v3 form the ecosystem's tools read::
+
+    apiVersion: v3.0.2
+    kind: DataContract
+    id: qasource-tcustord
+    version: 1.0.0
+    status: active
+    name: TCUSTORD
+    schema:
+      - name: TCUSTORD
+        physicalName: QASOURCE.TCUSTORD        # the source table, as the change messages name it
+        physicalType: table
+        properties:
+          - {name: CUST_CODE, logicalType: string, physicalType: string, primaryKey: true, primaryKeyPosition: 1, required: true}
+          - {name: PRODUCT_PRICE, logicalType: number, physicalType: "decimal(38,2)"}
+    customProperties:
+      - {property: lakecdc.pk_update, value: delete-insert}
+
+What lakecdc takes from it: the **keys** (``primaryKey`` properties, in ``primaryKeyPosition``
+order) for messages that carry none, and each column's **type**: ``physicalType`` when it is a
+Spark SQL type (``bigint``, ``decimal(38,2)``, ``timestamp``, ...) or a common database type
+(``VARCHAR(30)``, ``NUMBER(10,2)``, ``INTEGER``, ``DATE``), else from ``logicalType`` (string,
+integer: bigint, number: decimal(38,9), boolean, date, timestamp; object and array: JSON text).
+A declared type wins over inference for every decoder, so a delimited file's text or a Canal
+string is typed as the contract says (a value that does not fit is quarantined, never rounded).
+
+``lakecdc contract infer`` drafts a contract from a Delta table lakecdc wrote;
+``lakecdc contract check`` compares a table with its contract (missing, extra or differently
+typed columns, other keys).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pyspark.sql import types as T
+
+from lakecdc.errors import ConfigError
+
+_DECIMAL = re.compile(r"(?:decimal|numeric|number|dec)\s*\(\s*(\d+)\s*(?:,\s*(-?\d+)\s*)?\)", re.I)
+_SIMPLE: dict[str, T.DataType] = {
+    "string": T.StringType(), "varchar": T.StringType(), "char": T.StringType(), "varchar2": T.StringType(),
+    "nvarchar": T.StringType(), "nvarchar2": T.StringType(), "text": T.StringType(), "clob": T.StringType(),
+    "bigint": T.LongType(), "long": T.LongType(), "int": T.LongType(), "integer": T.LongType(),
+    "smallint": T.LongType(), "tinyint": T.LongType(), "int64": T.LongType(), "int32": T.LongType(),
+    "boolean": T.BooleanType(), "bool": T.BooleanType(),
+    "double": T.DoubleType(), "float": T.DoubleType(), "float64": T.DoubleType(), "real": T.DoubleType(),
+    "date": T.DateType(), "timestamp": T.TimestampType(), "timestamp_ntz": T.TimestampNTZType(),
+    "datetime": T.TimestampNTZType(), "binary": T.BinaryType(),
+}
+_LOGICAL: dict[str, T.DataType] = {
+    "string": T.StringType(), "integer": T.LongType(), "number": T.DecimalType(38, 9),
+    "boolean": T.BooleanType(), "date": T.DateType(), "timestamp": T.TimestampType(),
+    "object": T.StringType(), "array": T.StringType(),
+}
+
+
+@dataclass(frozen=True)
+class Contract:
+    """One source table's contract, as lakecdc uses it."""
+
+    source_table: str
+    path: str
+    columns: tuple[tuple[str, T.DataType], ...]
+    keys: tuple[str, ...]
+    required: tuple[str, ...] = ()
+
+    @property
+    def types(self) -> dict[str, T.DataType]:
+        return dict(self.columns)
+
+
+def spark_type(physical: str | None, logical: str | None) -> T.DataType:
+    """The Spark type a property declares (see the module docstring)."""
+    if physical:
+        text = physical.strip()
+        m = _DECIMAL.fullmatch(text)
+        if m:
+            precision, scale = int(m.group(1)), int(m.group(2) or 0)
+            if precision > 38 or scale < 0 or scale > precision:
+                return T.StringType()
+            return T.LongType() if scale == 0 and precision <= 18 and text.lower().startswith("number") else T.DecimalType(precision, scale)
+        base = re.sub(r"\s*\(.*\)$", "", text).lower()
+        if base in _SIMPLE:
+            return _SIMPLE[base]
+        if base.startswith("timestamp") and "zone" in base:
+            return T.TimestampType()
+    return _LOGICAL.get((logical or "string").lower(), T.StringType())
+
+
+def load_contract(path: str | Path) -> list[Contract]:
+    """The tables one ODCS file declares; a :class:`ConfigError` names the file, line and field."""
+    text = Path(path).read_text()
+    from lakecdc.jobs import _Where
+
+    where = _Where(str(path), text)
+    data = yaml.safe_load(text) or {}
+    if not isinstance(data, dict):
+        raise where.error((), "expected an ODCS data contract (a mapping with apiVersion, kind, schema)")
+    if data.get("kind") not in (None, "DataContract"):
+        raise where.error(("kind",), f"{data.get('kind')!r}: expected DataContract")
+    api = str(data.get("apiVersion", "v3"))
+    if not api.startswith("v3"):
+        raise where.error(("apiVersion",), f"{api!r}: lakecdc reads ODCS v3 contracts")
+    objects = data.get("schema")
+    if not isinstance(objects, list) or not objects:
+        raise where.error(("schema",), "expected a list of schema objects (one per table) with properties")
+    out = []
+    for i, obj in enumerate(objects):
+        at = ("schema", str(i))
+        if not isinstance(obj, dict) or not obj.get("name"):
+            raise where.error(at, "expected an object with name, physicalName and properties")
+        props = obj.get("properties")
+        if not isinstance(props, list) or not props:
+            raise where.error((*at, "properties"), "expected a list of properties (columns)")
+        columns, keyed, required = [], [], []
+        for j, prop in enumerate(props):
+            pat = (*at, "properties", str(j))
+            if not isinstance(prop, dict) or not prop.get("name"):
+                raise where.error(pat, "expected a property with a name")
+            name = str(prop["name"])
+            columns.append((name, spark_type(prop.get("physicalType"), prop.get("logicalType"))))
+            if prop.get("primaryKey"):
+                position = prop.get("primaryKeyPosition", len(keyed) + 1)
+                if not isinstance(position, int):
+                    raise where.error((*pat, "primaryKeyPosition"), "expected a whole number")
+                keyed.append((position, name))
+            if prop.get("required"):
+                required.append(name)
+        out.append(Contract(
+            source_table=str(obj.get("physicalName") or obj["name"]), path=str(path), columns=tuple(columns),
+            keys=tuple(n for _, n in sorted(keyed)), required=tuple(required),
+        ))
+    return out
+
+
+def load_contracts(path: str | Path | None) -> dict[str, Contract]:
+    """Every contract in a file or a directory (``*.yaml``, ``*.yml``), by source table."""
+    if path is None:
+        return {}
+    root = Path(path)
+    if not root.exists():
+        raise ConfigError(f"contract {str(root)!r} does not exist")
+    files = sorted([*root.glob("*.yaml"), *root.glob("*.yml")]) if root.is_dir() else [root]
+    out: dict[str, Contract] = {}
+    for f in files:
+        for c in load_contract(f):
+            if c.source_table in out:
+                raise ConfigError(f"{f}: table {c.source_table!r} is already declared by {out[c.source_table].path}")
+            out[c.source_table] = c
+    return out
+
+
+# -- infer and check ---------------------------------------------------------------------------
+
+
+def _physical(dtype: T.DataType) -> str:
+    return dtype.simpleString()
+
+
+def _logical(dtype: T.DataType) -> str:
+    if isinstance(dtype, (T.LongType, T.IntegerType, T.ShortType, T.ByteType)):
+        return "integer"
+    if isinstance(dtype, (T.DecimalType, T.DoubleType, T.FloatType)):
+        return "number"
+    if isinstance(dtype, T.BooleanType):
+        return "boolean"
+    if isinstance(dtype, T.DateType):
+        return "date"
+    if isinstance(dtype, (T.TimestampType, T.TimestampNTZType)):
+        return "timestamp"
+    return "string"
+
+
+def infer_contract(source_table: str, schema: T.StructType, keys: tuple[str, ...]) -> dict[str, Any]:
+    """An ODCS v3 contract (as a dict, ``yaml.safe_dump`` it) for a table lakecdc wrote."""
+    short = source_table.split(".")[-1]
+    props = []
+    for f in schema.fields:
+        if f.name.startswith("_cdc_"):
+            continue
+        prop: dict[str, Any] = {"name": f.name, "logicalType": _logical(f.dataType), "physicalType": _physical(f.dataType)}
+        if f.name in keys:
+            prop.update(primaryKey=True, primaryKeyPosition=keys.index(f.name) + 1, required=True)
+        props.append(prop)
+    return {
+        "apiVersion": "v3.0.2", "kind": "DataContract", "id": re.sub(r"[^a-z0-9]+", "-", source_table.lower()).strip("-"),
+        "version": "1.0.0", "status": "draft", "name": short,
+        "schema": [{"name": short, "physicalName": source_table, "physicalType": "table", "logicalType": "object",
+                    "properties": props}],
+    }
+
+
+def check_contract(contract: Contract, schema: T.StructType, keys: tuple[str, ...] | None) -> list[str]:
+    """What differs between a Delta table (``schema``, recorded ``keys``) and its contract."""
+    problems = []
+    actual = {f.name.lower(): f for f in schema.fields if not f.name.startswith("_cdc_")}
+    declared = {n.lower(): (n, t) for n, t in contract.columns}
+    for low, (name, dtype) in declared.items():
+        if low not in actual:
+            problems.append(f"column {name} ({dtype.simpleString()}) is declared but the table has none")
+        elif actual[low].dataType != dtype:
+            problems.append(f"column {name}: table type {actual[low].dataType.simpleString()}, "
+                            f"contract {dtype.simpleString()}")
+    for low, f in actual.items():
+        if low not in declared:
+            problems.append(f"column {f.name} ({f.dataType.simpleString()}) is in the table but not in the contract")
+    if keys is not None and [k.lower() for k in keys] != [k.lower() for k in contract.keys]:
+        problems.append(f"keys: table {list(keys)}, contract {list(contract.keys)}")
+    return problems
