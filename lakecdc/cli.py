@@ -226,6 +226,20 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("--contract", metavar="PATH", help="check: the contract file or directory")
     cp.add_argument("--out", metavar="DIR", help="infer: write <table>.yaml files here (default: print)")
 
+    kp = sub.add_parser(
+        "check", help="data quality: Great Expectations suites from the data contracts",
+        description="Validate every table that has a data contract (keys not null and unique, declared "
+                    "columns present, required columns not null, schema drift, row-count reconciliation "
+                    "with the last run) and, with --changes, an incoming change stream. Results are kept "
+                    "in <target>/_lakecdc_checks. Exit 1 when a 'fail' check failed.",
+    )
+    kp.add_argument("--target", required=True, metavar="DIR", help="root of the Delta tables")
+    kp.add_argument("--contract", required=True, metavar="PATH", help="the data contract file or directory")
+    kp.add_argument("--table", action="append", default=[], metavar="SOURCE_TABLE", help="only this table; repeatable")
+    kp.add_argument("--changes", metavar="PATH", help="also check the change files under PATH (with --format)")
+    kp.add_argument("--format", choices=sorted(DECODERS), default="ogg-json", help="format of --changes")
+    kp.add_argument("--json", action="store_true", help="print the results as JSON")
+
     sp = sub.add_parser(
         "status", help="last run and lag per table of a target",
         description="Per table: the last run, its status and finish time, the newest source commit time "
@@ -382,6 +396,19 @@ def _contract(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _check(args: argparse.Namespace) -> int:
+    import lakecdc
+    from lakecdc.contracts import load_contracts
+    from lakecdc.quality import check_changes, check_tables, results_json
+
+    spark = lakecdc.get_spark()
+    results = check_tables(args.target, load_contracts(args.contract), spark=spark, tables=args.table or None)
+    if args.changes:
+        results += check_changes(lakecdc.read_changes(args.changes, format=args.format, spark=spark))
+    print(results_json(results) if args.json else "\n".join(r.line() for r in results))
+    return 1 if any(not r.success and r.severity == "fail" for r in results) else 0
+
+
 def _status(args: argparse.Namespace) -> int:
     import json
 
@@ -414,6 +441,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run_job(args)
         if args.command == "contract":
             return _contract(args)
+        if args.command == "check":
+            return _check(args)
     except LakecdcError as exc:
         print(f"lakecdc: error: {exc}", file=sys.stderr)
         return 2
