@@ -23,6 +23,7 @@ caller; ``lakecdc check`` prints them and exits 1 when a ``fail`` check failed.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 from dataclasses import asdict, dataclass
@@ -95,10 +96,8 @@ def _context() -> Any:
 
     logging.getLogger("great_expectations").setLevel(logging.ERROR)
     ctx = gx.get_context(mode="ephemeral")
-    try:
+    with contextlib.suppress(Exception):  # cosmetic only
         ctx.variables.progress_bars = {"globally": False}  # type: ignore[assignment]
-    except Exception:  # noqa: BLE001 - cosmetic only
-        pass
     return ctx
 
 
