@@ -261,7 +261,7 @@ def test_bad_records_are_quarantined_and_the_rest_applies(spark, tmp_path):
         (3, "unknown type 'UPSERT' (expected INSERT, UPDATE, DELETE or INIT; DDL messages carry isDdl true)"),
         (4, "'es' missing or not a whole number of milliseconds: 'soon'"),
         (5, "'old' has 1 row(s) but 'data' has 2 (expected one 'old' entry per row)"),
-        (6, "key column 'id' is NULL"),  # the pipeline's reason for a key that does not type ('seven')
+        (6, "column 'id': after value 'seven' does not fit type bigint"),  # a key that does not type
         (7, "DELETE with 'data' null and its rows in 'old': the layout of DTS instances created before "
             "2022-03-20; read such files with the option layout=dts-before-2022-03-20"),
         (8, "'data' missing or empty for type 'INSERT' (expected an array of row objects)"),
