@@ -12,7 +12,11 @@ Containers:
 * ``length-prefixed``: one file of messages, each preceded by its length (4 bytes, big-endian);
 * ``wrapped``: the same, each message wrapped in ``oracle.goldengate.generic_wrapper`` with the
   payload schema's 64-bit parsing fingerprint;
-* ``ocf``: one Avro object container file per table (the file holds one schema), deflate.
+* ``ocf``: one Avro object container file per table and run (the file holds one schema),
+  deflate blocks in odd runs, snappy blocks in even ones.
+
+:func:`row_scenario_writer` renders row-modeled events (``avro_row``) for
+``ogg_row_render.run_row_scenario``.
 
 Example::
 
@@ -37,6 +41,8 @@ if TYPE_CHECKING:
     from oracle import Event
 
 CONTAINERS = ("length-prefixed", "wrapped", "ocf")
+#: Avro types of the property tests' key columns
+KEY_TYPES = {"ID": "long", "CODE": "string"}
 WRAPPER_SCHEMA: dict[str, Any] = {
     "type": "record",
     "name": "generic_wrapper",
@@ -189,10 +195,11 @@ def write_runs(
             for k, e in enumerate(chosen)
         ]
         if container == "ocf":
+            codec = "deflate" if number % 2 else "snappy"
             paths = []
             for table in sorted({t for t, _ in records}):
                 path = directory / f"run-{number:04d}-{table}.avro"
-                paths.append(write_ocf(path, schemas[table], [r for t, r in records if t == table]))
+                paths.append(write_ocf(path, schemas[table], [r for t, r in records if t == table], codec=codec))
             out.append(paths)
             continue
         messages = [encode(schemas[t], r) for t, r in records]
@@ -202,3 +209,22 @@ def write_runs(
         path.write_bytes(length_prefixed(messages))
         out.append([path])
     return out
+
+
+def row_scenario_writer(sc: Any, workdir: Path) -> tuple[Any, dict[str, str]]:
+    """For a property-test scenario: a renderer of row-modeled events as length-prefixed
+    ``avro_row`` messages (``long``/``string`` columns) and the decoder options naming the
+    schema directory it wrote. Missing columns are written as null (the format's limit: render
+    ``ogg_row_render.missing_as_null(sc)`` so that the oracle sees the same)."""
+    schemas = {}
+    for spec in sc.specs:
+        cols = {k: KEY_TYPES[k] for k in spec.keys}
+        cols.update({c: "long" if kind == "int" else "string" for c, kind in spec.columns.items()})
+        schemas[spec.name] = row_schema(spec.name, cols)
+    dirdef = write_schema_dir(workdir / "dirdef", schemas)
+
+    def render(events: Sequence[Event]) -> bytes:
+        return length_prefixed([encode(schemas[e.table], row_record(e, schemas[e.table], primary_keys=sc.primary_keys))
+                                for e in events])
+
+    return render, {"schemaDirectory": str(dirdef)}

@@ -34,6 +34,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 try:
     from tests.oracle import Event, Oracle, pk_update_keys
     from tests.test_property import (
@@ -170,6 +172,20 @@ def write_json_schema(directory: str | Path, table: str, columns: Mapping[str, s
     return path
 
 
+def missing_as_null(sc: Scenario) -> Scenario:
+    """``sc`` with every image holding every column of its table, NULL where it was missing
+    (what a format that cannot say *missing*, such as Avro row, delivers)."""
+    import dataclasses
+
+    columns = {s.name: [*s.keys, *s.columns] for s in sc.specs}
+
+    def full(table: str, image: dict[str, Any] | None) -> dict[str, Any] | None:
+        return None if image is None else {c: image.get(c) for c in columns[table]}
+
+    events = [dataclasses.replace(e, before=full(e.table, e.before), after=full(e.table, e.after)) for e in sc.events]
+    return dataclasses.replace(sc, events=events)
+
+
 # -- a round trip through lakecdc.apply, checked against the oracle ---------------------------------
 
 
@@ -184,18 +200,34 @@ def run_row_scenario(
     pk_update_handling: str = "delete-insert",
     suffix: str = ".txt",
     max_runs: int = 3,
+    rejoin: bool = False,
 ) -> None:
     """Render each run of a :class:`test_property.Scenario` as a row formatter would, apply the
     files so far with ``lakecdc.apply`` and compare every table and count with the oracle.
 
-    ``render(row_events) -> str`` writes one run's file. The oracle applies the same row-modeled
-    events lakecdc decodes, so both see an update as its after image only. Runs beyond
-    ``max_runs`` are delivered together as the last run (to bound the test's time).
+    ``render(row_events) -> str | bytes`` writes one run's file. The oracle applies the same
+    row-modeled events lakecdc decodes, so both see an update as its after image only. With
+    ``rejoin`` (lakecdc told ``pkUpdateHandling=delete-insert``) the formatter's delete + insert
+    of a key change reaches the oracle as the key change itself, applied by ``sc.pk_update``:
+    with ``abend`` the run must fail naming it and commit nothing. Runs beyond ``max_runs`` are
+    delivered together as the last run (to bound the test's time).
     """
     from hypothesis import note
     from hypothesis.control import currently_in_test_context
 
     import lakecdc
+
+    try:
+        from tests.oracle import PrimaryKeyUpdateError
+        from tests.test_property import assert_names_a_pk_update, delta_tables_under
+    except ModuleNotFoundError:
+        from oracle import PrimaryKeyUpdateError  # type: ignore[no-redef]
+        from test_property import assert_names_a_pk_update, delta_tables_under  # type: ignore[no-redef]
+
+    def oracle_events(event: Event) -> list[Event]:
+        if rejoin and pk_update_handling == "delete-insert" and event.op == "U" and pk_update_keys(event):
+            return [Event(event.table, "U", event.op_ts, event.pos, 0, event.before, event.after, event.keys)]
+        return row_events(event, pk_update_handling=pk_update_handling)
 
     if not currently_in_test_context():
         note = print  # noqa: F811 - outside Hypothesis, show the scenario in the captured output
@@ -210,18 +242,32 @@ def run_row_scenario(
     runs = [list(r) for r in sc.runs[: max_runs - 1]]
     if len(sc.runs) >= max_runs:
         runs.append([i for r in sc.runs[max_runs - 1 :] for i in r])
+    kwargs = dict(format=fmt, keys=sc.keys(), pk_update=sc.pk_update, options=dict(options or {}), spark=spark)
     for number, run in enumerate(runs, start=1):
         run_events = [r for i in run for r in row_events(sc.events[i], pk_update_handling=pk_update_handling)]
+        seen = [r for i in run for r in oracle_events(sc.events[i])]
         path = runs_dir / f"run-{number:04d}{suffix}"
-        path.write_text(render(run_events), encoding="utf-8")
+        data = render(run_events)
+        if isinstance(data, bytes):
+            path.write_bytes(data)
+        else:
+            path.write_text(data, encoding="utf-8")
         applied.append(str(path))
-        expected = oracle.apply_run(run_events, pk_update=sc.pk_update)
-        summary = lakecdc.apply(list(applied), str(target), format=fmt, keys=sc.keys(), pk_update=sc.pk_update,
-                                options=dict(options or {}), spark=spark)
+        try:
+            expected = oracle.apply_run(seen, pk_update=sc.pk_update)
+        except PrimaryKeyUpdateError:
+            committed = delta_tables_under(target)
+            with pytest.raises(lakecdc.PrimaryKeyUpdateError) as info:
+                lakecdc.apply(list(applied), str(target), **kwargs)
+            assert_names_a_pk_update(str(info.value), seen)
+            assert delta_tables_under(target) == committed, f"run {number} abended but committed something"
+            assert_targets_match(oracle, targets, f"the failed run {number}")
+            return
+        summary = lakecdc.apply(list(applied), str(target), **kwargs)
         actual = {t.source_table: {f: getattr(t, f, None) for f in SUMMARY_FIELDS} for t in summary.tables}
         for table, entry in actual.items():
             targets[table] = str(entry["target"])
-        assert_counts(number, sc, run_events, expected, actual)
+        assert_counts(number, sc, seen, expected, actual)
         assert_targets_match(oracle, targets, f"run {number}")
 
 

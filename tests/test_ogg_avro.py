@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import struct
 from decimal import Decimal
 from pathlib import Path
@@ -39,12 +40,14 @@ try:
         op_record,
         op_schema,
         row_record,
+        row_scenario_writer,
         row_schema,
         wrap,
         write_ocf,
         write_runs,
         write_schema_dir,
     )
+    from tests.ogg_row_render import missing_as_null, run_row_scenario
     from tests.oracle import Event, Oracle, PrimaryKeyUpdateError
     from tests.test_property import (
         SUMMARY_FIELDS,
@@ -66,12 +69,14 @@ except ModuleNotFoundError:  # tests/ is on sys.path, not the repository root
         op_record,
         op_schema,
         row_record,
+        row_scenario_writer,
         row_schema,
         wrap,
         write_ocf,
         write_runs,
         write_schema_dir,
     )
+    from ogg_row_render import missing_as_null, run_row_scenario  # type: ignore[no-redef]
     from oracle import Event, Oracle, PrimaryKeyUpdateError  # type: ignore[no-redef]
     from test_property import (  # type: ignore[no-redef]
         SUMMARY_FIELDS,
@@ -358,6 +363,30 @@ def test_truncated_and_mismatched_messages_are_quarantined_and_the_rest_applies(
 
 
 @pytest.mark.spark
+def test_a_truncated_ocf_file_quarantines_its_cut_block_and_the_rest_applies(spark, tmp_path):
+    """An OCF file cut mid-block (copied while GoldenGate was still writing it): the whole blocks
+    apply, the cut one is quarantined with its byte offset, the reason and its bytes."""
+    schema = op_schema("GG.CUST", V1)
+    events = [_ev("I", i, i, ID=i, NAME=f"n{i}") for i in range(1, 7)]
+    landing, target = tmp_path / "landing", tmp_path / "lake"
+    landing.mkdir()
+    path = write_ocf(landing / "cut.avro", schema, [op_record(e, schema) for e in events], codec="deflate",
+                     sync_interval=1)  # one block per record
+    data = path.read_bytes()
+    _header, splits = plan_ocf_splits(str(path), 1)
+    last = splits[-1][0]
+    path.write_bytes(data[: len(data) - 20])  # the last block loses its sync marker and some bytes
+    s = lakecdc.apply(landing, target, format="ogg-avro-op", keys={"GG.CUST": ["ID"]}, spark=spark)
+    assert rows(s.table("GG.CUST").target, "ID") == [{"ID": i, "NAME": f"n{i}"} for i in range(1, 6)]
+    (q,) = _quarantine(target)
+    assert (q["file"], q["line"], q["offset"], q["source_table"]) == (str(path.resolve()), None, last, None)
+    assert q["reason"].startswith(f"OCF block at byte offset {last}: truncated: the block of 1 record(s) gives "), \
+        q["reason"]
+    assert q["reason"].endswith("bytes, the file ends first")
+    assert base64.b64decode(q["raw"]) == data[last : len(data) - 20]
+
+
+@pytest.mark.spark
 def test_delimited_messages_split_where_they_decode_not_at_every_delimiter(spark, tmp_path):
     dirdef = write_schema_dir(tmp_path / "dirdef", {"GG.CUST": row_schema("GG.CUST", V1)})
     schema = row_schema("GG.CUST", V1)
@@ -481,7 +510,8 @@ def _run_avro_scenario(spark: Any, sc: Scenario, workdir: Path, container: str) 
 @pytest.mark.parametrize("container", CONTAINERS)
 def test_op_format_round_trip_matches_the_oracle(spark, tmp_path_factory, container):
     """Hypothesis histories (partial images: ``COL_isMissing``), applied run by run, against the
-    oracle. Few examples, none trivial: each costs several Spark runs."""
+    oracle, as length-prefixed messages, wrapped ones, and OCF files (deflate blocks in odd runs,
+    snappy in even ones). Few examples, none trivial: each costs several Spark runs."""
 
     @seed(CONTAINERS.index(container))  # fixed examples, different for each container
     @settings(max_examples=2, deadline=None, database=None,
@@ -496,3 +526,22 @@ def test_op_format_round_trip_matches_the_oracle(spark, tmp_path_factory, contai
             raise AssertionError(f"container {container}: {exc}\n{describe(sc)}") from None
 
     check()
+
+
+@pytest.mark.spark
+@settings(max_examples=int(os.environ.get("LAKECDC_ROW_EXAMPLES", "2")), deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much,
+                                 HealthCheck.function_scoped_fixture])
+@given(sc=scenarios(max_events=12))
+def test_row_format_round_trip_matches_the_oracle(spark, tmp_path_factory, sc):
+    """Hypothesis histories as ``avro_row`` messages with real schemas: one image per operation,
+    missing written as null (so the oracle sees NULL), key changes split by the formatter
+    (``pkUpdateHandling=delete-insert``) and joined again by lakecdc, applied run by run by
+    ``sc.pk_update``: the oracle's tables and counts."""
+    assume(len(sc.events) >= 6 and len(sc.runs) >= 2)
+    sc = missing_as_null(sc)
+    workdir = tmp_path_factory.mktemp("avro-row")
+    render, options = row_scenario_writer(sc, workdir)
+    run_row_scenario(spark, sc, workdir, fmt="ogg-avro-row", render=render,
+                     options={**options, "pkUpdateHandling": "delete-insert"}, suffix=".bin", rejoin=True,
+                     max_runs=2)

@@ -57,9 +57,13 @@ Options are the formatters' property names (without ``gg.handler.<name>.format.`
 ``schemaDirectory`` (``./dirdef``), ``wrapMessageInGenericAvroMessage`` (false),
 ``lineDelimiter`` (none), ``encoding`` of the ``.avsc`` files (UTF-8),
 ``treatAllColumnsAsStrings`` (false: every column typed as string), and lakecdc's ``framing``.
-``pkUpdateHandling``, ``versionSchemas``, ``iso8601Format``, ``generateSchema`` and
-``schemaFilePath`` are accepted: they change how GoldenGate writes, and the reader copes with
-each outcome.
+``pkUpdateHandling`` (abend): a row formatter with ``delete-insert`` writes a key change as a
+delete and an insert at the same ``op_ts`` and ``pos``; told so, ``ogg-avro-row`` joins each such
+pair into the key change it was (:func:`~lakecdc.decoders._goldengate.rejoin_split_key_changes`),
+applied by ``pk_update`` as for op-modeled formats (with ``update`` or ``abend`` there is nothing
+to join; the op format shows key changes itself). ``versionSchemas``, ``iso8601Format``,
+``generateSchema`` and ``schemaFilePath`` are accepted: they change how GoldenGate writes, and
+the reader copes with each outcome.
 """
 
 from __future__ import annotations
@@ -96,7 +100,14 @@ from lakecdc.decoders._avro import (
     text_converter,
     value_text,
 )
-from lakecdc.decoders._goldengate import canonical_events, op_column, op_keys, source_map
+from lakecdc.decoders._goldengate import (
+    canonical_events,
+    check_pk_update_handling,
+    op_column,
+    op_keys,
+    rejoin_split_key_changes,
+    source_map,
+)
 from lakecdc.decoders.base import Decoder, first_error, parse_op_ts
 from lakecdc.errors import ConfigError
 
@@ -514,9 +525,10 @@ class OggAvroDecoder(Decoder):
         "framing": "",
         "encoding": "UTF-8",
         "treatAllColumnsAsStrings": "false",
+        "pkUpdateHandling": "abend",
     }
     IGNORED_OPTIONS: ClassVar[frozenset[str]] = frozenset(
-        {"pkUpdateHandling", "versionSchemas", "iso8601Format", "generateSchema", "schemaFilePath", "format"}
+        {"versionSchemas", "iso8601Format", "generateSchema", "schemaFilePath", "format"}
     )
 
     def __init__(self, options: dict[str, str] | None = None) -> None:
@@ -535,6 +547,9 @@ class OggAvroDecoder(Decoder):
         self.framing = framing
         self.wrapped = self.flag("wrapMessageInGenericAvroMessage")
         self.all_strings = self.flag("treatAllColumnsAsStrings")
+        check_pk_update_handling(self.name, o["pkUpdateHandling"])
+        # a row formatter splits a key change into a delete and an insert: join them again
+        self.rejoin = self.kind == "row" and o["pkUpdateHandling"] == "delete-insert"
         self._schemas: SchemaDirectory | None = None
 
     # -- planning (driver)
@@ -579,7 +594,8 @@ class OggAvroDecoder(Decoder):
         schemas = self.schema_directory(required=needs_dir)
         reader = AvroReader(self.kind, self.framing, self.delimiter, self.wrapped, schemas)
         decoded = _splits_frame(spark, splits).mapInArrow(reader, DECODED_SCHEMA)
-        return self._canonical(decoded)
+        events = self._canonical(decoded)
+        return rejoin_split_key_changes(events) if self.rejoin else events
 
     def _canonical(self, p: DataFrame) -> DataFrame:
         o = self.options

@@ -27,7 +27,11 @@ ignored). Primary-key updates were decided by the *formatter* (``pkUpdateHandlin
 stopped it; ``update`` wrote one update holding the new key only, and since a row-modeled record
 has no before image nothing in it can reveal that the key changed (the old row stays in the
 target); ``delete-insert`` wrote a delete of the before image then an insert of the after image,
-which lakecdc applies as exactly that. lakecdc accepts and checks the option, nothing more.
+both at the update's ``op_ts`` and ``pos``. Told ``pkUpdateHandling=delete-insert``, lakecdc
+joins each such pair into the key change it was
+(:func:`~lakecdc.decoders._goldengate.rejoin_split_key_changes`; needs ``includePosition``),
+applied by ``pk_update`` as for op-modeled formats; with the other values records are read as
+they are.
 
 Column names. With ``includeColumnNames=true`` they come from each record. Otherwise values are
 positional and the names come from table metadata, given by either
@@ -55,7 +59,7 @@ seed's defaults (13.2.5): ``includeColumnNames`` (false), ``includeOpTimestamp``
 ``deleteOpKey``/``truncateOpKey`` (I/U/D/T), ``encoding`` (UTF-8; another Python-known encoding
 is re-encoded while staging), ``fieldDelimiter`` (ASCII 001), ``lineDelimiter`` (newline),
 ``keyValueDelimiter`` (``=``), ``keyValuePairDelimiter`` (``,``), ``nullValueRepresentation``
-(``NULL``), ``missingValueRepresentation`` (empty), ``pkUpdateHandling`` (abend),
+(``NULL``), ``missingValueRepresentation`` (empty), ``pkUpdateHandling`` (abend; above),
 ``iso8601Format`` (accepted; it changes only ``current_ts``'s text). Values may be wrapped as
 ``CDATA[...]`` and may use Java properties escapes (``\\u0001``, ``\\n``, ``\\t``), as in the
 seed's sample configuration ``fieldDelimiter=CDATA[\\u0001]``. lakecdc's own options:
@@ -92,12 +96,16 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakecdc.changes import IMAGE_TYPE, default_seq
-from lakecdc.decoders._goldengate import op_column, op_keys
+from lakecdc.decoders._goldengate import (
+    check_pk_update_handling,
+    op_column,
+    op_keys,
+    rejoin_split_key_changes,
+)
 from lakecdc.decoders._records import detect_layout, read_text
 from lakecdc.decoders.base import Decoder, first_error, parse_op_ts
 from lakecdc.decoders.ogg_json_row import (
     TableSchema,
-    check_pk_update_handling,
     data_files,
     declared_types,
     empty_events,
@@ -373,7 +381,7 @@ class OggDelimitedDecoder(Decoder):
         source = F.map_concat(*source_parts) if len(source_parts) > 1 else source_parts[0]
         idx = F.lit(0)
         ok_image = F.when(shape_error.isNull(), image)
-        return p.select(
+        events = p.select(
             table.alias("table"),
             op.alias("op"),
             op_ts.alias("op_ts"),
@@ -388,6 +396,9 @@ class OggDelimitedDecoder(Decoder):
             "_file", "_block", "_row",
             error.alias("_error"),
         )
+        if o["pkUpdateHandling"] == "delete-insert":
+            return rejoin_split_key_changes(events)
+        return events
 
     def _columns(self, files: Sequence[str], table: Column, rest: Column, n_values: Column) -> tuple[Column, Column, Column]:
         """Column names and values of a record, and why they do not fit (NULL when they do)."""

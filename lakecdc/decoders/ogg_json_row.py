@@ -17,11 +17,16 @@ that is not one of the seven metadata names is a column, so a source column cann
 ``table``, ``op_type``, ``op_ts``, ``current_ts``, ``pos``, ``primary_keys`` or ``tokens`` here (the
 formatter would have written two members of the same name; such a record is quarantined).
 
-Primary-key updates (``pkUpdateHandling``) are decided by the *formatter*: with ``abend`` it
-stopped, with ``update`` it wrote one update carrying the new key only (a row-modeled update has
-no before image, so nothing in the message reveals the old key: the old row stays in the
-target), with ``delete-insert`` it wrote a delete of the before image and an insert of the after
-image, which lakecdc applies as exactly that. The option is accepted and checked, nothing more.
+Primary-key updates (``pkUpdateHandling``, the formatter's setting) are decided by the
+*formatter*: with ``abend`` it stopped, with ``update`` it wrote one update carrying the new key
+only (a row-modeled update has no before image, so nothing in the message reveals the old key:
+the old row stays in the target), with ``delete-insert`` it wrote a delete of the before image
+and an insert of the after image at the update's own ``op_ts`` and ``pos``. Told
+``pkUpdateHandling=delete-insert``, lakecdc joins each such pair into the key change it was
+(:func:`~lakecdc.decoders._goldengate.rejoin_split_key_changes`), which ``pk_update`` then
+applies as for op-modeled JSON (``abend`` fails the batch; ``delete-insert``/``update`` complete
+the new row from the before image and the old row). With the other values the records are read
+as they are.
 
 Reading. Messages may be one per line or pretty-printed and concatenated (``prettyPrint``,
 ``jsonDelimiter``; the manual's trailing commas are tolerated). Because column names are not
@@ -46,7 +51,7 @@ modification time, then name) decides a column's type.
 Options are the formatter's property names (without ``gg.handler.<name>.format.``):
 ``insertOpKey``/``updateOpKey``/``deleteOpKey``/``truncateOpKey`` (I/U/D/T),
 ``treatAllColumnsAsStrings`` (false), ``encoding`` (UTF-8 only), ``pkUpdateHandling`` (abend;
-checked, see above), ``schemaDirectory`` (the formatter's default is ``./dirdef``; lakecdc reads
+see above), ``schemaDirectory`` (the formatter's default is ``./dirdef``; lakecdc reads
 schemas only when it is given), and lakecdc's ``schemaFile`` (one or more schema files,
 comma-separated). Accepted without effect: ``prettyPrint``, ``jsonDelimiter``,
 ``includePrimaryKeys``, ``includeTokens``, ``generateSchema``, ``versionSchemas``,
@@ -68,7 +73,14 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakecdc.changes import EVENT_SCHEMA
-from lakecdc.decoders._goldengate import canonical_events, op_column, op_keys, source_map
+from lakecdc.decoders._goldengate import (
+    canonical_events,
+    check_pk_update_handling,
+    op_column,
+    op_keys,
+    rejoin_split_key_changes,
+    source_map,
+)
 from lakecdc.decoders._records import read_text
 from lakecdc.decoders.base import Decoder, first_error, parse_op_ts
 from lakecdc.errors import ConfigError
@@ -79,7 +91,6 @@ if TYPE_CHECKING:
 #: Members of a row-modeled message that are not columns.
 META_MEMBERS = ("table", "op_type", "op_ts", "current_ts", "pos", "primary_keys", "tokens")
 SCHEMA_SUFFIX = ".schema.json"
-PK_UPDATE_HANDLING = ("abend", "update", "delete-insert")
 #: ``number`` columns: 28 integer digits and 10 fraction digits, exact.
 NUMBER_TYPE = T.DecimalType(38, 10)
 _VARIANT_MAP = T.MapType(T.StringType(), T.VariantType())
@@ -213,11 +224,6 @@ def empty_events(spark: SparkSession) -> DataFrame:
     return spark.createDataFrame([], schema)
 
 
-def check_pk_update_handling(fmt: str, value: str) -> None:
-    if value not in PK_UPDATE_HANDLING:
-        raise ConfigError(f"{fmt}: pkUpdateHandling={value!r} is not one of {', '.join(PK_UPDATE_HANDLING)}")
-
-
 def first_duplicate(names: Column) -> Column:
     """The first name of an array that appears again later (NULL when all differ)."""
     return F.try_element_at(F.filter(names, lambda k, i: F.array_position(names, k) != i + 1), F.lit(1))
@@ -321,7 +327,10 @@ class OggJsonRowDecoder(Decoder):
                 "no column members for op_type '%s' (a row-modeled message carries the columns at the top level)",
                 "m_op_type")),
         )
-        return canonical_events(
+        events = canonical_events(
             p, op=op, op_ts=op_ts, before=F.when(op == "D", image), after=F.when(op.isin("I", "U"), image),
             source=source_map(F.col("m_current_ts"), F.col("m_tokens")), error=error,
         )
+        if self.options["pkUpdateHandling"] == "delete-insert":
+            return rejoin_split_key_changes(events)
+        return events
