@@ -46,8 +46,17 @@ ogg-json options (GoldenGate property names, without gg.handler.<name>.format.):
   (values may be wrapped as CDATA[...])
 
 other formats: ogg-avro-op / ogg-avro-row (schemaDirectory=DIR, framing=length-prefixed|delimited|single,
-  wrapMessageInGenericAvroMessage=true, lineDelimiter=...), ogg-xml (insertOpKey=..., encoding=...):
+  wrapMessageInGenericAvroMessage=true, lineDelimiter=...), ogg-xml (insertOpKey=..., encoding=...),
+  ogg-delimited / ogg-json-row (includeColumnNames=true, fieldDelimiter=..., pkUpdateHandling=...),
+  debezium-json (sequenceBy=op_ts|source.scn,..., tableName=db.schema.table, topic.prefix=...,
+  unavailable.value.placeholder=...), canal-json (sequenceBy=id, layout=dts-before-2022-03-20,
+  treatAllColumnsAsStrings=true), shareplex-json (keysFromKeyObject=false):
   see the README's "Formats" section for every option
+
+more:
+  --complete-transactions   Debezium: apply whole source transactions only (hold the rest)
+  --contract data_contracts ODCS contracts: keys and column types
+  lakecdc run jobs/x.yaml, lakecdc maintain, lakecdc status, lakecdc check, lakecdc contract
 """
 
 
