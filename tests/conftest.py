@@ -10,7 +10,8 @@ import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SHARED = Path(__file__).resolve().parents[2] / "shared"
-SAMPLES = Path(os.environ.get("LAKECDC_SAMPLES", SHARED / "samples"))
+# ../shared/samples, vendored (with their licence headers and MANIFEST) so a clone anywhere runs them
+SAMPLES = Path(os.environ.get("LAKECDC_SAMPLES", FIXTURES / "samples"))
 
 
 @pytest.fixture(scope="session")

@@ -44,7 +44,7 @@ except ModuleNotFoundError:  # tests/ is on sys.path, not the repository root
     )
 
 FIX = Path(__file__).parent / "fixtures" / "debezium-json"
-SHARED_SAMPLES = Path(os.environ.get("LAKECDC_SAMPLES", Path(__file__).resolve().parents[2] / "shared" / "samples"))
+SHARED_SAMPLES = Path(os.environ.get("LAKECDC_SAMPLES", Path(__file__).parent / "fixtures" / "samples"))
 SAMPLES = "debezium-json"
 FORMAT = "debezium-json"
 
