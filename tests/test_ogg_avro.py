@@ -545,3 +545,23 @@ def test_row_format_round_trip_matches_the_oracle(spark, tmp_path_factory, sc):
     run_row_scenario(spark, sc, workdir, fmt="ogg-avro-row", render=render,
                      options={**options, "pkUpdateHandling": "delete-insert"}, suffix=".bin", rejoin=True,
                      max_runs=2)
+
+
+def test_a_file_of_messages_split_over_cores_decodes_the_same(spark, tmp_path, monkeypatch):
+    """Length-prefixed files are cut at message boundaries into several splits (one per core);
+    the events, their rows and a truncated last message come out as from one split."""
+    path = tmp_path / "many.bin"
+    messages = [encode(SEED_SCHEMA["op"], m) for m in SEED_MESSAGES["op"]] * 40
+    data = length_prefixed(messages)
+    path.write_bytes(data + data[:7])  # a cut final message: quarantined either way
+    opts = {"schemaDirectory": str(FIX / "op")}
+    whole = decode(spark, path, "ogg-avro-op", **opts)
+    monkeypatch.setattr(ogg_avro, "_MIN_SPLIT", 1)
+    monkeypatch.setattr(ogg_avro, "SPLIT_BYTES", len(data) // 5)
+    splits = ogg_avro.OggAvroOpDecoder(opts).plan([str(path)], parallelism=5)
+    assert len(splits) >= 4
+    split = decode(spark, path, "ogg-avro-op", **opts)
+    drop = ("_block",)
+    assert [{k: v for k, v in r.asDict().items() if k not in drop} for r in split] == \
+           [{k: v for k, v in r.asDict().items() if k not in drop} for r in whole]
+    assert sum(r["_error"] is not None for r in whole) == 1

@@ -551,3 +551,53 @@ def text_converter(avro_type: Any) -> Callable[[Any], str | None]:
         if name == "float" and not attrs.get("logicalType"):
             return lambda v: None if v is None else _float32_text(v)
     return value_text
+
+
+# -- helpers for fast paths (additive: the functions above keep their behaviour) ------------------
+
+
+def plan_length_prefixed_splits(path: str, split_bytes: int) -> list[tuple[int, int, int]]:
+    """``(start, length, first message number)`` splits of about ``split_bytes`` of a file of
+    length-prefixed messages (4 bytes big-endian, see :func:`iter_length_prefixed`).
+
+    Only the prefixes are read (no decoding). Files up to ``split_bytes`` are one split; a split
+    always starts at a length prefix, and the last one runs to the end of the file (so a truncated
+    message at the end is in it).
+    """
+    import mmap
+
+    size = os.path.getsize(path)
+    if size <= split_bytes:
+        return [(0, size, 0)]
+    out: list[tuple[int, int, int]] = []
+    start = first = pos = n = 0
+    unpack = struct.Struct(">I").unpack_from
+    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        while pos + 4 <= size:
+            if pos - start >= split_bytes:
+                out.append((start, pos - start, first))
+                start, first = pos, n
+            (length,) = unpack(mm, pos)
+            pos += 4 + length
+            n += 1
+    out.append((start, size - start, first))
+    return out
+
+
+def text_kind(avro_type: Any) -> str | None:
+    """How :func:`text_converter` renders a field declared as ``avro_type``, when it is one of
+    the plain cases fastavro decodes to a single Python type: ``"string"`` (the ``str`` itself),
+    ``"integer"`` (``int`` as ``str(v)``), ``"double"`` (``float``, see :func:`value_text`),
+    ``"boolean"``; None for anything else (use :func:`text_converter`)."""
+    branches = _branches(avro_type)
+    if len(branches) != 1:
+        return None
+    name, attrs = _base(branches[0])
+    if attrs.get("logicalType"):
+        return None
+    return {"string": "string", "long": "integer", "int": "integer", "double": "double", "boolean": "boolean"}.get(name)
+
+
+def double_text(v: float) -> str:
+    """A ``double`` as exact text (what :func:`value_text` gives for a ``float``)."""
+    return _double_text(v)

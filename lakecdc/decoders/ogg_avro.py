@@ -71,6 +71,7 @@ from __future__ import annotations
 import base64
 import codecs
 import io
+import math
 import os
 import re
 from collections.abc import Iterator, Sequence
@@ -90,14 +91,17 @@ from lakecdc.decoders._avro import (
     iter_length_prefixed,
     iter_ocf_blocks,
     load_schema_directory,
+    double_text,
     parsing_fingerprint,
     peek_string,
+    plan_length_prefixed_splits,
     plan_ocf_splits,
     read_at,
     read_exact,
     read_ocf_header,
     spark_type,
     text_converter,
+    text_kind,
     value_text,
 )
 from lakecdc.decoders._goldengate import (
@@ -131,6 +135,7 @@ WRAPPER_SCHEMA: dict[str, Any] = {
 }
 FRAMINGS = ("length-prefixed", "delimited", "single")
 SPLIT_BYTES = 128 << 20
+_MIN_SPLIT = 4 << 20  # splits are cut to spread a read over the cores, but not smaller than this
 _BATCH_ROWS = 4096
 _MAX_TASKS = 256
 
@@ -192,6 +197,18 @@ class Layout:
     columns: tuple[tuple[str, Any, str | None], ...]  # (column, converter, isMissing field)
     types: dict[str, T.DataType]
     error: str | None = None
+    kinds: tuple[str | None, ...] = ()  # text_kind of each column (None: use its converter)
+
+    def builder(self) -> Callable[[dict[str, Any], Callable[[Any], None], Callable[[Any], None]], int]:
+        """``build(record_or_image, keys.append, values.append) -> entries``: the image's present
+        columns (all of them for row records) as text, as :func:`_image` gives them, compiled once
+        per layout (plain code per column instead of a loop of converter calls)."""
+        cached = _BUILDERS.get(id(self))
+        if cached is not None and cached[0] is self:
+            return cached[1]
+        fn = _compile_builder(self)
+        _BUILDERS[id(self)] = (self, fn)
+        return fn
 
     @classmethod
     def of(cls, schema: Any, kind: Kind, name: str) -> Layout:
@@ -220,7 +237,40 @@ class Layout:
             out.append((n, text_converter(f["type"]), flag))
         kept = {c for c, _, _ in out}
         types = {f["name"]: spark_type(f["type"]) for f in cols if f["name"] in kept}
-        return cls(name, tuple(out), types)
+        kinds = tuple(text_kind(f["type"]) for f in cols if f["name"] in kept)
+        return cls(name, tuple(out), types, kinds=kinds)
+
+
+_BUILDERS: dict[int, tuple[Layout, Any]] = {}
+
+
+def _compile_builder(layout: Layout) -> Any:
+    """The source of :meth:`Layout.builder`'s function, compiled (names only enter as ``repr``)."""
+    env: dict[str, Any] = {"_dbl": double_text, "_fin": math.isfinite}
+    lines = ["def build(img, ka, va):", "    g = img.get", "    n = 0"]
+    for i, (col, conv, flag) in enumerate(layout.columns):
+        kind = layout.kinds[i] if i < len(layout.kinds) else None
+        get = f"g({col!r})"
+        if kind == "string":
+            value = get
+        elif kind == "integer":
+            value = f"(None if (v := {get}) is None else str(v))"
+        elif kind == "double":
+            value = f"(None if (v := {get}) is None else (repr(v) if _fin(v) else _dbl(v)))"
+        elif kind == "boolean":
+            value = f"(None if (v := {get}) is None else ('true' if v else 'false'))"
+        else:
+            env[f"_c{i}"] = conv
+            value = f"_c{i}({get})"
+        body = [f"ka({col!r})", f"va({value})", "n += 1"]
+        if flag is None:
+            lines += [f"    {b}" for b in body]
+        else:
+            lines.append(f"    if not g({flag!r}):")
+            lines += [f"        {b}" for b in body]
+    lines.append("    return n")
+    exec(compile("\n".join(lines), f"<image builder of {layout.name}>", "exec"), env)  # noqa: S102
+    return env["build"]
 
 
 def _record_of(avro_type: Any) -> dict[str, Any] | None:
@@ -243,11 +293,55 @@ class _Bad(Exception):
         self.reason = reason
 
 
-@dataclass
+_MAP_NAMES = ("m_tokens", "m_before", "m_after")
+
+
+class _MapColumn:
+    """A ``map<string,string>`` column collected flat (offsets, keys, values, nulls)."""
+
+    __slots__ = ("offsets", "keys", "values", "nulls")
+
+    def __init__(self) -> None:
+        self.offsets: list[int] = [0]
+        self.keys: list[str] = []
+        self.values: list[str | None] = []
+        self.nulls: list[bool] = []
+
+    def add(self, pairs: Any) -> None:
+        if pairs is None:
+            self.nulls.append(True)
+        else:
+            self.nulls.append(False)
+            for k, v in pairs:
+                self.keys.append(k)
+                self.values.append(v)
+        self.offsets.append(len(self.keys))
+
+    def add_image(self, build: Any, img: Any) -> None:
+        """An image built by a :meth:`Layout.builder` (NULL when ``img`` is not a record)."""
+        if isinstance(img, dict):
+            self.nulls.append(False)
+            build(img, self.keys.append, self.values.append)
+        else:
+            self.nulls.append(True)
+        self.offsets.append(len(self.keys))
+
+    def array(self) -> pa.Array:
+        return pa.MapArray.from_arrays(
+            pa.array(self.offsets, pa.int32()), pa.array(self.keys, pa.string()), pa.array(self.values, pa.string()),
+            type=_ARROW_MAP, mask=pa.array(self.nulls, pa.bool_()),
+        )
+
+
 class _Rows:
     """Output rows collected column by column, flushed as Arrow batches."""
 
-    cols: dict[str, list[Any]] = field(default_factory=lambda: {n: [] for n in _ARROW_SCHEMA.names})
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self.cols: dict[str, list[Any]] = {n: [] for n in _ARROW_SCHEMA.names if n not in _MAP_NAMES}
+        self.maps: dict[str, _MapColumn] = {n: _MapColumn() for n in _MAP_NAMES}
 
     def __len__(self) -> int:
         return len(self.cols["_row"])
@@ -255,10 +349,16 @@ class _Rows:
     def add(self, **values: Any) -> None:
         for name, column in self.cols.items():
             column.append(values.get(name))
+        for name, m in self.maps.items():
+            m.add(values.get(name))
 
     def flush(self) -> pa.RecordBatch:
-        batch = pa.RecordBatch.from_pydict(self.cols, schema=_ARROW_SCHEMA)
-        self.cols = {n: [] for n in _ARROW_SCHEMA.names}
+        arrays = [
+            self.maps[f.name].array() if f.name in _MAP_NAMES else pa.array(self.cols[f.name], f.type)
+            for f in _ARROW_SCHEMA
+        ]
+        batch = pa.RecordBatch.from_arrays(arrays, schema=_ARROW_SCHEMA)
+        self._reset()
         return batch
 
 
@@ -294,12 +394,15 @@ class AvroReader:
         elif s["kind"] == "ocf":
             yield from self._ocf(path, s["start"], s["length"], s["first_row"], rows)
         else:
-            yield from self._messages(path, rows)
+            yield from self._messages(path, rows, s["start"], s["length"], s["first_row"])
 
-    def _messages(self, path: str, rows: _Rows) -> Iterator[None]:
+    def _messages(self, path: str, rows: _Rows, start: int = 0, length: int = -1, first_row: int = 0) -> Iterator[None]:
         with open(path, "rb") as fh:
             if self.framing == "length-prefixed":
-                for n, frame in enumerate(iter_length_prefixed(fh)):
+                stop = start + length if length >= 0 else None
+                for n, frame in enumerate(iter_length_prefixed(fh, start), first_row):
+                    if stop is not None and frame.offset >= stop:  # the next split's first message
+                        return
                     where = dict(_file=path, _block=0, _row=n, _offset=frame.offset)
                     if frame.error is not None:
                         rows.add(**where, m_raw=_b64(frame.payload), m_error=frame.error)
@@ -454,16 +557,24 @@ class AvroReader:
             return
         keys = record.get("primary_keys")
         tokens = record.get("tokens") or {}
+        # the row, appended column by column (what rows.add(**where, **meta, ...) would do)
+        cols, maps = rows.cols, rows.maps
+        for name, value in where.items():
+            cols[name].append(value)
+        for name, value in meta.items():
+            cols[name].append(value)
+        cols["m_primary_keys"].append([str(k) for k in keys] if keys else None)
+        cols["m_schema"].append(schema_name)
+        cols["m_raw"].append(raw)
+        cols["m_error"].append(None)
+        maps["m_tokens"].add([(str(k), value_text(v)) for k, v in tokens.items()] if isinstance(tokens, dict) else None)
+        build = layout.builder()
         if self.kind == "row":
-            before, after = None, [(c, conv(record.get(c))) for c, conv, _ in layout.columns]
+            maps["m_before"].add(None)
+            maps["m_after"].add_image(build, record)
         else:
-            before, after = _image(record.get("before"), layout), _image(record.get("after"), layout)
-        rows.add(
-            **where, **meta,
-            m_primary_keys=[str(k) for k in keys] if keys else None,
-            m_tokens=[(str(k), value_text(v)) for k, v in tokens.items()] if isinstance(tokens, dict) else None,
-            m_before=before, m_after=after, m_schema=schema_name, m_raw=raw,
-        )
+            maps["m_before"].add_image(build, record.get("before"))
+            maps["m_after"].add_image(build, record.get("after"))
 
 
 def _image(img: Any, layout: Layout) -> list[tuple[str, str | None]] | None:
@@ -570,26 +681,35 @@ class OggAvroDecoder(Decoder):
                 raise ConfigError(f"{self.name}: {exc}") from None
         return self._schemas
 
-    def plan(self, files: Sequence[str]) -> list[_Split]:
-        """Splits of the inputs: OCF files by blocks, message files whole; ``.avsc`` files skipped."""
+    def plan(self, files: Sequence[str], parallelism: int = 1) -> list[_Split]:
+        """Splits of the inputs: OCF files by blocks, length-prefixed message files at messages,
+        other message files whole; ``.avsc`` files skipped. Splits are about the inputs' size over
+        ``parallelism`` (at least 4 MB, at most 128 MB), so the cores share the decoding."""
+        paths = [p for p in files if not p.endswith(".avsc")]
+        total = sum(os.path.getsize(p) for p in paths)
+        split_bytes = min(SPLIT_BYTES, max(_MIN_SPLIT, total // max(parallelism, 1) + 1))
         out: list[_Split] = []
-        for path in files:
-            if path.endswith(".avsc"):
-                continue
+        for path in paths:
             size = os.path.getsize(path)
             if size >= 4 and is_ocf(path):
                 try:
-                    _header, splits = plan_ocf_splits(path, SPLIT_BYTES)
+                    _header, splits = plan_ocf_splits(path, split_bytes)
                 except (ValueError, OSError) as exc:
                     out.append(_Split(path, "bad", 0, size, 0, f"OCF file header: {exc}"))
                     continue
                 out += [_Split(path, "ocf", s, n, r) for s, n, r in splits]
+            elif self.framing == "length-prefixed":
+                out += [_Split(path, "messages", s, n, r) for s, n, r in plan_length_prefixed_splits(path, split_bytes)]
             else:
                 out.append(_Split(path, "messages", 0, size, 0))
         return out
 
     def read(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
-        splits = self.plan(files)
+        try:
+            parallelism = int(spark.sparkContext.defaultParallelism)
+        except Exception:  # Spark Connect has no SparkContext
+            parallelism = 2
+        splits = self.plan(files, parallelism)
         needs_dir = any(s.kind == "messages" for s in splits)
         schemas = self.schema_directory(required=needs_dir)
         reader = AvroReader(self.kind, self.framing, self.delimiter, self.wrapped, schemas)
