@@ -86,12 +86,12 @@ from lakecdc.changes import IMAGE_TYPE
 from lakecdc.decoders._avro import (
     Mismatch,
     SchemaDirectory,
+    double_text,
     full_name,
     is_ocf,
     iter_length_prefixed,
     iter_ocf_blocks,
     load_schema_directory,
-    double_text,
     parsing_fingerprint,
     peek_string,
     plan_length_prefixed_splits,
