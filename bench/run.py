@@ -130,13 +130,15 @@ class OtherLoad:
 
     @staticmethod
     def _own() -> float:
+        """CPU seconds of this process tree, including descendants that exited and were reaped
+        (``children_*``): Spark's Python workers come and go during a run."""
         total = 0.0
         for process in [psutil.Process(), *psutil.Process().children(recursive=True)]:
             try:
                 times = process.cpu_times()
             except psutil.Error:
                 continue
-            total += times.user + times.system
+            total += times.user + times.system + times.children_user + times.children_system
         return total
 
 
