@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 from lakecdc.decoders.base import Decoder
 from lakecdc.decoders.canal_json import CanalJsonDecoder
+from lakecdc.decoders.debezium_avro import DebeziumAvroDecoder
 from lakecdc.decoders.debezium_json import DebeziumJsonDecoder
 from lakecdc.decoders.ogg_avro import OggAvroOpDecoder, OggAvroRowDecoder
 from lakecdc.decoders.ogg_delimited import OggDelimitedDecoder
@@ -31,6 +32,7 @@ DECODERS: dict[str, type[Decoder]] = {
     OggDelimitedDecoder.name: OggDelimitedDecoder,
     OggXmlDecoder.name: OggXmlDecoder,
     DebeziumJsonDecoder.name: DebeziumJsonDecoder,
+    DebeziumAvroDecoder.name: DebeziumAvroDecoder,
 }
 
 

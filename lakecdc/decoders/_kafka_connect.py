@@ -16,7 +16,7 @@ import binascii
 import datetime as dt
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pyspark.sql import types as T
@@ -219,6 +219,8 @@ def column_text(value: Any, field: Mapping[str, Any] | None, placeholders: froze
     """
     if value is None:
         return None
+    if field is None and (type(value) is str or type(value) is Num):  # the common case, fast
+        return MISSING if value in placeholders else value
     if is_placeholder(value, placeholders):
         return MISSING
     what = f"column '{column}'"
@@ -314,6 +316,95 @@ def image_fields(schema: Mapping[str, Any] | None, image: str) -> dict[str, Mapp
         if isinstance(f, Mapping) and f.get("field") == image and isinstance(f.get("fields"), list):
             return {str(c.get("field")): c for c in f["fields"] if isinstance(c, Mapping)}
     return None
+
+
+#: Logical names :func:`column_text` reads specially (no fast path in :func:`column_converter`).
+_SPECIAL = frozenset({DECIMAL, VARIABLE_SCALE_DECIMAL, ZONED_TIMESTAMP, *_DATES, *_TIMES, *_TIMESTAMPS, *_GEOMETRY})
+
+Converter = Callable[[Any], Any]
+
+
+def column_converter(field: Mapping[str, Any] | None, placeholders: frozenset[str], column: str) -> Converter:
+    """A function equal to ``lambda v: column_text(v, field, placeholders, column)``, made once
+    per schema field, with fast paths for the common values (integers, plain strings, Decimal
+    bytes as Avro gives them); every other value goes through :func:`column_text`."""
+
+    def general(value: Any) -> Any:
+        return column_text(value, field, placeholders, column)
+
+    if field is None:
+        return general
+    name, kind = field.get("name"), field.get("type")
+    if name == DECIMAL:
+        raw_scale = (field.get("parameters") or {}).get("scale", "0")
+        if not _DIGITS.fullmatch(str(raw_scale)):
+            return general  # column_text names the bad scale
+        scale = int(raw_scale)
+        marks = frozenset(p.encode("utf-8") for p in placeholders)
+
+        def decimal(value: Any) -> Any:
+            if type(value) is bytes:
+                if value in marks:
+                    return MISSING
+                return decimal_text(int.from_bytes(value, "big", signed=True), scale)
+            return general(value)
+
+        return decimal
+    if name in _SPECIAL:
+        return general
+    if kind in _INT_TYPES:
+
+        def integer(value: Any) -> Any:
+            return Num(str(value)) if type(value) is int else general(value)
+
+        return integer
+    if kind == "string":
+
+        def string(value: Any) -> Any:
+            if type(value) is str:
+                return MISSING if value in placeholders else value
+            return general(value)
+
+        return string
+    return general
+
+
+class ImageReader:
+    """:func:`image_pairs` for one image struct of a schema, its converters made once (for a
+    schema that decodes many records: a schema id of the Avro wire format, an OCF file)."""
+
+    def __init__(self, fields: Mapping[str, Mapping[str, Any]], placeholders: frozenset[str], *,
+                 ordered: bool = False) -> None:
+        self.placeholders = placeholders
+        self.columns = {name: (column_name(name, f), column_converter(f, placeholders, name))
+                        for name, f in fields.items()}
+        #: the objects hold every field, in schema order (records fastavro decodes with the
+        #: schema): read by position
+        self.ordered = tuple(self.columns.values()) if ordered else None
+
+    def pairs(self, obj: Any, image: str) -> Pairs | None:
+        """Same as ``image_pairs(obj, fields, placeholders, image)``."""
+        if obj is None:
+            return None
+        if not isinstance(obj, dict):
+            raise RecordError(f"'{image}' is not an object: {compact_json(obj)[:80]}")
+        ordered = self.ordered
+        if ordered is not None and len(obj) == len(ordered):  # by position: every field, in order
+            return [(column, text) for (column, convert), value in zip(ordered, obj.values(), strict=True)
+                    if (text := None if value is None else convert(value)) is not MISSING]
+        out = []
+        columns = self.columns
+        for name, value in obj.items():
+            found = columns.get(name)
+            if value is None:
+                column, text = (name, None) if found is None else (found[0], None)
+            elif found is None:
+                column, text = name, column_text(value, None, self.placeholders, name)
+            else:
+                column, text = found[0], found[1](value)
+            if text is not MISSING:
+                out.append((column, text))
+        return out
 
 
 def image_pairs(obj: Any, fields: Mapping[str, Mapping[str, Any]] | None, placeholders: frozenset[str], image: str) -> Pairs | None:

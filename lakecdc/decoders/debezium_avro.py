@@ -1,0 +1,1066 @@
+"""Debezium change events as Avro (``--format debezium-avro``): Confluent's Avro converter and sinks' OCF files.
+
+**What Debezium writes.** With ``value.converter=io.confluent.connect.avro.AvroConverter`` each
+Kafka record value (and key) is a message in the *Confluent wire format*::
+
+    0x00 | schema id (4 bytes, big-endian) | the datum in Avro's binary encoding (no schema)
+
+The id names the writer schema in the schema registry. That schema is what Confluent's
+``AvroData`` makes of the Kafka Connect schema ``debezium-json`` shows with ``schemas.enable``:
+the envelope is a record ``Envelope`` in namespace ``<topic.prefix>.<schema>.<table>`` with
+``before``/``after`` (``["null", Value]``, the second a reference to the first's named record),
+``source`` (``io.debezium.connector.<connector>.Source``), ``op``, ``ts_ms`` and ``transaction``;
+the key is a record ``Key`` in the same namespace. Kafka Connect's types survive as Avro
+properties: ``int8``/``int16`` are Avro ``int`` with ``"connect.type": "int8"``; a logical type is
+``"connect.name"`` (``io.debezium.time.MicroTimestamp``, ``org.apache.kafka.connect.data.Decimal``,
+...) with ``"connect.parameters"`` (a decimal's ``scale`` and ``connect.decimal.precision``), and
+Connect's own Decimal/Date/Time/Timestamp also carry Avro's ``logicalType``. This decoder turns
+each writer schema back into that Kafka Connect schema (:func:`connect_schema`; a plain Avro
+``logicalType`` without ``connect.name`` maps to the Connect type that means the same: ``decimal``
+to Decimal with the Avro precision, ``date``, ``time-millis``/``-micros``,
+``timestamp-millis``/``-micros``/``-nanos``), decodes the datum with fastavro *without* logical
+type conversion (raw ints and bytes), and hands both to :mod:`lakecdc.decoders._debezium`, the
+code ``debezium-json`` uses: so an event gives the same canonical row whichever converter wrote it
+(ops ``c``/``u``/``d``/``r``/``t``; tombstones, heartbeats, transaction markers and schema
+changes skipped and counted; per-connector table names and ordering; values as exact text:
+Decimal bytes with their scale as decimal digits, ``io.debezium.time.*`` by their ``connect.name``
+as ISO text; the unavailable-value placeholder as a missing column). Avro unions are read as
+their value. A ``float`` column is written as the shortest text of its 32-bit value (``0.1``),
+a ``double`` as Python's shortest repr (``NaN``, ``Infinity`` spelt out).
+
+**Avro names are sanitised** (``schema.name.adjustment.mode=avro``, seeds 001/004: characters
+outside ``[A-Za-z0-9_]`` become ``_``, so table ``order-items`` gives record
+``server1.inventory.order_items.Envelope``). The table name comes from the ``source`` block
+(``db``/``schema``/``table``, the source's own names), which wins; the record name is the
+fallback only when ``source`` names no table. Column names are the field names (a field with the
+``__debezium.source.column.name`` parameter takes that name).
+
+**Inputs**, told apart per file (``framing=auto``):
+
+* **Object Container Files** (``Obj\\x01``), as sinks write them (Confluent's S3/HDFS sinks with
+  ``AvroFormat``): the header holds the writer schema; each record is an envelope (a nullable
+  one: ``null`` is a tombstone). Large files are split at blocks and read in parallel. When a
+  sink stored the keys too (``store.kafka.keys=true``: ``<name>.keys.avro`` beside
+  ``<name>.avro``, one key record per value record), the keys give the primary-key columns;
+  ``*.keys.avro`` and ``*.headers.avro`` are not read as values.
+* **Length-prefixed wire-format messages** (each preceded by its length, 4 bytes big-endian, as
+  a topic dump writes them). A zero-length message is a null value (a tombstone). A message whose
+  schema is a record named ``*.Key`` is a record key: it gives the primary-key columns of the
+  message right after it (key and value dumped alternately), and is itself a skipped record
+  (``key``) counted under the value's table. Large files are split at message boundaries (never
+  between a key and its value).
+* **kcat dumps** (``kcat -J`` style JSON lines, a file starting with ``{``): ``topic``,
+  ``partition``, ``offset``, ``ts``, ``tstype``, ``broker``, ``headers`` kept in ``source`` as
+  ``kafka.<name>``; ``key`` and ``payload`` are the wire-format messages **base64-encoded**
+  (``null``: no key / a tombstone). A key that is no wire-format message names no columns (kept as
+  ``kafka.key``). JSON produced by kcat's own Avro deserialiser (``-s avro``) is not read.
+* ``framing=single``: each (non-OCF) file is one wire-format message.
+
+**Schemas** (option ``schemaDirectory``, needed for wire-format messages, a directory or one JSON
+file): ``<id>.avsc`` files (the schema whose id is the file name), and schema-registry exports:
+``*.json`` files each holding what ``curl $REGISTRY/subjects/<subject>/versions/<version>``
+returns (``{"subject", "version", "id", "schema": "<the schema as JSON text>"}``), a list of such
+objects (``curl $REGISTRY/schemas``), or ``{"schema": ...}`` as ``/schemas/ids/<id>`` returns it,
+in a file named ``<id>.json``. Non-Avro entries (``schemaType`` JSON/PROTOBUF) are skipped; schema
+references are refused. The subject (``<topic>-value``) names the topic for messages that name
+no table otherwise. OCF files need no directory.
+
+**Options**: as ``debezium-json`` (``sequenceBy``, ``tableName``,
+``unavailable.value.placeholder``, ``topic.prefix``, and the Debezium properties it ignores),
+plus ``schemaDirectory`` and ``framing`` (``auto``, ``length-prefixed``, ``single``, ``kcat``).
+Converter properties (``schema.registry.url``, ``key.converter``, ``value.converter``,
+``auto.register.schemas``, ``use.latest.version``, ``connect.meta.data``,
+``enhanced.avro.schema.support``, ``scrub.invalid.names``, ...) are accepted and ignored.
+
+**Types** (:meth:`DebeziumAvroDecoder.column_types`): from the writer schemas' ``after``/``before``
+records, with the Kafka Connect types of :func:`lakecdc.decoders._kafka_connect.spark_type`
+(Decimal: ``decimal(p, s)``; MicroTimestamp: ``timestamp``; ...), per table as the records name
+it. ``VariableScaleDecimal`` columns are inferred from their values (:meth:`variant_images`).
+
+**Bad input** does not stop the batch: a message with the wrong magic byte, an unknown schema
+id, too few bytes (a cut length prefix, a short header), bytes the schema does not read exactly,
+a corrupt OCF block, or an envelope ``debezium-json`` would refuse, gets ``_error`` and goes to the
+quarantine with its file, byte ``offset`` (of its length prefix; of the OCF block; of the kcat
+line) and ``raw`` (the message's bytes, base64; a kcat line as its text); the rest applies.
+Decoding runs in the executors (``mapInArrow``, fastavro).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import functools
+import io
+import itertools
+import json
+import mmap
+import os
+import struct
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
+
+import pyarrow as pa
+from fastavro import parse_schema, schemaless_reader
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from lakecdc.changes import default_seq
+from lakecdc.decoders._avro import (
+    MAGIC,
+    Mismatch,
+    iter_length_prefixed,
+    iter_ocf_blocks,
+    plan_ocf_splits,
+    read_at,
+    read_ocf_header,
+    text_converter,
+)
+from lakecdc.decoders._debezium import (
+    SETTINGS_OPTIONS,
+    Images,
+    Key,
+    Row,
+    Settings,
+    decode_value,
+    envelope_table,
+    failed,
+    gc_paused,
+    image_readers,
+    name_from_topic,
+    non_row_reason,
+    settings_from_options,
+    skipped,
+)
+from lakecdc.decoders._kafka_connect import (
+    DECIMAL,
+    Num,
+    Pairs,
+    RecordError,
+    column_name,
+    compact_json,
+    image_fields,
+    spark_type,
+)
+from lakecdc.decoders.base import Decoder
+from lakecdc.decoders.debezium_json import (
+    PARSED_SCHEMA,
+    DebeziumJsonDecoder,
+    _json_image,
+    _kafka_pairs,
+    _same_table,
+    parse_json,
+)
+from lakecdc.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+FRAMINGS = ("auto", "length-prefixed", "single", "kcat")
+#: Upper bound of one task's share of a large file (OCF: cut at blocks; messages: at messages).
+SPLIT_BYTES = 128 << 20
+_MIN_SPLIT = 4 << 20
+_BATCH_ROWS = 4096
+_HEADER = 5  # magic byte + schema id
+_SIDECARS = (".keys.avro", ".headers.avro")
+_PREFIX = struct.Struct(">I")
+
+_MAP = pa.map_(pa.string(), pa.string())
+DECODED_SCHEMA = T.StructType(
+    [*PARSED_SCHEMA.fields, T.StructField("_offset", T.LongType()), T.StructField("_raw", T.StringType())]
+)
+_ARROW_DECODED = pa.schema(
+    [
+        ("_file", pa.string()), ("_block", pa.int64()), ("_row", pa.int64()),
+        ("x_table", pa.string()), ("x_op", pa.string()), ("x_op_ts", pa.int64()), ("x_pos", pa.string()),
+        ("x_seq", pa.string()), ("x_txid", pa.string()), ("x_keys", pa.list_(pa.string())),
+        ("x_before", _MAP), ("x_after", _MAP), ("x_source", _MAP), ("x_error", pa.string()),
+        ("_offset", pa.int64()), ("_raw", pa.string()),
+    ]
+)
+_TYPES_SCHEMA = T.StructType(
+    [T.StructField("table", T.StringType()), T.StructField("column", T.StringType()), T.StructField("type", T.StringType())]
+)
+_VARIANT_SCHEMA = T.StructType(
+    [T.StructField("table", T.StringType()), T.StructField("before", T.StringType()), T.StructField("after", T.StringType())]
+)
+
+
+# -- the schema directory ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Registry:
+    """Writer schemas by schema id, as ``schemaDirectory`` holds them."""
+
+    path: str
+    schemas: dict[int, Any] = field(default_factory=dict)
+    subjects: dict[int, str] = field(default_factory=dict)
+
+    def label(self, schema_id: int) -> str:
+        subject = self.subjects.get(schema_id)
+        return f"schema id {schema_id}" + (f" (subject {subject})" if subject else "")
+
+    def unknown(self, schema_id: int) -> str:
+        ids = sorted(self.schemas)
+        known = ", ".join(map(str, ids[:10])) + (", ..." if len(ids) > 10 else "")
+        return (f"schema id {schema_id} is not in schemaDirectory '{self.path}' "
+                f"({'ids ' + known if ids else 'which holds no schema'}); export it from the schema registry")
+
+    def topic(self, schema_id: int) -> str | None:
+        """The topic of a ``<topic>-value`` / ``<topic>-key`` subject (TopicNameStrategy)."""
+        subject = self.subjects.get(schema_id) or ""
+        for suffix in ("-value", "-key"):
+            if subject.endswith(suffix):
+                return subject[: -len(suffix)]
+        return None
+
+    def key_ids(self) -> frozenset[int]:
+        """Ids of record-key schemas (records named ``*.Key``)."""
+        return frozenset(i for i, s in self.schemas.items() if _pairs_as_key(_record_name(s)))
+
+
+def _record_name(schema: Any) -> str | None:
+    """The Connect name (else the Avro full name) of a record schema, else None."""
+    if isinstance(schema, list):
+        named = [b for b in schema if isinstance(b, dict)]
+        return _record_name(named[0]) if len(named) == 1 else None
+    if not isinstance(schema, dict) or schema.get("type") not in ("record", "error"):
+        return None
+    return schema.get("connect.name") or _qualified(schema, "")
+
+
+def _pairs_as_key(name: str | None) -> bool:
+    return bool(name) and name.endswith(".Key")  # type: ignore[union-attr]
+
+
+def _schema_id(text: str, where: Path) -> int:
+    if not text.isdigit():
+        raise ConfigError(f"debezium-avro: {where}: name the file by its schema id (e.g. 42.avsc), "
+                          "or export the registry's {\"id\", \"schema\"} objects as .json")
+    return int(text)
+
+
+def _entries(path: Path) -> Iterator[tuple[int, Any, str | None]]:
+    """``(id, schema, subject)`` of one schema file (see the module docstring)."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, OSError) as exc:
+        raise ConfigError(f"debezium-avro: {path}: not a JSON schema file: {exc}") from None
+    if path.suffix == ".avsc":
+        yield _schema_id(path.stem, path), doc, None
+        return
+    items = doc if isinstance(doc, list) and all(isinstance(d, dict) and "schema" in d for d in doc) else [doc]
+    for item in items:
+        if not (isinstance(item, dict) and "schema" in item):
+            yield _schema_id(path.stem, path), item, None  # the schema itself, in <id>.json
+            continue
+        if str(item.get("schemaType", "AVRO")).upper() != "AVRO":
+            continue
+        if item.get("references"):
+            raise ConfigError(f"debezium-avro: {path}: schema id {item.get('id')} has references, "
+                              "which lakecdc does not resolve")
+        raw_id = item.get("id")
+        schema_id = raw_id if isinstance(raw_id, int) and raw_id >= 0 else _schema_id(path.stem, path)
+        schema = item["schema"]
+        if isinstance(schema, str):
+            try:
+                schema = json.loads(schema)
+            except ValueError as exc:
+                raise ConfigError(f"debezium-avro: {path}: the 'schema' of id {schema_id} is not JSON: {exc}") from None
+        subject = item.get("subject")
+        yield schema_id, schema, subject if isinstance(subject, str) else None
+
+
+def load_registry(path: str) -> Registry:
+    """The schemas of ``path`` (a directory of ``.avsc``/``.json`` files, or one ``.json`` file).
+
+    Raises ConfigError naming the file for a file that is no schema, a file name that is no id,
+    or one id given two different schemas.
+    """
+    p = Path(path)
+    if p.is_dir():
+        files = sorted([*p.glob("*.avsc"), *p.glob("*.json")])
+    elif p.is_file():
+        files = [p]
+    else:
+        raise ConfigError(f"debezium-avro: schemaDirectory {path!r} does not exist")
+    schemas: dict[int, Any] = {}
+    subjects: dict[int, str] = {}
+    origin: dict[int, Path] = {}
+    for f in files:
+        for schema_id, schema, subject in _entries(f):
+            try:
+                parse_schema(schema, _write_hint=False)
+            except Exception as exc:
+                raise ConfigError(f"debezium-avro: {f}: schema id {schema_id} is not a valid Avro schema: {exc}") from None
+            if schema_id in schemas and _canonical(schemas[schema_id]) != _canonical(schema):
+                raise ConfigError(f"debezium-avro: {f}: schema id {schema_id} differs from the one in {origin[schema_id]}")
+            schemas[schema_id], origin[schema_id] = schema, f
+            if subject:
+                subjects.setdefault(schema_id, subject)
+    return Registry(str(p), schemas, subjects)
+
+
+def _canonical(schema: Any) -> str:
+    return json.dumps(schema, sort_keys=True, separators=(",", ":"))
+
+
+# -- Avro schemas as Kafka Connect schemas -------------------------------------------------------
+
+_PRIMITIVE = {"null": "null", "boolean": "boolean", "int": "int32", "long": "int64", "float": "float32",
+              "double": "float64", "bytes": "bytes", "string": "string"}
+#: Avro logical types without ``connect.name``: the Kafka Connect type that reads the same.
+_LOGICAL = {
+    "decimal": DECIMAL,
+    "date": "org.apache.kafka.connect.data.Date",
+    "time-millis": "org.apache.kafka.connect.data.Time",
+    "time-micros": "io.debezium.time.MicroTime",
+    "timestamp-millis": "org.apache.kafka.connect.data.Timestamp",
+    "timestamp-micros": "io.debezium.time.MicroTimestamp",
+    "timestamp-nanos": "io.debezium.time.NanoTimestamp",
+}
+
+
+def _qualified(schema: Mapping[str, Any], namespace: str) -> str:
+    name = str(schema.get("name", ""))
+    if "." in name:
+        return name
+    ns = schema.get("namespace", namespace)
+    return f"{ns}.{name}" if ns else name
+
+
+class _ToConnect:
+    """One Avro schema's types as Kafka Connect schemas (``{"type", "name", "parameters",
+    "optional", "fields": [{..., "field": name}]}``), named types resolved."""
+
+    def __init__(self) -> None:
+        self.named: dict[str, dict[str, Any]] = {}
+
+    def of(self, avro: Any, namespace: str = "") -> dict[str, Any]:
+        if isinstance(avro, list):
+            return self._union(avro, namespace)
+        if isinstance(avro, str):
+            if avro in _PRIMITIVE:
+                return {"type": _PRIMITIVE[avro]}
+            full = avro if "." in avro else f"{namespace}.{avro}" if namespace else avro
+            return self.named.get(full) or self.named.get(avro) or {"type": "unknown"}
+        if not isinstance(avro, dict):
+            return {"type": "unknown"}
+        kind = avro.get("type")
+        if isinstance(kind, (list, dict)):
+            return self.of(kind, namespace)
+        if kind in ("record", "error"):
+            return self._record(avro, namespace)
+        if kind in ("enum", "fixed"):
+            out = self._props(avro, {"type": "string" if kind == "enum" else "bytes"})
+            self.named[_qualified(avro, namespace)] = out
+            return out
+        if kind == "array":
+            return self._props(avro, {"type": "array", "items": self.of(avro.get("items"), namespace)})
+        if kind == "map":
+            return self._props(avro, {"type": "map", "keys": {"type": "string"}, "values": self.of(avro.get("values"), namespace)})
+        if isinstance(kind, str) and kind in _PRIMITIVE:
+            return self._props(avro, {"type": _PRIMITIVE[kind]})
+        return self.of(kind, namespace) if isinstance(kind, str) else {"type": "unknown"}
+
+    def _union(self, branches: list[Any], namespace: str) -> dict[str, Any]:
+        real = [b for b in branches if b != "null" and not (isinstance(b, dict) and b.get("type") == "null")]
+        optional = len(real) < len(branches)
+        if len(real) == 1:
+            return {**self.of(real[0], namespace), "optional": optional}
+        return {"type": "union", "optional": optional}
+
+    def _record(self, avro: Mapping[str, Any], namespace: str) -> dict[str, Any]:
+        full = _qualified(avro, namespace)
+        out: dict[str, Any] = {"type": "struct", "name": avro.get("connect.name") or full, "fields": []}
+        self.named[full] = out
+        inner = full.rpartition(".")[0]
+        out["fields"] = [{**self.of(f.get("type"), inner), "field": str(f.get("name"))}
+                         for f in avro.get("fields") or () if isinstance(f, Mapping)]
+        params = avro.get("connect.parameters")
+        if isinstance(params, Mapping):
+            out["parameters"] = {str(k): str(v) for k, v in params.items()}
+        return out
+
+    @staticmethod
+    def _props(avro: Mapping[str, Any], out: dict[str, Any]) -> dict[str, Any]:
+        """Kafka Connect's type, logical name and parameters from the Avro properties."""
+        connect_type = avro.get("connect.type")
+        if isinstance(connect_type, str):
+            out["type"] = connect_type
+        logical = avro.get("logicalType")
+        name = avro.get("connect.name") or _LOGICAL.get(logical if isinstance(logical, str) else "")
+        raw = avro.get("connect.parameters")
+        params = {str(k): str(v) for k, v in raw.items()} if isinstance(raw, Mapping) else {}
+        if logical == "decimal":
+            params.setdefault("scale", str(avro.get("scale", 0)))
+            if not avro.get("connect.name") and "precision" in avro:
+                params.setdefault("connect.decimal.precision", str(avro["precision"]))
+        if name:
+            out["name"] = str(name)
+        if params:
+            out["parameters"] = params
+        return out
+
+
+def connect_schema(avro: Any) -> dict[str, Any]:
+    """The Kafka Connect schema an Avro writer schema stands for (see the module docstring)."""
+    return _ToConnect().of(avro)
+
+
+def without_logical_types(avro: Any) -> Any:
+    """``avro`` without ``logicalType``: fastavro then gives raw ints and bytes, read exactly by
+    :func:`~lakecdc.decoders._kafka_connect.column_text` through the Connect names."""
+    if isinstance(avro, dict):
+        return {k: without_logical_types(v) for k, v in avro.items() if k != "logicalType"}
+    if isinstance(avro, list):
+        return [without_logical_types(v) for v in avro]
+    return avro
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How the records of one writer schema are read."""
+
+    label: str  # "schema id 42 (subject ...)", "the header of x.avro": for messages
+    parsed: Any  # fastavro's parsed schema, logical types removed
+    connect: dict[str, Any]
+    name: str | None  # the record's Connect (else Avro full) name
+    role: str  # "value", "key" (pairs with the next value) or "other-key"
+    floats: tuple[tuple[str, str, Callable[[float], str | None]], ...]  # (image, column, text)
+    images: Images  # the before/after readers, made once
+    topic: str | None = None
+
+    @classmethod
+    def of(cls, schema: Any, label: str, settings: Settings, topic: str | None = None) -> Plan:
+        connect = connect_schema(schema)
+        name = connect.get("name") if connect.get("type") == "struct" else None
+        role = "value"
+        if isinstance(name, str) and name.endswith("Key") and not any(
+                f.get("field") == "op" for f in connect.get("fields") or ()):
+            role = "key" if _pairs_as_key(name) else "other-key"
+        floats = []
+        for image in ("before", "after"):
+            for column, f in (image_fields(connect, image) or {}).items():
+                if f.get("type") in ("float32", "float64") and not f.get("name"):
+                    floats.append((image, column, text_converter("float" if f["type"] == "float32" else "double")))
+        parsed = parse_schema(without_logical_types(schema))
+        images = image_readers(connect, settings, ordered=True)
+        return cls(label, parsed, connect, name, role, tuple(floats), images, topic)
+
+    def adapt(self, record: Any) -> Any:
+        """Float columns as exact number text (the rest :func:`column_text` reads as it is)."""
+        if self.floats and isinstance(record, dict):
+            for image, column, text in self.floats:
+                values = record.get(image)
+                if isinstance(values, dict) and isinstance(values.get(column), float):
+                    values[column] = Num(text(values[column]))
+        return record
+
+    def declared(self, table: str) -> Iterator[tuple[str, str, str]]:
+        """``(table, column, Spark type JSON)`` of the envelope's image columns."""
+        for image in ("before", "after"):
+            for name, f in (image_fields(self.connect, image) or {}).items():
+                dtype = spark_type(f)
+                if dtype is not None:
+                    yield table, column_name(name, f), dtype.json()
+
+
+# -- reading in the executors --------------------------------------------------------------------
+
+
+class _Bad(RecordError):
+    """A message that cannot be decoded, with the table its schema names (when it names one)."""
+
+    def __init__(self, reason: str, table: str | None = None) -> None:
+        super().__init__(reason)
+        self.table = table
+
+
+@dataclass(frozen=True)
+class Split:
+    """One task's share of the input."""
+
+    path: str
+    kind: str  # "ocf" | "messages" | "single" | "kcat" | "bad"
+    start: int = 0
+    end: int = 0
+    first_row: int = 0
+    keys: str | None = None  # an OCF file's keys file
+    note: str | None = None
+
+
+class Message(NamedTuple):
+    """One Kafka record of a message file: where it is, its value and key bytes, its metadata."""
+
+    row: int
+    offset: int
+    raw: bytes | str  # what the quarantine keeps
+    data: bytes | None  # the value's wire-format message; None or b"" for a null value
+    error: str | None = None
+    key: bytes | None = None
+    kafka: Pairs | None = None
+    topic: str | None = None
+
+
+class Out(NamedTuple):
+    """One output row: its place, the canonical row, and the raw bytes kept when it is bad."""
+
+    row: int
+    offset: int
+    value: Row
+    raw: bytes | str | None
+
+
+@dataclass
+class Reader:
+    """Decodes :class:`Split` s into canonical rows (runs in the executors)."""
+
+    settings: Settings
+    registry: Registry | None
+    _plans: dict[Any, Plan] = field(default_factory=dict, repr=False)
+    #: Avro-sanitised table names (from record names and topics) -> the source block's names
+    _tables: dict[str, str] = field(default_factory=dict, repr=False)
+    _seen: set[tuple[str | None, str | None, str]] = field(default_factory=set, repr=False)
+
+    # -- schemas
+    def by_id(self, schema_id: int) -> Plan:
+        plan = self._plans.get(schema_id)
+        if plan is None:
+            reg = self.registry
+            if reg is None or schema_id not in reg.schemas:
+                raise _Bad(reg.unknown(schema_id) if reg else f"schema id {schema_id}: no schemaDirectory given")
+            plan = self._plans[schema_id] = Plan.of(reg.schemas[schema_id], reg.label(schema_id), self.settings,
+                                                     reg.topic(schema_id))
+        return plan
+
+    def by_schema(self, key: Any, schema: Any, label: str) -> Plan:
+        if key not in self._plans:
+            self._plans[key] = Plan.of(schema, label, self.settings)
+        return self._plans[key]
+
+    def message(self, data: bytes) -> tuple[Plan, Any]:
+        """A wire-format message's schema and datum; :class:`_Bad` when it cannot be read."""
+        n = len(data)
+        if data[0] != 0:
+            raise _Bad(f"wrong magic byte 0x{data[0]:02x}: a Confluent wire-format message starts with 0x00, "
+                       "then the 4-byte schema id")
+        if n < _HEADER:
+            raise _Bad(f"truncated: {n} byte(s), a Confluent wire-format message has at least {_HEADER} "
+                       "(magic byte and schema id)")
+        plan = self.by_id(int.from_bytes(data[1:_HEADER], "big"))
+        try:
+            value, end = read_at(data, _HEADER, plan.parsed)
+        except Mismatch as exc:
+            raise _Bad(f"{plan.label} does not read the message: {exc}", self._hint(plan)) from None
+        if end != n:
+            raise _Bad(f"{plan.label} reads {end - _HEADER} of the message's {n - _HEADER} body bytes",
+                       self._hint(plan))
+        return plan, value
+
+    def _hint(self, plan: Plan) -> str | None:
+        return self.source_name(name_from_topic(plan.name, self.settings) or name_from_topic(plan.topic, self.settings))
+
+    def source_name(self, table: str | None) -> str | None:
+        """The source's own name of a table named after a (sanitised) record name or topic, as
+        the envelopes read so far name it."""
+        return self._tables.get(table, table) if table else table
+
+    def _learn(self, plan: Plan, topic: str | None, row: Row) -> Row:
+        """Remember the source's name of the envelope's table; name a skipped row by it."""
+        if row.op is not None and row.table:
+            seen = (plan.name, topic, row.table)
+            if seen not in self._seen:
+                self._seen.add(seen)
+                for name in (plan.name, topic or plan.topic):
+                    hint = name_from_topic(name, self.settings)
+                    if hint and hint != row.table:
+                        self._tables[hint] = row.table
+        elif row.table:
+            row = row._replace(table=self.source_name(row.table))
+        return row
+
+    def key_of(self, data: bytes | None) -> Key | None:
+        """The key a kcat record's key bytes give (None when they are no wire-format key)."""
+        if not data:
+            return None
+        try:
+            plan, value = self.message(data)
+        except RecordError:
+            return None
+        return Key(value, plan.connect, compact_json(value)) if isinstance(value, dict) and plan.role != "value" else None
+
+    def table_of(self, plan: Plan, value: Any, topic: str | None) -> str | None:
+        """The table an envelope record names (None for other records)."""
+        if plan.role != "value" or not isinstance(value, dict) or "op" not in value:
+            return None
+        source = value.get("source")
+        return envelope_table(source, plan.name, topic or plan.topic, self.settings) if isinstance(source, dict) else None
+
+    # -- records to rows
+    def value_row(self, plan: Plan, value: Any, key: Key | None, kafka: Pairs, topic: str | None) -> Row:
+        try:
+            row = decode_value(plan.adapt(value), plan.connect, key=key, kafka=kafka, topic=topic or plan.topic,
+                               settings=self.settings, parse=parse_json, images=plan.images)
+            return self._learn(plan, topic, row)
+        except RecordError as exc:
+            return failed(str(exc))
+        except Exception as exc:  # one odd record must not fail the batch
+            return failed(f"could not read the record: {type(exc).__name__}: {exc}")
+
+    def rows(self, split: Split) -> Iterator[Out]:
+        if split.kind == "bad":
+            with open(split.path, "rb") as fh:
+                yield Out(0, 0, failed(split.note or "unreadable file"), fh.read(1 << 16))
+        elif split.kind == "ocf":
+            yield from self._ocf_rows(split)
+        else:
+            yield from self._message_rows(split)
+
+    def _message_rows(self, split: Split) -> Iterator[Out]:
+        held: tuple[Out, Key] | None = None  # a key message, out when the next message is read
+        for m in self.messages(split):
+            pending, held = held, None
+            out, key_row = self._message_row(m, pending[1] if pending else None)
+            if pending is not None:
+                first = pending[0]
+                if key_row is True and out.value.table:  # counted under its value's table
+                    first = first._replace(value=first.value._replace(table=out.value.table))
+                yield first
+            if isinstance(key_row, Key):
+                held = (out, key_row)
+            else:
+                yield out
+        if held is not None:
+            yield held[0]
+
+    def _message_row(self, m: Message, pending: Key | None) -> tuple[Out, Key | bool | None]:
+        """The row of one message, and: the :class:`Key` it is (held for the next message), or
+        whether it took ``pending``."""
+        if m.error is not None:
+            return Out(m.row, m.offset, failed(m.error), m.raw), None
+        kafka = list(m.kafka or [])
+        key = self.key_of(m.key) if m.key is not None else None
+        if not m.data:
+            if key is None and pending is not None:
+                key = pending
+            value = decode_value(None, None, key=key, kafka=kafka, topic=m.topic, settings=self.settings, parse=parse_json)
+            value = value._replace(table=self.source_name(value.table))
+            return Out(m.row, m.offset, value, m.raw), pending is not None and key is pending
+        try:
+            plan, record = self.message(m.data)
+        except _Bad as bad:
+            return Out(m.row, m.offset, failed(self._where(m, str(bad)), table=bad.table), m.raw), None
+        kafka.append(("avro.schema_id", str(int.from_bytes(m.data[1:_HEADER], "big"))))
+        if plan.role == "key" and isinstance(record, dict):
+            found = Key(record, plan.connect, compact_json(record))
+            hint = self.source_name(name_from_topic(plan.name, self.settings))
+            return Out(m.row, m.offset, skipped("key", table=hint, extra=[("key", found.text)]), m.raw), found
+        if plan.role != "value":
+            reason = non_row_reason(record, plan.name) if isinstance(record, dict) else None
+            return Out(m.row, m.offset, skipped(reason or "key", extra=kafka), m.raw), None
+        took = False
+        if key is None and pending is not None and _same_table(pending, plan.connect):
+            key, took = pending, True
+        value = self.value_row(plan, record, key, kafka, m.topic)
+        if value.error is not None:
+            value = value._replace(error=self._where(m, value.error))
+        return Out(m.row, m.offset, value, m.raw), took
+
+    @staticmethod
+    def _where(m: Message, reason: str) -> str:
+        return f"line {m.row + 1}: {reason}" if isinstance(m.raw, str) else reason
+
+    # -- message files
+    def messages(self, split: Split) -> Iterator[Message]:
+        if split.kind == "kcat":
+            yield from self._kcat(split)
+            return
+        with open(split.path, "rb") as fh:
+            if split.kind == "single":
+                data = fh.read()
+                yield Message(0, 0, data, data)
+                return
+            for n, frame in enumerate(iter_length_prefixed(fh, split.start)):
+                if frame.offset >= split.end:
+                    return
+                yield Message(split.first_row + n, frame.offset, frame.payload, frame.payload, frame.error)
+
+    def _kcat(self, split: Split) -> Iterator[Message]:
+        offset = 0
+        with open(split.path, "rb") as fh:
+            for n, line in enumerate(fh):
+                at, offset = offset, offset + len(line)
+                if line.strip():
+                    yield self._kcat_message(n, at, line.decode("utf-8", "replace").rstrip("\r\n"))
+
+    def _kcat_message(self, n: int, at: int, text: str) -> Message:
+        def bad(reason: str) -> Message:
+            return Message(n, at, text, None, f"line {n + 1}: {reason}")
+
+        try:
+            record = json.loads(text)
+        except ValueError as exc:
+            return bad(f"not a kcat JSON record: {exc}")
+        if not isinstance(record, dict) or "payload" not in record:
+            return bad("not a kcat -J record (expected topic, partition, offset, key, payload)")
+        for part in ("key_error", "payload_error"):
+            if record.get(part):
+                return bad(f"kcat could not read the record: {part} '{record[part]}'")
+        kafka = _kafka_pairs(record)
+        topic = record.get("topic") if isinstance(record.get("topic"), str) else None
+        raw_key, payload = record.get("key"), record.get("payload")
+        if raw_key is not None:
+            kafka.append(("kafka.key", raw_key if isinstance(raw_key, str) else compact_json(raw_key)))
+        if payload is not None and not isinstance(payload, str):
+            return bad("'payload' is not base64 text: lakecdc reads the wire-format bytes base64-encoded, "
+                       "not kcat's Avro deserialiser output (-s avro)")
+        data = _unbase64(payload) if payload is not None else None
+        if payload is not None and data is None:
+            return bad(f"'payload' is not base64: '{payload[:40]}'")
+        key = _unbase64(raw_key) if isinstance(raw_key, str) else None
+        return Message(n, at, text, data, None, key, kafka, topic)
+
+    # -- object container files
+    def _ocf_rows(self, split: Split) -> Iterator[Out]:
+        with open(split.path, "rb") as fh:
+            header = read_ocf_header(fh)
+            plan = self.by_schema(("ocf", split.path), header.schema, f"the header of {os.path.basename(split.path)}")
+            keys = self._ocf_keys(split.keys) if split.keys else None
+            for row, offset, record, error, raw in self.ocf_records(fh, header, plan, split):
+                key = next(keys, None) if keys is not None else None
+                if error is not None:
+                    keys = None  # a bad block's records are not counted: the keys no longer line up
+                    yield Out(row, offset, failed(error), raw)
+                elif record is None:
+                    value = decode_value(None, None, key=key, kafka=[], topic=None, settings=self.settings,
+                                         parse=parse_json)
+                    table = self.source_name(value.table) or self._hint(plan)  # the file's table
+                    yield Out(row, offset, value._replace(table=table), None)
+                else:
+                    value = self.value_row(plan, record, key, [], None)
+                    yield Out(row, offset, value, raw if value.error is not None else None)
+
+    def ocf_records(self, fh: Any, header: Any, plan: Plan, split: Split) -> Iterator[tuple[int, int, Any, str | None, bytes]]:
+        """``(row, block offset, record, error, raw)`` of the split's records."""
+        row = split.first_row
+        for block in iter_ocf_blocks(fh, header, split.start, split.end):
+            if block.error is not None:
+                yield row, block.offset, None, f"OCF block at byte offset {block.offset}: {block.error}", block.data
+                row += max(block.count, 1)
+                continue
+            bio = io.BytesIO(block.data)
+            for k in range(block.count):
+                at = bio.tell()
+                try:
+                    record = schemaless_reader(bio, plan.parsed, None)
+                except Exception as exc:
+                    yield (row, block.offset, None, f"records {k}..{block.count - 1} of the OCF block at byte offset "
+                           f"{block.offset} cannot be read: {type(exc).__name__}: {exc}", block.data[at:])
+                    row += block.count - k
+                    break
+                yield row, block.offset, record, None, block.data[at : bio.tell()]
+                row += 1
+
+    def _ocf_keys(self, path: str) -> Iterator[Key | None]:
+        """The keys of a sink's ``.keys.avro`` file, one per record (None for a null key)."""
+        with open(path, "rb") as fh:
+            try:
+                header = read_ocf_header(fh)
+            except ValueError:
+                return
+            plan = self.by_schema(("ocf", path), header.schema, f"the header of {os.path.basename(path)}")
+            whole = Split(path, "ocf", header.length, os.path.getsize(path))
+            for _row, _offset, record, error, _raw in self.ocf_records(fh, header, plan, whole):
+                if error is not None:
+                    return
+                yield Key(record, plan.connect, compact_json(record)) if isinstance(record, dict) else None
+
+    # -- declared types
+    def types(self, split: Split) -> Iterator[tuple[str, str, str]]:
+        """The declared column types of the tables in the split: one record per schema read."""
+        if split.kind == "bad":
+            return
+        if split.kind == "ocf":
+            with open(split.path, "rb") as fh:
+                header = read_ocf_header(fh)
+                plan = self.by_schema(("ocf", split.path), header.schema, split.path)
+                for _row, _offset, record, _error, _raw in self.ocf_records(fh, header, plan, split):
+                    table = self.table_of(plan, record, None)
+                    if table:
+                        yield from plan.declared(table)
+                        return
+            return
+        done: set[int] = set()
+        for m in self.messages(split):
+            data = m.data
+            if m.error is not None or not data or len(data) < _HEADER or data[0] != 0:
+                continue
+            schema_id = int.from_bytes(data[1:_HEADER], "big")
+            if schema_id in done:
+                continue
+            try:
+                plan, record = self.message(data)
+            except RecordError:
+                done.add(schema_id)
+                continue
+            table = self.table_of(plan, record, m.topic)
+            if table or not (isinstance(record, dict) and "op" in record):
+                done.add(schema_id)
+            if table:
+                yield from plan.declared(table)
+
+
+def _unbase64(text: str) -> bytes | None:
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+
+
+def _arrow_batch(path: str, block: int, outs: list[Out]) -> pa.RecordBatch:
+    rows = [o.value for o in outs]
+    cols = list(zip(*rows, strict=True)) if rows else [[] for _ in Row._fields]
+    raws = [None if o.value.error is None or o.raw is None else
+            (o.raw if isinstance(o.raw, str) else base64.b64encode(o.raw).decode("ascii")) for o in outs]
+    n = len(outs)
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array([path] * n, pa.string()), pa.array([block] * n, pa.int64()),
+            pa.array([o.row for o in outs], pa.int64()),
+            pa.array(cols[0], pa.string()), pa.array(cols[1], pa.string()), pa.array(cols[2], pa.int64()),
+            pa.array(cols[3], pa.string()), pa.array(cols[4], pa.string()), pa.array(cols[5], pa.string()),
+            pa.array(cols[6], pa.list_(pa.string())), pa.array(cols[7], _MAP), pa.array(cols[8], _MAP),
+            pa.array(cols[9], _MAP), pa.array(cols[10], pa.string()),
+            pa.array([o.offset for o in outs], pa.int64()), pa.array(raws, pa.string()),
+        ],
+        schema=_ARROW_DECODED,
+    )
+
+
+def _split_indices(batches: Iterator[pa.RecordBatch]) -> Iterator[int]:
+    for batch in batches:
+        yield from batch.column("id").to_pylist()
+
+
+def decode_batches(batches: Iterator[pa.RecordBatch], *, reader: Reader, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body: split numbers (``id``) to canonical rows (``x_*``, ``_offset``, ``_raw``);
+    the garbage collector paused while a batch is decoded (see :func:`gc_paused`)."""
+    for i in _split_indices(batches):
+        split = splits[i]
+        rows = reader.rows(split)
+        while True:
+            with gc_paused():
+                outs = list(itertools.islice(rows, _BATCH_ROWS))
+                if not outs:
+                    break
+                batch = _arrow_batch(split.path, split.start, outs)
+            yield batch
+
+
+def type_batches(batches: Iterator[pa.RecordBatch], *, reader: Reader, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body: the declared column types of the splits' tables."""
+    seen: set[tuple[str, str, str]] = set()
+    for i in _split_indices(batches):
+        with gc_paused():
+            seen.update(reader.types(splits[i]))
+    rows = sorted(seen)
+    yield pa.RecordBatch.from_pydict(
+        {"table": [r[0] for r in rows], "column": [r[1] for r in rows], "type": [r[2] for r in rows]},
+        schema=pa.schema([("table", pa.string()), ("column", pa.string()), ("type", pa.string())]),
+    )
+
+
+def variant_batches(batches: Iterator[pa.RecordBatch], *, reader: Reader, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body: good rows' ``table`` and images as JSON objects (numbers as numbers)."""
+    schema = pa.schema([("table", pa.string()), ("before", pa.string()), ("after", pa.string())])
+    for i in _split_indices(batches):
+        with gc_paused():
+            rows = [o.value for o in reader.rows(splits[i]) if o.value.op is not None and o.value.error is None]
+        yield pa.RecordBatch.from_pydict(
+            {"table": [r.table for r in rows], "before": [_json_image(r.before) for r in rows],
+             "after": [_json_image(r.after) for r in rows]},
+            schema=schema,
+        )
+
+
+# -- planning (driver) -----------------------------------------------------------------------------
+
+
+def message_splits(path: str, split_bytes: int, key_ids: frozenset[int]) -> list[tuple[int, int, int]]:
+    """``(start, end, first message number)`` of a length-prefixed file cut into about
+    ``split_bytes``, at message boundaries, never between a key message and its value."""
+    size = os.path.getsize(path)
+    if size <= split_bytes:
+        return [(0, size, 0)]
+    out: list[tuple[int, int, int]] = []
+    start = first = pos = n = 0
+    after_key = False
+    unpack = _PREFIX.unpack_from
+    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        while pos + 4 <= size:
+            if pos - start >= split_bytes and not after_key:
+                out.append((start, pos, first))
+                start, first = pos, n
+            (length,) = unpack(mm, pos)
+            body = pos + 4
+            after_key = (length >= _HEADER and body + _HEADER <= size and mm[body] == 0
+                         and unpack(mm, body + 1)[0] in key_ids)
+            pos = body + length
+            n += 1
+    out.append((start, size, first))
+    return out
+
+
+def _sidecar_of(path: str) -> str | None:
+    """A sink's keys file beside an OCF file of values (``x.avro`` -> ``x.keys.avro``)."""
+    base, ext = os.path.splitext(path)
+    keys = f"{base}.keys{ext or '.avro'}"
+    return keys if os.path.isfile(keys) else None
+
+
+def _first_byte(path: str) -> bytes:
+    with open(path, "rb") as fh:
+        return fh.read(64).lstrip()[:1]
+
+
+class DebeziumAvroDecoder(Decoder):
+    """Debezium envelopes in Avro (Confluent wire format, OCF, kcat dumps) to canonical events."""
+
+    name: ClassVar[str] = "debezium-avro"
+    OPTIONS: ClassVar[dict[str, str]] = {**SETTINGS_OPTIONS, "schemaDirectory": "", "framing": "auto"}
+    IGNORED_OPTIONS: ClassVar[frozenset[str]] = DebeziumJsonDecoder.IGNORED_OPTIONS | frozenset(
+        {
+            "schema.registry.url", "key.converter", "value.converter", "key.converter.schema.registry.url",
+            "value.converter.schema.registry.url", "auto.register.schemas", "use.latest.version",
+            "connect.meta.data", "enhanced.avro.schema.support", "scrub.invalid.names", "avro.codec",
+            "key.subject.name.strategy", "value.subject.name.strategy", "store.kafka.keys", "store.kafka.headers",
+        }
+    )
+
+    def __init__(self, options: Mapping[str, str] | None = None) -> None:
+        super().__init__(options)
+        self.settings = settings_from_options(self.name, self.options)
+        framing = self.options["framing"].strip().lower()
+        if framing not in FRAMINGS:
+            raise ConfigError(f"{self.name}: framing {self.options['framing']!r} is not one of {', '.join(FRAMINGS)}")
+        self.framing = framing
+        self._registry: Registry | None = None
+
+    # -- planning
+    def registry(self, *, required: bool) -> Registry | None:
+        """The ``schemaDirectory``'s schemas (read once); ConfigError when needed and not given."""
+        path = self.options["schemaDirectory"].strip()
+        if self._registry is None and path:
+            self._registry = load_registry(path)
+        if self._registry is None and required:
+            raise ConfigError(
+                f"{self.name}: wire-format messages name their schema by id: set schemaDirectory to a directory "
+                "of <id>.avsc files or a schema-registry export (see the debezium-avro documentation)"
+            )
+        return self._registry
+
+    def _skipped_input(self, path: str) -> bool:
+        if path.endswith(".avsc") or path.endswith(_SIDECARS):
+            return True
+        directory = self.options["schemaDirectory"].strip()
+        if directory:
+            root = os.path.abspath(directory)
+            return os.path.abspath(path) == root or os.path.abspath(path).startswith(root + os.sep)
+        return False
+
+    def _kind(self, path: str) -> str:
+        if self.framing != "auto":
+            return "messages" if self.framing == "length-prefixed" else self.framing
+        return "kcat" if _first_byte(path) == b"{" else "messages"
+
+    def plan(self, files: Sequence[str], parallelism: int = 2) -> list[Split]:
+        """The splits of the inputs: OCF files at blocks, message files at messages."""
+        paths = [p for p in files if not self._skipped_input(p) and os.path.getsize(p) > 0]
+        total = sum(os.path.getsize(p) for p in paths)
+        # a multiple of the cores' count of splits, none above SPLIT_BYTES
+        cores = max(parallelism, 1)
+        rounds = -(-total // (cores * SPLIT_BYTES)) or 1
+        split_bytes = max(_MIN_SPLIT, -(-total // (cores * rounds)))
+        out: list[Split] = []
+        for path in paths:
+            size = os.path.getsize(path)
+            with open(path, "rb") as fh:
+                ocf = fh.read(4) == MAGIC
+            if ocf:
+                keys = _sidecar_of(path)
+                try:
+                    _header, parts = plan_ocf_splits(path, size if keys else split_bytes)
+                except (ValueError, OSError) as exc:
+                    out.append(Split(path, "bad", note=f"OCF file header: {exc}"))
+                    continue
+                out += [Split(path, "ocf", start, start + length, first, keys) for start, length, first in parts]
+                continue
+            kind = self._kind(path)
+            if kind == "messages":
+                registry = self.registry(required=True)
+                key_ids = registry.key_ids() if registry else frozenset()
+                out += [Split(path, kind, s, e, r) for s, e, r in message_splits(path, split_bytes, key_ids)]
+            else:
+                self.registry(required=True)
+                out.append(Split(path, kind, 0, size, 0))
+        return out
+
+    def _frame(self, spark: SparkSession, files: Sequence[str], body: Any, schema: T.StructType) -> DataFrame:
+        try:
+            parallelism = int(spark.sparkContext.defaultParallelism)
+        except Exception:  # Spark Connect has no SparkContext
+            parallelism = 2
+        splits = self.plan(files, parallelism)
+        needs_registry = any(s.kind in ("messages", "single", "kcat") for s in splits)
+        reader = Reader(self.settings, self.registry(required=needs_registry))
+        ids = spark.range(0, len(splits), 1, numPartitions=max(len(splits), 1))
+        return ids.mapInArrow(functools.partial(body, reader=reader, splits=splits), schema)
+
+    def read(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
+        p = self._frame(spark, files, decode_batches, DECODED_SCHEMA)
+        op_ts = F.timestamp_micros("x_op_ts")
+        idx = F.lit(0)
+        event = F.col("x_op").isNotNull()
+        seq = F.when(event, F.coalesce(F.col("x_seq"), default_seq(op_ts, F.col("x_pos"), idx)))
+        return p.select(
+            F.col("x_table").alias("table"),
+            F.col("x_op").alias("op"),
+            op_ts.alias("op_ts"),
+            F.col("x_pos").alias("pos"),
+            F.when(event, idx).alias("idx"),
+            seq.alias("seq"),
+            F.col("x_txid").alias("txid"),
+            F.col("x_keys").alias("keys"),
+            F.col("x_before").alias("before"),
+            F.col("x_after").alias("after"),
+            F.col("x_source").alias("source"),
+            "_file", "_block", "_row",
+            F.col("x_error").alias("_error"),
+            "_offset", "_raw",
+        )
+
+    def column_types(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> dict[str, dict[str, T.DataType]]:
+        """Per table, the Spark type of each column its writer schemas declare (a column declared
+        with different types gets the type that holds them all, string when none does)."""
+        from lakecdc.columns import widest
+
+        rows = self._frame(spark, files, type_batches, _TYPES_SCHEMA).distinct().collect()
+        found: dict[str, dict[str, list[T.DataType]]] = {}
+        for r in rows:
+            found.setdefault(r["table"], {}).setdefault(r["column"], []).append(
+                T._parse_datatype_json_string(r["type"])  # noqa: SLF001 (pyspark's own parser)
+            )
+        return {t: {c: widest(ts) for c, ts in cols.items()} for t, cols in found.items()}
+
+    def variant_images(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
+        """``table``, ``before``, ``after`` as ``map<string, variant>`` for the columns no schema
+        types (``VariableScaleDecimal``)."""
+        vmap = T.MapType(T.StringType(), T.VariantType())
+        df = self._frame(spark, files, variant_batches, _VARIANT_SCHEMA)
+        return df.select("table", F.from_json("before", vmap).alias("before"), F.from_json("after", vmap).alias("after"))
+
+
+__all__ = ["DebeziumAvroDecoder", "Registry", "connect_schema", "load_registry"]
