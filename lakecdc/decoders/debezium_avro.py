@@ -106,7 +106,6 @@ from fastavro import parse_schema, schemaless_reader
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakecdc.changes import default_seq
 from lakecdc.decoders._avro import (
     MAGIC,
     Mismatch,
@@ -150,6 +149,7 @@ from lakecdc.decoders.debezium_json import (
     _json_image,
     _kafka_pairs,
     _same_table,
+    canonical,
     parse_json,
 )
 from lakecdc.errors import ConfigError
@@ -1021,26 +1021,7 @@ class DebeziumAvroDecoder(Decoder):
 
     def read(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
         p = self._frame(spark, files, decode_batches, DECODED_SCHEMA)
-        op_ts = F.timestamp_micros("x_op_ts")
-        idx = F.lit(0)
-        event = F.col("x_op").isNotNull()
-        seq = F.when(event, F.coalesce(F.col("x_seq"), default_seq(op_ts, F.col("x_pos"), idx)))
-        return p.select(
-            F.col("x_table").alias("table"),
-            F.col("x_op").alias("op"),
-            op_ts.alias("op_ts"),
-            F.col("x_pos").alias("pos"),
-            F.when(event, idx).alias("idx"),
-            seq.alias("seq"),
-            F.col("x_txid").alias("txid"),
-            F.col("x_keys").alias("keys"),
-            F.col("x_before").alias("before"),
-            F.col("x_after").alias("after"),
-            F.col("x_source").alias("source"),
-            "_file", "_block", "_row",
-            F.col("x_error").alias("_error"),
-            "_offset", "_raw",
-        )
+        return canonical(p, "_offset", "_raw")
 
     def column_types(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> dict[str, dict[str, T.DataType]]:
         """Per table, the Spark type of each column its writer schemas declare (a column declared

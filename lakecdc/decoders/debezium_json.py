@@ -464,6 +464,33 @@ def stage(path: str, staging: str) -> str:
 # -- the decoder ---------------------------------------------------------------------------------
 
 
+def canonical(parsed: DataFrame, *extra: str) -> DataFrame:
+    """The decoded ``x_*`` rows (shared by debezium-json and debezium-avro) as canonical events;
+    ``extra`` origin columns are kept after ``_row``."""
+    op_ts = F.timestamp_micros("x_op_ts")
+    idx = F.lit(0)
+    event = F.col("x_op").isNotNull()
+    # a schema change naming keys gets a seq too: the run's keys are the latest named
+    ordered = event | (F.col("x_keys").isNotNull() & F.col("x_op_ts").isNotNull())
+    seq = F.when(ordered, F.coalesce(F.col("x_seq"), default_seq(op_ts, F.col("x_pos"), idx)))
+    return parsed.select(
+        F.col("x_table").alias("table"),
+        F.col("x_op").alias("op"),
+        op_ts.alias("op_ts"),
+        F.col("x_pos").alias("pos"),
+        F.when(event, idx).alias("idx"),
+        seq.alias("seq"),
+        F.col("x_txid").alias("txid"),
+        F.col("x_keys").alias("keys"),
+        F.col("x_before").alias("before"),
+        F.col("x_after").alias("after"),
+        F.col("x_source").alias("source"),
+        "_file", "_block", "_row",
+        F.col("x_error").alias("_error"),
+        *extra,
+    )
+
+
 class DebeziumJsonDecoder(Decoder):
     """Debezium JSON change events (Connect JSON with or without schema, kcat dumps) to canonical events."""
 
@@ -523,27 +550,7 @@ class DebeziumJsonDecoder(Decoder):
     def read(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
         body = functools.partial(decode_batches, settings=self.settings)
         p = self.lines(spark, files, staging=staging).mapInArrow(body, PARSED_SCHEMA)
-        op_ts = F.timestamp_micros("x_op_ts")
-        idx = F.lit(0)
-        event = F.col("x_op").isNotNull()
-        # a schema change naming keys gets a seq too: the run's keys are the latest named
-        ordered = event | (F.col("x_keys").isNotNull() & F.col("x_op_ts").isNotNull())
-        seq = F.when(ordered, F.coalesce(F.col("x_seq"), default_seq(op_ts, F.col("x_pos"), idx)))
-        return p.select(
-            F.col("x_table").alias("table"),
-            F.col("x_op").alias("op"),
-            op_ts.alias("op_ts"),
-            F.col("x_pos").alias("pos"),
-            F.when(event, idx).alias("idx"),
-            seq.alias("seq"),
-            F.col("x_txid").alias("txid"),
-            F.col("x_keys").alias("keys"),
-            F.col("x_before").alias("before"),
-            F.col("x_after").alias("after"),
-            F.col("x_source").alias("source"),
-            "_file", "_block", "_row",
-            F.col("x_error").alias("_error"),
-        )
+        return canonical(p)
 
     def column_types(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> dict[str, dict[str, T.DataType]]:
         """Per table, the Spark type of each column the messages' Kafka Connect schemas declare.
