@@ -219,6 +219,7 @@ def apply(
     spark = spark or get_spark()
     target_s = str(Path(target).resolve())
     decoder = get_decoder(format, options)
+    decoder.state_dir = str(Path(target_s) / "_lakecdc" / "decoders" / format)
     eng = _make_engine(engine, spark, storage_options)
     settings = ApplySettings(
         format=format,

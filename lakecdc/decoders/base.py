@@ -67,6 +67,13 @@ class Decoder(ABC):
     #: True when every column is to be typed as a string (GoldenGate ``treatAllColumnsAsStrings``).
     all_strings: bool = False
 
+    #: A directory kept across the runs into one target (``<target>/_lakecdc/decoders/<name>``), set
+    #: by :func:`lakecdc.apply` before :meth:`read`; None when decoding without a target
+    #: (:func:`lakecdc.read_changes`). A format whose messages depend on earlier ones (Qlik's metadata
+    #: messages describe the data messages of later runs) keeps what it learnt here. Writes must be
+    #: idempotent: a run that crashes is decoded again.
+    state_dir: str | None = None
+
     def column_types(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> dict[str, dict[str, T.DataType]]:
         """Column types the input declares (Avro schemas, schema files, a data contract), per table.
 
