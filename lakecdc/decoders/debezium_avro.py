@@ -99,7 +99,7 @@ import struct
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
 
 import pyarrow as pa
 from fastavro import parse_schema, schemaless_reader
@@ -675,53 +675,7 @@ class Reader:
 
     # -- message files
     def messages(self, split: Split) -> Iterator[Message]:
-        if split.kind == "kcat":
-            yield from self._kcat(split)
-            return
-        with open(split.path, "rb") as fh:
-            if split.kind == "single":
-                data = fh.read()
-                yield Message(0, 0, data, data)
-                return
-            for n, frame in enumerate(iter_length_prefixed(fh, split.start)):
-                if frame.offset >= split.end:
-                    return
-                yield Message(split.first_row + n, frame.offset, frame.payload, frame.payload, frame.error)
-
-    def _kcat(self, split: Split) -> Iterator[Message]:
-        offset = 0
-        with open(split.path, "rb") as fh:
-            for n, line in enumerate(fh):
-                at, offset = offset, offset + len(line)
-                if line.strip():
-                    yield self._kcat_message(n, at, line.decode("utf-8", "replace").rstrip("\r\n"))
-
-    def _kcat_message(self, n: int, at: int, text: str) -> Message:
-        def bad(reason: str) -> Message:
-            return Message(n, at, text, None, f"line {n + 1}: {reason}")
-
-        try:
-            record = json.loads(text)
-        except ValueError as exc:
-            return bad(f"not a kcat JSON record: {exc}")
-        if not isinstance(record, dict) or "payload" not in record:
-            return bad("not a kcat -J record (expected topic, partition, offset, key, payload)")
-        for part in ("key_error", "payload_error"):
-            if record.get(part):
-                return bad(f"kcat could not read the record: {part} '{record[part]}'")
-        kafka = _kafka_pairs(record)
-        topic = record.get("topic") if isinstance(record.get("topic"), str) else None
-        raw_key, payload = record.get("key"), record.get("payload")
-        if raw_key is not None:
-            kafka.append(("kafka.key", raw_key if isinstance(raw_key, str) else compact_json(raw_key)))
-        if payload is not None and not isinstance(payload, str):
-            return bad("'payload' is not base64 text: lakecdc reads the wire-format bytes base64-encoded, "
-                       "not kcat's Avro deserialiser output (-s avro)")
-        data = _unbase64(payload) if payload is not None else None
-        if payload is not None and data is None:
-            return bad(f"'payload' is not base64: '{payload[:40]}'")
-        key = _unbase64(raw_key) if isinstance(raw_key, str) else None
-        return Message(n, at, text, data, None, key, kafka, topic)
+        return read_messages(split)
 
     # -- object container files
     def _ocf_rows(self, split: Split) -> Iterator[Out]:
@@ -745,24 +699,7 @@ class Reader:
 
     def ocf_records(self, fh: Any, header: Any, plan: Plan, split: Split) -> Iterator[tuple[int, int, Any, str | None, bytes]]:
         """``(row, block offset, record, error, raw)`` of the split's records."""
-        row = split.first_row
-        for block in iter_ocf_blocks(fh, header, split.start, split.end):
-            if block.error is not None:
-                yield row, block.offset, None, f"OCF block at byte offset {block.offset}: {block.error}", block.data
-                row += max(block.count, 1)
-                continue
-            bio = io.BytesIO(block.data)
-            for k in range(block.count):
-                at = bio.tell()
-                try:
-                    record = schemaless_reader(bio, plan.parsed, None)
-                except Exception as exc:
-                    yield (row, block.offset, None, f"records {k}..{block.count - 1} of the OCF block at byte offset "
-                           f"{block.offset} cannot be read: {type(exc).__name__}: {exc}", block.data[at:])
-                    row += block.count - k
-                    break
-                yield row, block.offset, record, None, block.data[at : bio.tell()]
-                row += 1
+        return ocf_records(fh, header, plan.parsed, split)
 
     def _ocf_keys(self, path: str) -> Iterator[Key | None]:
         """The keys of a sink's ``.keys.avro`` file, one per record (None for a null key)."""
@@ -813,6 +750,95 @@ class Reader:
                 yield from plan.declared(table)
 
 
+def read_messages(split: Split) -> Iterator[Message]:
+    """The Kafka records of a ``messages`` (length-prefixed), ``single`` or ``kcat`` split."""
+    if split.kind == "kcat":
+        yield from kcat_messages(split)
+        return
+    with open(split.path, "rb") as fh:
+        if split.kind == "single":
+            data = fh.read()
+            yield Message(0, 0, data, data)
+            return
+        for n, frame in enumerate(iter_length_prefixed(fh, split.start)):
+            if frame.offset >= split.end:
+                return
+            yield Message(split.first_row + n, frame.offset, frame.payload, frame.payload, frame.error)
+
+
+def kcat_messages(split: Split) -> Iterator[Message]:
+    """The records of a kcat ``-J`` dump, one a non-blank line (``offset``: the line's byte offset)."""
+    offset = 0
+    with open(split.path, "rb") as fh:
+        for n, line in enumerate(fh):
+            at, offset = offset, offset + len(line)
+            if line.strip():
+                yield kcat_message(n, at, line.decode("utf-8", "replace").rstrip("\r\n"))
+
+
+def kcat_message(n: int, at: int, text: str) -> Message:
+    """One kcat ``-J`` line (0-based line ``n`` at byte ``at``): its base64 ``payload`` and ``key``
+    decoded, the other members kept as ``kafka.<name>`` pairs; ``error`` set when it is no such line."""
+    def bad(reason: str) -> Message:
+        return Message(n, at, text, None, f"line {n + 1}: {reason}")
+
+    try:
+        record = json.loads(text)
+    except ValueError as exc:
+        return bad(f"not a kcat JSON record: {exc}")
+    if not isinstance(record, dict) or "payload" not in record:
+        return bad("not a kcat -J record (expected topic, partition, offset, key, payload)")
+    for part in ("key_error", "payload_error"):
+        if record.get(part):
+            return bad(f"kcat could not read the record: {part} '{record[part]}'")
+    kafka = _kafka_pairs(record)
+    topic = record.get("topic") if isinstance(record.get("topic"), str) else None
+    raw_key, payload = record.get("key"), record.get("payload")
+    if raw_key is not None:
+        kafka.append(("kafka.key", raw_key if isinstance(raw_key, str) else compact_json(raw_key)))
+    if payload is not None and not isinstance(payload, str):
+        return bad("'payload' is not base64 text: lakecdc reads the wire-format bytes base64-encoded, "
+                   "not kcat's Avro deserialiser output (-s avro)")
+    data = _unbase64(payload) if payload is not None else None
+    if payload is not None and data is None:
+        return bad(f"'payload' is not base64: '{payload[:40]}'")
+    key = _unbase64(raw_key) if isinstance(raw_key, str) else None
+    return Message(n, at, text, data, None, key, kafka, topic)
+
+
+def ocf_records(fh: Any, header: Any, parsed: Any, split: Split) -> Iterator[tuple[int, int, Any, str | None, bytes]]:
+    """``(row, block offset, record, error, raw)`` of the records of an OCF split, read with the
+    fastavro schema ``parsed``; a bad block (or the rest of a block that stops reading) is one
+    record with ``error`` set."""
+    row = split.first_row
+    for block in iter_ocf_blocks(fh, header, split.start, split.end):
+        if block.error is not None:
+            yield row, block.offset, None, f"OCF block at byte offset {block.offset}: {block.error}", block.data
+            row += max(block.count, 1)
+            continue
+        bio = io.BytesIO(block.data)
+        for k in range(block.count):
+            at = bio.tell()
+            try:
+                record = schemaless_reader(bio, parsed, None)
+            except Exception as exc:
+                yield (row, block.offset, None, f"records {k}..{block.count - 1} of the OCF block at byte offset "
+                       f"{block.offset} cannot be read: {type(exc).__name__}: {exc}", block.data[at:])
+                row += block.count - k
+                break
+            yield row, block.offset, record, None, block.data[at : bio.tell()]
+            row += 1
+
+
+class RowReader(Protocol):
+    """What the ``mapInArrow`` bodies below need of a reader (:class:`Reader`, or another Avro
+    format's reader over the same :class:`Split` s)."""
+
+    def rows(self, split: Split) -> Iterator[Out]: ...
+
+    def types(self, split: Split) -> Iterator[tuple[str, str, str]]: ...
+
+
 def _unbase64(text: str) -> bytes | None:
     try:
         return base64.b64decode(text, validate=True)
@@ -845,7 +871,7 @@ def _split_indices(batches: Iterator[pa.RecordBatch]) -> Iterator[int]:
         yield from batch.column("id").to_pylist()
 
 
-def decode_batches(batches: Iterator[pa.RecordBatch], *, reader: Reader, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
+def decode_batches(batches: Iterator[pa.RecordBatch], *, reader: RowReader, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: split numbers (``id``) to canonical rows (``x_*``, ``_offset``, ``_raw``);
     the garbage collector paused while a batch is decoded (see :func:`gc_paused`)."""
     for i in _split_indices(batches):
@@ -860,7 +886,7 @@ def decode_batches(batches: Iterator[pa.RecordBatch], *, reader: Reader, splits:
             yield batch
 
 
-def type_batches(batches: Iterator[pa.RecordBatch], *, reader: Reader, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
+def type_batches(batches: Iterator[pa.RecordBatch], *, reader: RowReader, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: the declared column types of the splits' tables."""
     seen: set[tuple[str, str, str]] = set()
     for i in _split_indices(batches):
@@ -873,7 +899,7 @@ def type_batches(batches: Iterator[pa.RecordBatch], *, reader: Reader, splits: S
     )
 
 
-def variant_batches(batches: Iterator[pa.RecordBatch], *, reader: Reader, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
+def variant_batches(batches: Iterator[pa.RecordBatch], *, reader: RowReader, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: good rows' ``table`` and images as JSON objects (numbers as numbers)."""
     schema = pa.schema([("table", pa.string()), ("before", pa.string()), ("after", pa.string())])
     for i in _split_indices(batches):
