@@ -241,9 +241,7 @@ def apply(
     files = list_inputs(raw_inputs)
     ledger = Ledger(target_s)
     pending, new = ledger.plan(format, files)
-    manifests: list[tuple[Manifest, bool]] = []
-    if pending is not None:
-        manifests.append((pending, True))
+    manifests: list[tuple[Manifest, bool]] = [(run, True) for run in pending]
     if new:
         manifest = Manifest(run_id=ledger.next_run_id(), status="planned", format=format,
                             inputs=[InputFile.of(f) for f in new])
@@ -367,14 +365,18 @@ def _run_tables(
     shapes: dict[str, _Shape] = {}
     for table in sorted(profile):
         path = table_path(target, table)
-        done = engine.committed_version(path)
-        if done is not None and done >= run_id:
-            summaries[table] = TableSummary(table, path, status="skipped", delta_version=engine.version(path))
-            continue
         try:
+            done = engine.committed_version(path)
+            if done is not None and done >= run_id:
+                summaries[table] = TableSummary(table, path, status="skipped", delta_version=engine.version(path))
+                continue
             shapes[table] = _shape(engine, settings, target, table, profile[table])
         except MissingKeyError as exc:
             summaries[table] = TableSummary(table, path, events=profile[table]["events"], status="failed", error=str(exc))
+        except ConfigError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - e.g. a table whose log cannot be read
+            summaries[table] = _failed(target, table, profile[table], exc, say)
     wanted = {t: sh.new_columns for t, sh in shapes.items() if sh.new_columns}
     inferred = _new_column_types(spark, decoder, settings, files, wanted, staging=staging, say=say)
     bad_parts: list[DataFrame] = []
@@ -383,14 +385,25 @@ def _run_tables(
     prepared: list[_Prepared] = []
     for table, shape in shapes.items():
         say(f"{table}: consolidating")
-        prep, bad = _prepare(spark, engine, settings, target, table, profile[table], shape,
-                             inferred.get(table, {}), events)
+        try:
+            prep, bad = _prepare(spark, engine, settings, target, table, profile[table], shape,
+                                 inferred.get(table, {}), events)
+        except (ConfigError, PrimaryKeyUpdateError):
+            raise  # the user's configuration, or an abend asked for: stop the run
+        except Exception as exc:  # noqa: BLE001 - one table's failure must not stop the others
+            summaries[table] = _failed(target, table, profile[table], exc, say)
+            continue
         if bad is not None:
             bad_parts.append(bad)
         prepared.append(prep)
     for prep in prepared:
         say(f"{prep.table}: merging {prep.net.num_rows} net change(s)")
-        summaries[prep.table] = _commit(engine, settings, target, prep, run_id=run_id, now=now)
+        try:
+            summaries[prep.table] = _commit(engine, settings, target, prep, run_id=run_id, now=now)
+        except ConfigError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - one table's failure must not stop the others
+            summaries[prep.table] = _failed(target, prep.table, profile[prep.table], exc, say)
     quarantined: list[Quarantined] = []
     if bad_parts:
         say("writing the quarantine")
@@ -400,6 +413,14 @@ def _run_tables(
         quarantined = write_quarantine(engine, target, collect_bad(bad_all, events), fmt=settings.format,
                                        run_id=run_id, now=now)
     return summaries, quarantined, skipped
+
+
+def _failed(target: str, table: str, prof: dict, exc: BaseException, say: Progress) -> TableSummary:
+    """The summary of a table whose merge failed: the run stays unfinished and is resumed by the
+    next one, for this table only (the others committed theirs)."""
+    reason = str(exc) if isinstance(exc, LakecdcError) else f"{type(exc).__name__}: {exc}"
+    say(f"{table}: FAILED ({reason}); the other tables go on, this one is retried by the next run")
+    return TableSummary(table, table_path(target, table), events=prof["events"], status="failed", error=reason)
 
 
 def _new_column_types(

@@ -96,9 +96,14 @@ class Ledger:
         """Every input named by any manifest (planned ones included: they will be resumed)."""
         return {f.path: f for m in self.manifests() for f in m.inputs}
 
-    def pending(self) -> Manifest | None:
-        planned = [m for m in self.manifests() if m.status == "planned"]
-        return planned[-1] if planned else None
+    def pending(self) -> list[Manifest]:
+        """The runs that did not finish, oldest first.
+
+        More than one is left when a table failed in several runs in a row: each run is then
+        resumed in order, so the failed table gets its changes in the order they came (the other
+        tables skip the runs they committed).
+        """
+        return [m for m in self.manifests() if m.status == "planned"]
 
     def next_run_id(self) -> int:
         runs = self.manifests()
@@ -112,15 +117,15 @@ class Ledger:
         tmp.write_text(manifest.to_json())
         os.replace(tmp, final)
 
-    def plan(self, fmt: str, files: Sequence[str]) -> tuple[Manifest | None, list[str]]:
-        """The unfinished run to resume (if any) and the files no manifest names yet."""
+    def plan(self, fmt: str, files: Sequence[str]) -> tuple[list[Manifest], list[str]]:
+        """The unfinished runs to resume (oldest first) and the files no manifest names yet."""
         pending = self.pending()
-        if pending is not None:
-            for f in pending.inputs:
+        for run in pending:
+            for f in run.inputs:
                 now = InputFile.of(f.path) if os.path.exists(f.path) else None
                 if now is None or now.size < f.size:
                     raise InputChangedError(
-                        f"run {pending.run_id} did not finish and its input {f.path!r} is now "
+                        f"run {run.run_id} did not finish and its input {f.path!r} is now "
                         f"{'gone' if now is None else 'shorter'}; restore it to resume exactly once"
                     )
         applied = self.applied()

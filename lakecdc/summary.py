@@ -61,9 +61,13 @@ class TableSummary:
             last_op_ts=max(filter(None, (self.last_op_ts, other.last_op_ts)), default=None),
             last_seq=max(filter(None, (self.last_seq, other.last_seq)), default=None),
             delta_version=other.delta_version if other.delta_version is not None else self.delta_version,
-            status=other.status if other.status != "applied" else self.status,
+            status=max(self.status, other.status, key=_STATUS_RANK.get),
             error=other.error or self.error,
         )
+
+
+#: Which status a table shows over several runs: a failure anywhere, else applied in any run.
+_STATUS_RANK = {"skipped": 0, "applied": 1, "failed": 2}
 
 
 def _add(a: int | None, b: int | None) -> int | None:

@@ -439,3 +439,39 @@ def test_a_key_value_of_the_wrong_type_is_named_in_the_reason(spark, tmp_path):
     s = lakecdc.apply(landing, target, spark=spark)
     reasons = DeltaTable(s.quarantine).to_pyarrow_table().column("reason").to_pylist()
     assert reasons == ["column 'ID': after value 'seven' does not fit type bigint"]
+
+
+def test_a_failing_table_does_not_block_the_others_and_catches_up_in_order(spark, tmp_path):
+    landing, target = tmp_path / "landing", tmp_path / "lake"
+    write_jsonl(landing / "a.json", [
+        ogg("S.A", "I", "00:00:01", 1, after={"ID": 1, "N": 1}, keys=["ID"]),
+        ogg("S.B", "I", "00:00:02", 2, after={"ID": 1, "N": 1}, keys=["ID"]),
+    ])
+    lakecdc.apply(landing, target, spark=spark)
+    b = target.resolve() / "S.B"
+    # S.B's log gets a commit nobody can read (a half-copied table, a broken writer)
+    broken = b / "_delta_log" / f"{version(b) + 1:020d}.json"
+    broken.write_text("{not json\n")
+    write_jsonl(landing / "b.json", [
+        ogg("S.A", "U", "00:00:03", 3, before={"ID": 1}, after={"ID": 1, "N": 2}, keys=["ID"]),
+        ogg("S.B", "U", "00:00:04", 4, before={"ID": 1}, after={"ID": 1, "N": 2}, keys=["ID"]),
+    ])
+    s = lakecdc.apply(landing, target, spark=spark)
+    assert not s.ok and s.table("S.B").status == "failed" and s.table("S.A").status == "applied"
+    assert "Error" in (s.table("S.B").error or "")
+    assert rows(target.resolve() / "S.A") == [{"ID": 1, "N": 2}]
+    write_jsonl(landing / "c.json", [
+        ogg("S.A", "U", "00:00:05", 5, before={"ID": 1}, after={"ID": 1, "N": 3}, keys=["ID"]),
+        ogg("S.B", "U", "00:00:06", 6, before={"ID": 1}, after={"ID": 1, "N": 3}, keys=["ID"]),
+        ogg("S.B", "I", "00:00:07", 7, after={"ID": 2, "N": 1}, keys=["ID"]),
+    ])
+    s = lakecdc.apply(landing, target, spark=spark)   # run 2 resumed (S.B fails again), run 3 new
+    assert [t.status for t in s.tables] == ["applied", "failed"] and s.runs == (2, 3)
+    assert rows(target.resolve() / "S.A") == [{"ID": 1, "N": 3}]
+    assert [m.status for m in Ledger(target).manifests()] == ["committed", "planned", "planned"]
+    broken.unlink()   # repaired: both unfinished runs are resumed, oldest first, for S.B only
+    s = lakecdc.apply(landing, target, spark=spark)
+    assert s.ok and s.runs == (2, 3) and s.table("S.A").status == "skipped"
+    assert rows(b, "ID") == [{"ID": 1, "N": 3}, {"ID": 2, "N": 1}]
+    assert rows(target.resolve() / "S.A") == [{"ID": 1, "N": 3}]
+    assert [m.status for m in Ledger(target).manifests()] == ["committed"] * 3
