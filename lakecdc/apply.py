@@ -43,7 +43,7 @@ from lakecdc.contracts import Contract, load_contracts
 from lakecdc.decoders import get_decoder
 from lakecdc.decoders._records import EXACT_STRINGS
 from lakecdc.errors import CommitConflict, ConfigError, LakecdcError, MissingKeyError, PrimaryKeyUpdateError
-from lakecdc.ledger import InputFile, Ledger, Manifest, list_inputs
+from lakecdc.ledger import Ledger, Manifest, list_inputs
 from lakecdc.merge.plan import CDC_COLUMNS, MergePlan
 from lakecdc.merge.source import BatchSource
 from lakecdc.quarantine import BAD_COLUMNS, Quarantined, collect_bad, write_quarantine
@@ -167,6 +167,7 @@ def apply(
     exclude_tables: Sequence[str] = (),
     contracts: str | os.PathLike[str] | Mapping[str, Contract] | None = None,
     storage_options: Mapping[str, str] | None = None,
+    min_file_age: float = 0.0,
     progress: Progress | None = None,
 ) -> RunSummary:
     """Apply the change files under ``inputs`` to one Delta table per source table under ``target``.
@@ -199,6 +200,11 @@ def apply(
             no exclude pattern are applied; the others' events are counted as skipped.
         contracts: ODCS data contracts (a file, a directory of them, or loaded ones by source
             table): their keys for messages without keys, their column types over inference.
+        min_file_age: seconds; files changed more recently are left for a later run (a writer
+            may still be at work on them). Whatever the setting, a file of a line-oriented format
+            that grows after it was applied has its new complete lines applied by a later run (a
+            line caught half-written is quarantined, then read again whole); other formats'
+            files must not change once read (an :class:`InputChangedError` says which did).
         progress: called with a short message at each step (the CLI shows them).
 
     Returns:
@@ -240,13 +246,14 @@ def apply(
     raw_inputs = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
     files = list_inputs(raw_inputs)
     ledger = Ledger(target_s)
-    pending, new = ledger.plan(format, files)
-    manifests: list[tuple[Manifest, bool]] = [(run, True) for run in pending]
-    if new:
-        manifest = Manifest(run_id=ledger.next_run_id(), status="planned", format=format,
-                            inputs=[InputFile.of(f) for f in new])
+    plan = ledger.plan(format, files, appendable=decoder.appendable, min_age=min_file_age)
+    manifests: list[tuple[Manifest, bool]] = [(run, True) for run in plan.pending]
+    if plan.new:
+        manifest = Manifest(run_id=ledger.next_run_id(), status="planned", format=format, inputs=plan.new)
         ledger.write(manifest)
         manifests.append((manifest, False))
+    if plan.waiting:
+        say(f"{len(plan.waiting)} file(s) changed less than {min_file_age:g}s ago: left for a later run")
     if not manifests:
         say("nothing new to apply")
     results: list[RunSummary] = []

@@ -173,6 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--complete-transactions", action="store_true",
                     help="apply a source transaction only when all its events are there; hold the rest "
                          "for the next run (formats with transaction markers: Debezium)")
+    ap.add_argument("--min-file-age", metavar="SECONDS", type=float, default=None,
+                   help="leave files changed less than SECONDS ago for a later run (a writer may still be "
+                        "at work); files of line formats that grow later have their new lines applied then")
     ap.add_argument("--tombstone-retention", metavar="DURATION", default=None,
                     help="how long a deleted key blocks late events: 7d (default), 36h, 90m, 0")
     ap.add_argument("--contract", metavar="PATH",
@@ -297,6 +300,7 @@ def _apply(args: argparse.Namespace) -> int:
         apply_as_truncates=truncates, tombstone_retention=retention,
         complete_transactions=args.complete_transactions or bool(config.get("complete_transactions", False)),
         contracts=args.contract or config.get("contracts"),
+        min_file_age=args.min_file_age if args.min_file_age is not None else float(config.get("min_file_age", 0)),
     )
     print(summary.render())
     if args.summary_json:

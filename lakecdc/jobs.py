@@ -22,6 +22,7 @@ A job file::
     tombstone_retention: 7d            # how long a deleted key blocks late events
     apply_as_truncates: true
     complete_transactions: false       # Debezium: whole transactions only
+    min_file_age: 30s                  # files changed more recently wait for the next run
     contracts: data_contracts          # ODCS contracts: keys and column types
     maintenance:                       # optional: lakecdc maintain, automatically
       every_runs: 12                   # after this many runs that changed something ...
@@ -49,7 +50,7 @@ import yaml
 from lakecdc.errors import ConfigError
 
 _TOP = {"name", "target", "sources", "tables", "pk_update", "tombstone_retention", "apply_as_truncates",
-        "complete_transactions", "maintenance", "engine", "contracts"}
+        "complete_transactions", "maintenance", "engine", "contracts", "min_file_age"}
 _SOURCE = {"input", "format", "options", "gg_properties", "gg_handler"}
 _TABLES = {"include", "exclude", "keys", "column_list", "except_column_list"}
 _MAINTENANCE = {"every_runs", "max_files", "zorder", "target_file_size", "vacuum_retention", "tombstone_retention"}
@@ -92,6 +93,8 @@ class Job:
     maintenance: Maintenance | None = None
     #: ODCS contracts (a file or directory): keys and column types
     contracts: str | None = None
+    #: files changed less than this long ago are left for a later run
+    min_file_age: dt.timedelta = dt.timedelta(0)
 
 
 class _Where:
@@ -222,6 +225,7 @@ def load_job(path: str | Path) -> Job:
         complete_transactions=bool(data.get("complete_transactions", False)),
         engine=str(data.get("engine", "auto")), maintenance=maintenance,
         contracts=str(data["contracts"]) if data.get("contracts") else None,
+        min_file_age=duration(data.get("min_file_age", "0"), ("min_file_age",)),
     )
 
 
@@ -261,7 +265,8 @@ def run_job(job: Job, *, spark: Any = None, progress: Callable[[str], None] | No
             spark=spark, engine=job.engine, tombstone_retention=job.tombstone_retention,
             column_list=job.column_list, except_column_list=job.except_column_list,
             apply_as_truncates=job.apply_as_truncates, complete_transactions=job.complete_transactions,
-            include_tables=job.include, exclude_tables=job.exclude, contracts=job.contracts, progress=progress,
+            include_tables=job.include, exclude_tables=job.exclude, contracts=job.contracts,
+            min_file_age=job.min_file_age.total_seconds(), progress=progress,
         ))
     maintained = []
     if job.maintenance is not None and _maintenance_due(job, summaries):

@@ -16,6 +16,7 @@ skipped, the others applied. A crash before 2 leaves nothing to undo.
 from __future__ import annotations
 
 import glob
+import hashlib
 import json
 import os
 import time
@@ -31,14 +32,31 @@ Status = Literal["planned", "committed"]
 
 @dataclass(frozen=True)
 class InputFile:
+    """One input of a run. ``path`` is what the decoder reads; for the appended part of a file
+    applied before, that is a copy of bytes ``start`` to ``end`` of ``origin`` (see
+    :meth:`Ledger.plan`)."""
+
     path: str
     size: int
     mtime_ns: int
+    origin: str | None = None
+    start: int = 0
+    end: int | None = None
 
     @classmethod
     def of(cls, path: str) -> InputFile:
         st = os.stat(path)
         return cls(path=path, size=st.st_size, mtime_ns=st.st_mtime_ns)
+
+    @property
+    def source(self) -> str:
+        """The landing file this input came from."""
+        return self.origin or self.path
+
+    @property
+    def consumed(self) -> int:
+        """How far into :attr:`source` the changes have been read."""
+        return self.end if self.end is not None else self.size
 
 
 @dataclass
@@ -96,6 +114,14 @@ class Ledger:
         """Every input named by any manifest (planned ones included: they will be resumed)."""
         return {f.path: f for m in self.manifests() for f in m.inputs}
 
+    def consumed(self) -> dict[str, int]:
+        """Per landing file, how many of its bytes some manifest covers."""
+        out: dict[str, int] = {}
+        for m in self.manifests():
+            for f in m.inputs:
+                out[f.source] = max(out.get(f.source, 0), f.consumed)
+        return out
+
     def pending(self) -> list[Manifest]:
         """The runs that did not finish, oldest first.
 
@@ -117,8 +143,20 @@ class Ledger:
         tmp.write_text(manifest.to_json())
         os.replace(tmp, final)
 
-    def plan(self, fmt: str, files: Sequence[str]) -> tuple[list[Manifest], list[str]]:
-        """The unfinished runs to resume (oldest first) and the files no manifest names yet."""
+    def plan(
+        self, fmt: str, files: Sequence[str], *, appendable: bool = False, min_age: float = 0.0,
+    ) -> Plan:
+        """The unfinished runs to resume (oldest first) and the new inputs: files no manifest names
+        yet, and the new complete lines of files that grew since a run read them.
+
+        Files changed less than ``min_age`` seconds ago are left for a later run (a writer may
+        still be at work). A file that grew after it was applied is read on from where the last
+        run stopped when the format has one message per line (``appendable``): its new complete
+        lines are copied to ``_lakecdc/appended/`` and applied as an input of their own (a line
+        the earlier read caught half-written, and quarantined, is read again whole). Other formats
+        cannot be applied in parts: that is an :class:`InputChangedError`, as is a file that
+        became shorter than what was applied (rewritten in place).
+        """
         pending = self.pending()
         for run in pending:
             for f in run.inputs:
@@ -128,5 +166,82 @@ class Ledger:
                         f"run {run.run_id} did not finish and its input {f.path!r} is now "
                         f"{'gone' if now is None else 'shorter'}; restore it to resume exactly once"
                     )
-        applied = self.applied()
-        return pending, [f for f in files if f not in applied]
+        consumed = self.consumed()
+        fresh: list[InputFile] = []
+        waiting: list[str] = []
+        young = time.time_ns() - int(min_age * 1e9)
+        for f in files:
+            st = os.stat(f)
+            if min_age > 0 and st.st_mtime_ns > young:
+                waiting.append(f)
+            elif f not in consumed:
+                fresh.append(InputFile(path=f, size=st.st_size, mtime_ns=st.st_mtime_ns))
+            elif st.st_size != consumed[f]:
+                part = self._appended(fmt, f, consumed[f], st.st_size, appendable=appendable)
+                if part is not None:
+                    fresh.append(part)
+        return Plan(pending=pending, new=fresh, waiting=waiting)
+
+    def _appended(self, fmt: str, path: str, done: int, size: int, *, appendable: bool) -> InputFile | None:
+        """The complete lines ``path`` gained after byte ``done``, copied into a file of their own."""
+        if size < done:
+            raise InputChangedError(
+                f"{path!r} is {size} bytes now, shorter than the {done} bytes already applied: it was "
+                f"rewritten in place; write changes to new files (a rewritten file cannot be applied exactly once)"
+            )
+        if not appendable:
+            raise InputChangedError(
+                f"{path!r} grew from {done} to {size} bytes after it was applied; {fmt} files cannot be "
+                f"applied in parts: write new changes to new files, or let files settle before they are "
+                f"read (min_file_age / --min-file-age)"
+            )
+        with open(path, "rb") as fh:
+            start = _resume_at(fh, done)
+            fh.seek(start)
+            data = fh.read(size - start)
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            return None  # no complete line yet
+        end = start + cut + 1
+        name = Path(path)
+        digest = hashlib.sha1(path.encode()).hexdigest()[:10]
+        copy = self.dir.parent / "appended" / f"{name.stem}.{digest}.{start}-{end}{name.suffix}"
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        tmp = copy.with_name(copy.name + ".tmp")
+        tmp.write_bytes(data[: cut + 1])
+        os.replace(tmp, copy)
+        st = copy.stat()
+        return InputFile(path=str(copy), size=st.st_size, mtime_ns=st.st_mtime_ns, origin=path, start=start, end=end)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a run of :func:`lakecdc.apply` has to do (see :meth:`Ledger.plan`)."""
+
+    pending: list[Manifest]
+    new: list[InputFile]
+    waiting: list[str]
+
+
+def _resume_at(fh: Any, done: int) -> int:
+    """Where to go on reading a file of lines of which ``done`` bytes were read: there, or at the
+    start of the line the earlier read cut (it saw half of it)."""
+    if done == 0:
+        return 0
+    fh.seek(done - 1)
+    last, following = fh.read(1), fh.read(1)
+    if last == b"\n":
+        return done
+    if following == b"\n":
+        return done + 1  # the earlier read ended exactly at a line's end
+    block = 1 << 16
+    pos = done
+    while pos > 0:
+        lo = max(0, pos - block)
+        fh.seek(lo)
+        chunk = fh.read(pos - lo)
+        nl = chunk.rfind(b"\n")
+        if nl >= 0:
+            return lo + nl + 1
+        pos = lo
+    return 0

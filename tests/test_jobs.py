@@ -30,6 +30,7 @@ def write_job(tmp_path: Path, body: str) -> Path:
     ("target: lake\nsources:\n  - {input: x, format: ogg-json}\nmaintenance:\n  vacuum_retention: a week\n",
      ":5: maintenance.vacuum_retention: duration 'a week'"),
     ("target: lake\nsources: [\n", ": not valid YAML"),
+    ("target: lake\nsources:\n  - {input: x, format: ogg-json}\nmin_file_age: soon\n", ":4: min_file_age: duration 'soon'"),
 ])
 def test_mistakes_are_reported_with_their_line(tmp_path, body, message):
     path = write_job(tmp_path, body)

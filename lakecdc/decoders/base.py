@@ -67,6 +67,15 @@ class Decoder(ABC):
     #: True when every column is to be typed as a string (GoldenGate ``treatAllColumnsAsStrings``).
     all_strings: bool = False
 
+    #: One message per line (``\n``): a file that grows after it was applied can be read on from
+    #: its new complete lines (see :meth:`lakecdc.ledger.Ledger.plan`).
+    LINES: ClassVar[bool] = False
+
+    @property
+    def appendable(self) -> bool:
+        """Whether the new lines appended to a file can be decoded on their own."""
+        return self.LINES
+
     #: A directory kept across the runs into one target (``<target>/_lakecdc/decoders/<name>``), set
     #: by :func:`lakecdc.apply` before :meth:`read`; None when decoding without a target
     #: (:func:`lakecdc.read_changes`). A format whose messages depend on earlier ones (Qlik's metadata

@@ -121,6 +121,7 @@ class CanalJsonDecoder(Decoder):
     """Canal JSON messages (Canal, Alibaba DTS) to canonical change events, one per row."""
 
     name: ClassVar[str] = "canal-json"
+    LINES: ClassVar[bool] = True
     OPTIONS: ClassVar[dict[str, str]] = {
         "layout": "standard",
         "sequenceBy": "es",

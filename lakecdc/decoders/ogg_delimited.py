@@ -334,6 +334,10 @@ class OggDelimitedDecoder(Decoder):
         tokens = F.when(F.coalesce(text, F.lit("")) == "", empty).when(dup.isNull(), F.map_from_arrays(keys, values))
         return tokens, dup
 
+    @property
+    def appendable(self) -> bool:
+        return self.options["lineDelimiter"] == "\n"
+
     def read(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
         data = data_files(files)
         if not data:

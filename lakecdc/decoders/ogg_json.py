@@ -41,6 +41,7 @@ class OggJsonDecoder(Decoder):
     """GoldenGate JSON op-modeled messages to canonical change events."""
 
     name: ClassVar[str] = "ogg-json"
+    LINES: ClassVar[bool] = True
     OPTIONS: ClassVar[dict[str, str]] = {
         "insertOpKey": "I",
         "updateOpKey": "U",

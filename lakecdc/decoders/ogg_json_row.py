@@ -236,6 +236,7 @@ class OggJsonRowDecoder(Decoder):
     """GoldenGate JSON row-modeled messages to canonical change events."""
 
     name: ClassVar[str] = "ogg-json-row"
+    LINES: ClassVar[bool] = True
     OPTIONS: ClassVar[dict[str, str]] = {
         "insertOpKey": "I",
         "updateOpKey": "U",

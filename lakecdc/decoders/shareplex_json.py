@@ -89,6 +89,7 @@ class SharePlexJsonDecoder(Decoder):
     """SharePlex JSON messages to canonical change events (one operation per message)."""
 
     name: ClassVar[str] = "shareplex-json"
+    LINES: ClassVar[bool] = True
     OPTIONS: ClassVar[dict[str, str]] = {"keysFromKeyObject": "true"}
 
     def __init__(self, options: dict[str, str] | None = None) -> None:
