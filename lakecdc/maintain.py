@@ -196,7 +196,16 @@ def _maintain_one(
     vacuumed: int | None = None
     if vacuum_retention is not None:
         hours = int(vacuum_retention.total_seconds() // 3600)
-        vacuumed = eng.vacuum(path, retention_hours=hours, enforce=not force)
+        try:
+            vacuumed = eng.vacuum(path, retention_hours=hours, enforce=not force)
+        except Exception as exc:
+            if "retention" not in str(exc).lower():
+                raise
+            raise ConfigError(
+                f"{table}: vacuum retention {vacuum_retention} is below the table's minimum ({exc}); "
+                "readers of older versions and time travel within it would break. Use a longer retention, "
+                "or force it (lakecdc maintain --force) if no reader needs those versions"
+            ) from exc
         if eng.exists(stones):
             eng.vacuum(stones, retention_hours=hours, enforce=not force)
     if checkpoint:
