@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -56,6 +56,7 @@ from lakecdc.state import (
     quarantine_path,
     read_rows,
     read_stored,
+    record_table_paths,
     stored_max_seq,
     table_path,
     tombstone_path,
@@ -97,6 +98,15 @@ class ApplySettings:
     exclude_tables: tuple[str, ...] = ()
     #: data contracts by source table: declared keys and column types (lakecdc.contracts)
     contracts: Mapping[str, Contract] = field(default_factory=dict)
+    #: per source table, a ``pk_update`` / tombstone retention other than the run's
+    pk_update_by_table: Mapping[str, PkUpdate] = field(default_factory=dict)
+    retention_by_table: Mapping[str, dt.timedelta] = field(default_factory=dict)
+
+    def pk_update_for(self, table: str) -> PkUpdate:
+        return self.pk_update_by_table.get(table, self.pk_update)
+
+    def retention_for(self, table: str) -> dt.timedelta:
+        return self.retention_by_table.get(table, self.tombstone_retention)
 
     def route_sql(self) -> str | None:
         """SQL over ``table``: true for a table that is applied; None when every table is."""
@@ -119,6 +129,15 @@ class ApplySettings:
         if only is not None and low not in {c.lower() for c in only}:
             return True
         return low in {c.lower() for c in self.except_column_list.get(table, ())}
+
+
+def _per_table(value: Any, what: str) -> tuple[Any, dict[str, Any]]:
+    """A run-wide setting given once, or per source table with an optional ``"*"`` default."""
+    if not isinstance(value, Mapping):
+        return value, {}
+    by_table = {str(k): v for k, v in value.items() if k != "*"}
+    default = value.get("*", DEFAULT_TOMBSTONE_RETENTION if what == "tombstone_retention" else "delete-insert")
+    return default, by_table
 
 
 def _normalise_keys(keys: Mapping[str, Sequence[str] | str] | None) -> dict[str, tuple[str, ...]]:
@@ -154,11 +173,12 @@ def apply(
     *,
     format: str = "ogg-json",
     keys: Mapping[str, Sequence[str] | str] | None = None,
-    pk_update: PkUpdate = "delete-insert",
+    pk_update: PkUpdate | Mapping[str, PkUpdate] = "delete-insert",
     options: Mapping[str, str] | None = None,
     spark: SparkSession | None = None,
     engine: str | DeltaRsEngine | None = None,
-    tombstone_retention: dt.timedelta = DEFAULT_TOMBSTONE_RETENTION,
+    tombstone_retention: dt.timedelta | Mapping[str, dt.timedelta] = DEFAULT_TOMBSTONE_RETENTION,
+    table_paths: Mapping[str, str] | None = None,
     column_list: Mapping[str, Sequence[str] | str] | None = None,
     except_column_list: Mapping[str, Sequence[str] | str] | None = None,
     apply_as_truncates: bool = True,
@@ -181,12 +201,18 @@ def apply(
         format: a registered format name (see :data:`lakecdc.decoders.DECODERS`).
         keys: primary-key columns per source table, for messages that carry none
             (DLT's ``keys``); ``{"QASOURCE.TCUSTORD": ["CUST_CODE", "ORDER_ID"]}``.
-        pk_update: ``delete-insert`` (default), ``update`` or ``abend`` (see ``semantics.md``).
+        pk_update: ``delete-insert`` (default), ``update`` or ``abend`` (see ``semantics.md``);
+            or per source table, ``{"S.ORDERS": "update"}`` (a ``"*"`` entry for the others).
         options: format options (GoldenGate property names for GoldenGate formats).
         spark: the session to use; default: the active one, else an embedded local one.
         engine: ``auto`` (delta-spark when its JVM classes are present, else delta-rs),
             ``delta-rs`` or ``delta-spark``.
-        tombstone_retention: how long a deleted key keeps blocking late events.
+        tombstone_retention: how long a deleted key keeps blocking late events; or per source
+            table (a ``"*"`` entry for the others).
+        table_paths: where a source table's Delta table lives instead of ``<target>/<table>``: a
+            path relative to ``target``, an absolute path or a URI (``{"S.ORDERS": "orders"}``).
+            Recorded with the target, so later runs need not repeat it; a table that exists
+            cannot be moved this way (move it, then edit ``_lakecdc/routes.json``).
         column_list: per table, the only columns written to the target (DLT's ``column_list``);
             key columns are always written. ``{"S.ORDERS": ["ID", "STATUS"]}``.
         except_column_list: per table, columns never written (DLT's ``except_column_list``).
@@ -219,8 +245,11 @@ def apply(
         >>> s = lakecdc.apply("landing/", "lake/", format="ogg-json")        # doctest: +SKIP
         >>> print(s.render())                                                # doctest: +SKIP
     """
-    if pk_update not in PK_UPDATE_MODES:
-        raise ConfigError(f"pk_update {pk_update!r} is not one of {', '.join(PK_UPDATE_MODES)}")
+    pk_default, pk_by_table = _per_table(pk_update, "pk_update")
+    retention_default, retention_by_table = _per_table(tombstone_retention, "tombstone_retention")
+    for mode in (pk_default, *pk_by_table.values()):
+        if mode not in PK_UPDATE_MODES:
+            raise ConfigError(f"pk_update {mode!r} is not one of {', '.join(PK_UPDATE_MODES)}")
     started = time.perf_counter()
     spark = spark or get_spark()
     target_s = str(Path(target).resolve())
@@ -230,8 +259,9 @@ def apply(
     settings = ApplySettings(
         format=format,
         keys=_normalise_keys(keys),
-        pk_update=pk_update,
-        tombstone_retention=tombstone_retention,
+        pk_update=pk_default,
+        tombstone_retention=retention_default,
+        pk_update_by_table=pk_by_table, retention_by_table=retention_by_table,
         treat_all_as_strings=decoder.all_strings,
         column_list=_normalise_keys(column_list),
         except_column_list=_normalise_keys(except_column_list),
@@ -242,6 +272,8 @@ def apply(
     )
     for table in set(settings.column_list) & set(settings.except_column_list):
         raise ConfigError(f"table {table!r}: give column_list or except_column_list, not both")
+    if table_paths:
+        record_table_paths(target_s, table_paths, exists=eng.exists)
     say = progress or (lambda _msg: None)
     raw_inputs = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
     files = list_inputs(raw_inputs)
@@ -689,7 +721,7 @@ def _prepare(
         # the replay needs whole images: widen again with every after value and the before image
         full = drop_stale(widen(mine, layout, full=True), layout, stored, watermark).where(F.col("_op") != "T")
         ok = full.where(F.col("_error").isNull() & ~F.col("_stale"))
-        if settings.pk_update == "abend":
+        if settings.pk_update_for(table) == "abend":
             _raise_abend(table, ok, layout)
         target_rows = read_rows(spark, engine, target, table, layout)
         if run_truncate is not None:
@@ -698,7 +730,7 @@ def _prepare(
         if stored is None:
             stored = read_stored(spark, engine, target, table, layout)
         moved = fold_with_key_moves(
-            ok, layout, pk_update=settings.pk_update, table=table,
+            ok, layout, pk_update=settings.pk_update_for(table), table=table,
             target_rows=target_rows, stored=stored,
         ).toArrow()
         # duplicates stay as the first fold counted them (it also sees events a truncate wiped)
@@ -790,8 +822,8 @@ def _commit(
     stones = tombstone_rows(source.deletes, layout, truncate_seq=prep.truncate_seq, now=now)
     if stones.num_rows:
         engine.append(tombstone_path(target, prep.table), stones, version=run_id)
-    expire_tombstones(engine, target, prep.table, settings.tombstone_retention, now)
-    if settings.pk_update == "update":
+    expire_tombstones(engine, target, prep.table, settings.retention_for(prep.table), now)
+    if settings.pk_update_for(prep.table) == "update":
         moved = min(prep.counts.get("_pku", 0), inserted, deleted)
         inserted, deleted, updated = inserted - moved, deleted - moved, updated + moved
     applied = prep.net.filter(pc.is_valid(prep.net.column("_action")))

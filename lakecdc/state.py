@@ -7,6 +7,8 @@ Under a target root::
     <target>/_lakecdc/runs/              run manifests (see lakecdc.ledger)
     <target>/_lakecdc/tables/<t>.json    what a later run needs to know of a table before reading
                                          its batch: its source name and key columns
+    <target>/_lakecdc/routes.json        source tables whose Delta table lives elsewhere
+                                         (``apply(table_paths=...)``): relative, absolute or a URI
     <target>/_quarantine/                Delta table: records that could not be applied
 
 A tombstone remembers a deleted key's seq so that a late update cannot resurrect the row; it
@@ -19,6 +21,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,6 +30,7 @@ import pyarrow.compute as pc
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from lakecdc.errors import ConfigError
 from lakecdc.merge.arrow_types import to_arrow_type
 
 if TYPE_CHECKING:
@@ -50,7 +54,46 @@ def table_dir(table: str) -> str:
 
 
 def table_path(target: str, table: str) -> str:
-    return str(Path(target) / table_dir(table))
+    """Where ``table``'s Delta table lives: ``<target>/<table>``, unless a route says otherwise."""
+    route = _routes(target).get(table)
+    if route is None:
+        return str(Path(target) / table_dir(table))
+    return route if "://" in route or Path(route).is_absolute() else str(Path(target) / route)
+
+
+def _routes_file(target: str) -> Path:
+    return Path(target) / "_lakecdc" / "routes.json"
+
+
+def _routes(target: str) -> dict[str, str]:
+    path = _routes_file(target)
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def record_table_paths(target: str, paths: Mapping[str, str], *, exists: Callable[[str], bool]) -> None:
+    """Route source tables to Delta tables elsewhere than ``<target>/<table>`` (see
+    :func:`lakecdc.apply`'s ``table_paths``). Recorded under the target, so that every later run,
+    ``maintain``, ``status`` and ``check`` find the table; a table that exists keeps its place."""
+    routes = _routes(target)
+    changed = False
+    for table, where in paths.items():
+        where = str(where)
+        if routes.get(table) == where:
+            continue
+        now = table_path(target, table)
+        if exists(now):
+            raise ConfigError(
+                f"table {table!r} already lives at {now}; lakecdc does not move tables: move its "
+                f"Delta table to {where} and edit {_routes_file(target)}, or keep its path"
+            )
+        routes[table] = where
+        changed = True
+    if changed:
+        path = _routes_file(target)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(routes, indent=2, sort_keys=True))
+        tmp.replace(path)
 
 
 def tombstone_path(target: str, table: str) -> str:

@@ -475,3 +475,33 @@ def test_a_failing_table_does_not_block_the_others_and_catches_up_in_order(spark
     assert rows(b, "ID") == [{"ID": 1, "N": 3}, {"ID": 2, "N": 1}]
     assert rows(target.resolve() / "S.A") == [{"ID": 1, "N": 3}]
     assert [m.status for m in Ledger(target).manifests()] == ["committed"] * 3
+
+
+def test_tables_routed_to_their_own_paths_with_their_own_settings(spark, tmp_path):
+    landing, target, elsewhere = tmp_path / "landing", tmp_path / "lake", tmp_path / "warehouse" / "orders"
+    write_jsonl(landing / "a.json", [
+        ogg("S.CUST", "I", "00:00:01", 1, after={"ID": 1, "N": "a"}, keys=["ID"]),
+        ogg("S.ORD", "I", "00:00:02", 2, after={"ID": 1, "N": "a"}, keys=["ID"]),
+        # a key change: an update for S.ORD, a delete + insert for S.CUST (the run's default)
+        ogg("S.CUST", "U", "00:00:03", 3, before={"ID": 1, "N": "a"}, after={"ID": 2, "N": "a"}, keys=["ID"]),
+        ogg("S.ORD", "U", "00:00:04", 4, before={"ID": 1, "N": "a"}, after={"ID": 2, "N": "a"}, keys=["ID"]),
+    ])
+    s = lakecdc.apply(landing, target, spark=spark, pk_update={"S.ORD": "update"},
+                      table_paths={"S.CUST": "customers", "S.ORD": str(elsewhere)})
+    cust, ord_ = s.table("S.CUST"), s.table("S.ORD")
+    assert cust.target == str(target.resolve() / "customers") and ord_.target == str(elsewhere)
+    assert rows(cust.target) == [{"ID": 2, "N": "a"}] and rows(elsewhere) == [{"ID": 2, "N": "a"}]
+    assert (cust.inserted, cust.deleted, cust.updated) == (1, 0, 0)       # new table: net insert of key 2
+    assert (ord_.inserted, ord_.updated) == (1, 0)
+    assert not (target / "S.CUST").exists() and not (target / "S.ORD").exists()
+    # later runs, maintenance and status find them without being told again
+    write_jsonl(landing / "b.json", [ogg("S.ORD", "U", "00:00:05", 5, before={"ID": 2}, after={"ID": 2, "N": "b"}, keys=["ID"])])
+    s = lakecdc.apply(landing, target, spark=spark)
+    assert s.table("S.ORD").target == str(elsewhere) and rows(elsewhere) == [{"ID": 2, "N": "b"}]
+    reports = lakecdc.maintain(str(target), vacuum_retention=None)
+    assert {r.target for r in reports} == {cust.target, str(elsewhere)}
+    # an existing table is not moved by a new path
+    with pytest.raises(lakecdc.LakecdcError, match="already lives at .*customers.*does not move tables"):
+        lakecdc.apply(landing, target, spark=spark, table_paths={"S.CUST": "clients"})
+    with pytest.raises(lakecdc.LakecdcError, match="pk_update 'sideways'"):
+        lakecdc.apply(landing, target, spark=spark, pk_update={"S.ORD": "sideways"})
