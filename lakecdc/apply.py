@@ -103,10 +103,14 @@ class ApplySettings:
     retention_by_table: Mapping[str, dt.timedelta] = field(default_factory=dict)
 
     def pk_update_for(self, table: str) -> PkUpdate:
-        return self.pk_update_by_table.get(table, self.pk_update)
+        """The table's own setting, else its contract's, else the run's."""
+        declared = self.contracts[table].pk_update if table in self.contracts else None
+        return self.pk_update_by_table.get(table) or declared or self.pk_update  # type: ignore[return-value]
 
     def retention_for(self, table: str) -> dt.timedelta:
-        return self.retention_by_table.get(table, self.tombstone_retention)
+        declared = self.contracts[table].tombstone_retention if table in self.contracts else None
+        found = self.retention_by_table.get(table, declared)
+        return found if found is not None else self.tombstone_retention
 
     def route_sql(self) -> str | None:
         """SQL over ``table``: true for a table that is applied; None when every table is."""
@@ -272,8 +276,10 @@ def apply(
     )
     for table in set(settings.column_list) & set(settings.except_column_list):
         raise ConfigError(f"table {table!r}: give column_list or except_column_list, not both")
-    if table_paths:
-        record_table_paths(target_s, table_paths, exists=eng.exists)
+    paths = {t: c.target for t, c in settings.contracts.items() if c.target}
+    paths.update(table_paths or {})
+    if paths:
+        record_table_paths(target_s, paths, exists=eng.exists)
     say = progress or (lambda _msg: None)
     raw_inputs = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
     files = list_inputs(raw_inputs)

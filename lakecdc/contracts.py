@@ -16,8 +16,14 @@ One YAML file per source table under ``data_contracts/`` (or any directory / fil
         properties:
           - {name: CUST_CODE, logicalType: string, physicalType: string, primaryKey: true, primaryKeyPosition: 1, required: true}
           - {name: PRODUCT_PRICE, logicalType: number, physicalType: "decimal(38,2)"}
-    customProperties:
-      - {property: lakecdc.pk_update, value: delete-insert}
+    customProperties:                          # lakecdc's own section (all optional)
+      - {property: lakecdc.pk_update, value: update}            # this table's pk_update
+      - {property: lakecdc.tombstone_retention, value: 30d}     # how long its deletes block late events
+      - {property: lakecdc.target, value: sales/orders}         # its Delta table (relative to the target root,
+                                                                # absolute, or a URI)
+
+``customProperties`` may sit at the top (for every table of the file) or on a schema object (for
+that table). A per-table setting given to ``apply`` itself wins over the contract's.
 
 What lakecdc takes from it: the **keys** (``primaryKey`` properties, in ``primaryKeyPosition``
 order) for messages that carry none, and each column's **type**: ``physicalType`` when it is a
@@ -34,6 +40,7 @@ typed columns, other keys).
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,6 +78,10 @@ class Contract:
     columns: tuple[tuple[str, T.DataType], ...]
     keys: tuple[str, ...]
     required: tuple[str, ...] = ()
+    #: lakecdc's section (``customProperties``): this table's pk_update, tombstone retention, path
+    pk_update: str | None = None
+    tombstone_retention: dt.timedelta | None = None
+    target: str | None = None
 
     @property
     def types(self) -> dict[str, T.DataType]:
@@ -134,10 +145,51 @@ def load_contract(path: str | Path) -> list[Contract]:
                 keyed.append((position, name))
             if prop.get("required"):
                 required.append(name)
+        own = {**_lakecdc_section(data.get("customProperties"), (), where),
+               **_lakecdc_section(obj.get("customProperties"), (*at,), where)}
         out.append(Contract(
             source_table=str(obj.get("physicalName") or obj["name"]), path=str(path), columns=tuple(columns),
-            keys=tuple(n for _, n in sorted(keyed)), required=tuple(required),
+            keys=tuple(n for _, n in sorted(keyed)), required=tuple(required), **own,
         ))
+    return out
+
+
+_OWN = ("lakecdc.pk_update", "lakecdc.tombstone_retention", "lakecdc.target")
+
+
+def _lakecdc_section(props: Any, at: tuple[str, ...], where: Any) -> dict[str, Any]:
+    """lakecdc's settings among an ODCS ``customProperties`` list (others' properties are theirs)."""
+    from lakecdc.changes import PK_UPDATE_MODES
+    from lakecdc.cli import parse_duration
+
+    if props is None:
+        return {}
+    here = (*at, "customProperties")
+    if not isinstance(props, list):
+        raise where.error(here, "expected a list of {property: NAME, value: VALUE}")
+    out: dict[str, Any] = {}
+    for k, item in enumerate(props):
+        pat = (*here, str(k))
+        if not isinstance(item, dict) or "property" not in item:
+            raise where.error(pat, "expected {property: NAME, value: VALUE}")
+        name, value = str(item["property"]), item.get("value")
+        if not name.startswith("lakecdc."):
+            continue
+        if name not in _OWN:
+            raise where.error((*pat, "property"), f"{name!r}: lakecdc knows {', '.join(_OWN)}")
+        if name == "lakecdc.pk_update":
+            if value not in PK_UPDATE_MODES:
+                raise where.error((*pat, "value"), f"{value!r}: use {', '.join(PK_UPDATE_MODES)}")
+            out["pk_update"] = str(value)
+        elif name == "lakecdc.tombstone_retention":
+            try:
+                out["tombstone_retention"] = parse_duration(str(value))
+            except ConfigError as exc:
+                raise where.error((*pat, "value"), str(exc)) from None
+        else:
+            if not value:
+                raise where.error((*pat, "value"), "expected the table's path")
+            out["target"] = str(value)
     return out
 
 

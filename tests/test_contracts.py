@@ -57,6 +57,10 @@ def test_declared_types_map_to_spark_types(physical, logical, expected):
     ("kind: DataContract\nschema: []\n", ":2: schema: expected a list"),
     ("schema:\n  - name: T\n    properties:\n      - {name: A, primaryKey: true, primaryKeyPosition: first}\n",
      ":4: schema.0.properties.0.primaryKeyPosition: expected a whole number"),
+    ("schema:\n  - name: T\n    properties: [{name: A}]\ncustomProperties:\n  - {property: lakecdc.pk_update, value: merge}\n",
+     ":5: customProperties.0.value: 'merge': use abend, update, delete-insert"),
+    ("schema:\n  - name: T\n    properties: [{name: A}]\n    customProperties:\n      - {property: lakecdc.colour, value: red}\n",
+     ":5: schema.0.customProperties.0.property: 'lakecdc.colour': lakecdc knows"),
 ])
 def test_contract_mistakes_name_file_and_line(tmp_path, body, message):
     path = tmp_path / "c.yaml"
@@ -111,3 +115,29 @@ def test_infer_then_check_and_a_drifted_table(spark, tmp_path, capsys):
     report = capsys.readouterr().out
     assert "column ID: table type bigint, contract string" in report
     assert "column EXTRA (bigint) is in the table but not in the contract" in report
+
+
+@pytest.mark.spark
+def test_a_contracts_lakecdc_section_routes_the_table_and_sets_its_pk_update(spark, tmp_path):
+    contract = tmp_path / "contracts" / "orders.yaml"
+    contract.parent.mkdir()
+    contract.write_text(CONTRACT + (
+        "customProperties:\n"
+        "  - {property: lakecdc.pk_update, value: update}\n"
+        "  - {property: lakecdc.tombstone_retention, value: 30d}\n"
+        "  - {property: lakecdc.target, value: sales/orders}\n"
+        "  - {property: owner.team, value: sales}\n"   # another tool's property: not lakecdc's business
+    ))
+    loaded = load_contracts(contract.parent)["S.ORDERS"]
+    assert (loaded.pk_update, loaded.tombstone_retention.days, loaded.target) == ("update", 30, "sales/orders")
+    landing, target = tmp_path / "landing", tmp_path / "lake"
+    write_jsonl(landing / "1.json", [ogg("S.ORDERS", "I", "00:00:01", 1, after={"ID": 1, "PRICE": 1, "QTY": 1, "NOTE": "a"})])
+    s = lakecdc.apply(landing, target, contracts=contract.parent, spark=spark)
+    assert s.table("S.ORDERS").target == str(target.resolve() / "sales" / "orders")
+    write_jsonl(landing / "2.json", [
+        ogg("S.ORDERS", "U", "00:00:02", 2, before={"ID": 1, "PRICE": 1, "QTY": 1, "NOTE": "a"},
+            after={"ID": 2, "PRICE": 1, "QTY": 1, "NOTE": "a"}),
+    ])
+    t = lakecdc.apply(landing, target, contracts=contract.parent, spark=spark).table("S.ORDERS")
+    assert (t.inserted, t.updated, t.deleted) == (0, 1, 0)   # pk_update=update (delete-insert would say 1, 0, 1)
+    assert [r["ID"] for r in DeltaTable(t.target).to_pyarrow_table().to_pylist()] == [2]
