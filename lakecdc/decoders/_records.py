@@ -8,7 +8,8 @@ double). Two layouts are told apart per file by its first bytes:
 * **lines**: one message per line, read in place;
 * **documents**: pretty-printed or concatenated objects (GoldenGate ``prettyPrint=true``,
   ``jsonDelimiter``): split by a scanner that knows JSON strings and staged as one object per
-  line, with a map back to the original line numbers.
+  line, with a map back to the original line numbers. Staging runs in Spark's executors, one
+  task per file (:func:`on_executors`), never on the driver.
 
 Every row carries ``_file`` (the input path), ``_block`` (start of the split it was read from)
 and ``_row`` (an id increasing along the split, over non-blank lines). A record's line number
@@ -18,13 +19,15 @@ and raw text are recovered only for bad records, by :func:`locate` reading the f
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+import pyarrow as pa
 from pyspark.sql import functions as F
 
 if TYPE_CHECKING:
@@ -78,12 +81,41 @@ def stage_documents(path: str, staging: str) -> str:
     return str(out)
 
 
+def staged_documents(spark: SparkSession, files: Sequence[str], staging: str) -> list[str]:
+    """``files`` with every ``documents`` file replaced by its staged one-object-per-line copy."""
+    todo = [f for f in files if detect_layout(f) != "lines"]
+    staged = dict(zip(todo, on_executors(spark, functools.partial(stage_documents, staging=staging), todo), strict=True))
+    return [staged.get(f, f) for f in files]
+
+
+def on_executors(spark: SparkSession, fn: Callable[[str], str], paths: Sequence[str]) -> list[str]:
+    """``fn(path)`` for each path, run by Spark's executors (one task per path), results in order.
+
+    For work on whole files that cannot be split (staging a file of documents): the driver only
+    lists the files; the reading and writing happens where the data is, in parallel across files.
+    ``fn`` must be picklable (a module-level function or a ``functools.partial`` of one), and the
+    paths it writes must be visible to the driver (the staging area under the target).
+    """
+    if not paths:
+        return []
+    items = spark.createDataFrame([(i, p) for i, p in enumerate(paths)], "i int, path string")
+    out = items.repartition(len(paths), "i").mapInArrow(functools.partial(_run_each, fn=fn), "i int, out string")
+    done = {r["i"]: r["out"] for r in out.collect()}
+    return [done[i] for i in range(len(paths))]
+
+
+def _run_each(batches: Iterator[pa.RecordBatch], *, fn: Callable[[str], str]) -> Iterator[pa.RecordBatch]:
+    for batch in batches:
+        ids, paths = batch.column("i").to_pylist(), batch.column("path").to_pylist()
+        yield pa.RecordBatch.from_pydict({"i": pa.array(ids, pa.int32()), "out": [fn(p) for p in paths]})
+
+
 def read_json(spark: SparkSession, files: Sequence[str], schema: StructType, *, staging: str) -> DataFrame:
     """Messages of ``files`` parsed with ``schema`` (plus ``_corrupt_record``) and origin columns.
 
     Call inside :func:`exact_json_strings`.
     """
-    paths = [f if detect_layout(f) == "lines" else stage_documents(f, staging) for f in files]
+    paths = staged_documents(spark, files, staging)
     names = {Path(p).resolve().as_uri(): p for p in paths}
     mapping = F.create_map(*[F.lit(x) for kv in names.items() for x in kv])
     uri = F.input_file_name()
@@ -104,7 +136,7 @@ def read_json(spark: SparkSession, files: Sequence[str], schema: StructType, *, 
 
 def read_text(spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
     """Non-blank lines of ``files`` as ``value`` with the same origin columns as :func:`read_json`."""
-    paths = [f if detect_layout(f) == "lines" else stage_documents(f, staging) for f in files]
+    paths = staged_documents(spark, files, staging)
     names = {Path(p).resolve().as_uri(): p for p in paths}
     mapping = F.create_map(*[F.lit(x) for kv in names.items() for x in kv])
     uri = F.input_file_name()

@@ -86,6 +86,7 @@ import pyarrow as pa
 from pyspark.sql import functions as F
 
 from lakecdc.changes import default_seq
+from lakecdc.decoders._records import on_executors
 from lakecdc.decoders.base import Decoder, first_error, parse_op_ts
 from lakecdc.errors import ConfigError
 
@@ -450,13 +451,14 @@ class OggXmlDecoder(Decoder):
         self.flag("includeProlog")
         self.flag("iso8601Format")
 
-    def stage(self, files: Sequence[str], *, staging: str) -> list[str]:
-        """Each input split into one document per line (see :func:`stage_operations`)."""
-        return [stage_operations(f, staging, self.encoding) for f in files]
+    def stage(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> list[str]:
+        """Each input split into one document per line (see :func:`stage_operations`), by the
+        executors, one task per file."""
+        return on_executors(spark, functools.partial(stage_operations, staging=staging, encoding=self.encoding), files)
 
     def parsed(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
         """Staged documents parsed in the executors: ``x_*`` columns plus the origin columns."""
-        paths = self.stage(files, staging=staging)
+        paths = self.stage(spark, files, staging=staging)
         names = {Path(p).resolve().as_uri(): p for p in paths}
         mapping = F.create_map(*[F.lit(x) for kv in names.items() for x in kv])
         uri = F.input_file_name()
