@@ -749,3 +749,88 @@ def test_a_schema_change_names_the_keys_of_rows_that_carry_none(spark, tmp_path)
     t = s.table("inv.items")
     assert s.ok and t.inserted == 1 and t.skipped == 1
     assert DeltaTable(t.target).to_pyarrow_table().select(["code", "v"]).to_pylist() == [{"code": 7, "v": "a"}]
+
+
+# -- whole transactions across runs ------------------------------------------------------------------
+
+
+def _marker(renderer: Renderer, tx: str, status: str, count: int | None, tables: dict[str, int]) -> str:
+    """A record of Debezium's transaction topic, in the renderer's style."""
+    payload = {"status": status, "id": tx, "ts_ms": 1_700_000_000_000, "event_count": count,
+               "data_collections": None if count is None else
+               [{"data_collection": t, "event_count": n} for t, n in sorted(tables.items())]}
+    value = renderer.wrap(payload, {"type": "struct", "name": "io.debezium.connector.common.TransactionMetadataValue",
+                                    "optional": False, "fields": []})
+    if renderer.style.layout != "kcat":
+        return json.dumps(value)
+    return json.dumps({"topic": f"{renderer.style.server}.transaction", "partition": 0, "offset": 0, "ts": 0,
+                       "key": None, "payload": json.dumps(value)})
+
+
+def _transactions_round_trip(spark, workdir: Path, sc, reads: list[bool], style: Style) -> None:
+    """Random runs cut the source's transactions anywhere (and deliver duplicates, out of order):
+    with ``complete_transactions`` a transaction applies in the run where its END marker and all
+    its events have arrived, with every copy of its events delivered so far; the tables equal
+    the oracle fed exactly that after every run."""
+    evs, index = as_debezium(sc.events, style.connector, reads)
+    kinds = {decoded_table(style.connector, spec.name): {**{k: "int" if k == "ID" else "str" for k in spec.keys},
+                                                         **spec.columns} for spec in sc.specs}
+    originals = {decoded_table(style.connector, spec.name): spec.name for spec in sc.specs}
+    renderer = Renderer(evs, kinds, style, originals)
+    keys = {decoded_table(style.connector, spec.name): list(spec.keys) for spec in sc.specs}
+    members: dict[str, list[Event]] = {}
+    for e in evs:
+        if e.op != "R":
+            members.setdefault(str(renderer.tx[e.pos]), []).append(e)
+    last_pos = {tx: max(int(e.pos) for e in m) for tx, m in members.items()}
+    oracle, targets, applied = Oracle(), {}, []
+    pending: dict[str, list[Event]] = {}
+    seen: dict[str, set[str]] = {}
+    ended: set[str] = set()
+    done: set[str] = set()
+    begun: set[str] = set()
+    for number, run in enumerate(sc.runs, start=1):
+        deliveries = [evs[j] for i in run for j in index[i]]
+        lines, ready = [], []
+        for e in deliveries:
+            tx = None if e.op == "R" else str(renderer.tx[e.pos])
+            if tx is not None and tx not in begun:
+                begun.add(tx)
+                lines.append(_marker(renderer, tx, "BEGIN", None, {}))
+            lines.append(renderer.render([e]).rstrip("\n"))
+            if tx is None or tx in done:
+                ready.append(e)
+                continue
+            pending.setdefault(tx, []).append(e)
+            seen.setdefault(tx, set()).add(e.pos)
+            if int(e.pos) == last_pos[tx] and tx not in ended:   # the commit: Debezium writes END after it
+                ended.add(tx)
+                per_table: dict[str, int] = {}
+                for m in members[tx]:
+                    per_table[m.table] = per_table.get(m.table, 0) + 1
+                lines.append(_marker(renderer, tx, "END", len(members[tx]), per_table))
+        for tx in sorted(pending):
+            if tx in ended and len(seen[tx]) >= len(members[tx]):
+                ready += pending.pop(tx)
+                done.add(tx)
+        path = workdir / "landing" / f"run-{number:04d}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+        applied.append(str(path))
+        oracle.apply_run(ready, pk_update="delete-insert")
+        summary = lakecdc.apply(applied, workdir / "lake", format=FORMAT, keys=keys, pk_update=sc.pk_update,
+                                complete_transactions=True, spark=spark)
+        assert summary.ok and summary.quarantined_unrouted == 0
+        held = sum(t.held for t in summary.tables)
+        assert held == sum(len(v) for v in pending.values()), f"run {number}: held {held}, open {pending}"
+        targets.update({t.source_table: t.target for t in summary.tables})
+        assert_targets_match(oracle, targets, f"run {number} ({style}, whole transactions)")
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("style", ["mysql-schemaless", "db2-kcat-schema"])
+@settings(max_examples=4, derandomize=True, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture])
+@given(sc=scenarios(max_events=12), reads=st.lists(st.booleans(), min_size=12, max_size=12))
+def test_transactions_cut_across_runs_apply_whole_as_the_oracle_says(spark, tmp_path_factory, style, sc, reads):
+    _transactions_round_trip(spark, tmp_path_factory.mktemp("dbztx"), sc, reads, STYLES[style])
