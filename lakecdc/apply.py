@@ -65,7 +65,7 @@ from lakecdc.state import (
     write_table_info,
 )
 from lakecdc.summary import RunSummary, TableSummary
-from lakecdc.transactions import HELD, split_open_transactions, write_held
+from lakecdc.transactions import HELD, held_files, record_applied, split_open_transactions, write_held
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -352,20 +352,24 @@ def _run(
     with job_conf(spark):
         events = decoder.read(spark, files, staging=staging)
         held = None
+        typed_from = files
         if settings.complete_transactions:
             events, held = split_open_transactions(spark, engine, target, events, run_id)
+            # events held by an earlier run come from its files: their declared types too
+            typed_from = [*files, *(f for f in held_files(engine, target, run_id) if f not in files)]
         route = settings.route_sql()
         if route is not None:  # tables routed elsewhere: their events become skipped records
             events = events.withColumn("op", F.expr(f"CASE WHEN table IS NULL OR {route} THEN op END"))
         if not settings.apply_as_truncates:
             events = events.where((F.col("op") != "T") | F.col("op").isNull() | F.col("_error").isNotNull())
         try:
-            summaries, quarantined, skipped = _run_tables(spark, engine, decoder, settings, target, files, events,
-                                                          run_id=run_id, now=now, staging=staging, say=say)
+            summaries, quarantined, skipped = _run_tables(spark, engine, decoder, settings, target, typed_from,
+                                                          events, run_id=run_id, now=now, staging=staging, say=say)
             held_counts: dict[str | None, int] = {}
             if held is not None and all(s.status in ("applied", "skipped") for s in summaries.values()):
                 say("holding the events of transactions not complete yet")
                 held_counts, markers = write_held(engine, target, held, run_id)
+                record_applied(engine, target, events, run_id, now, settings.tombstone_retention)
                 for name, n in markers.items():
                     skipped[name] = skipped.get(name, 0) + n
         finally:

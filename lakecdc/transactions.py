@@ -20,10 +20,17 @@ Held events (and the markers of their transactions) are kept as canonical events
 their transaction completes. A run that crashes is resumed on the held events of the run before
 it (kept until a later run starts), so nothing is lost or applied twice. A transaction whose ``END`` never arrives is held until
 it does: the summary's ``held`` count shows it.
+
+A transaction applied once stays complete: its id goes to ``<target>/_lakecdc/transactions``
+(with the run and the time) when its run commits, so copies of its events that come again in a
+later run (a consumer restart re-reads a topic from an older offset, without the markers) are
+applied as the duplicates they are, not held for an END that already came. Ids are forgotten
+after the tombstone retention, as deleted keys are.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 import shutil
 from pathlib import Path
@@ -63,6 +70,7 @@ def split_open_transactions(
     markers.
     """
     earlier = [p for r, p in _held_runs(target) if r < run_id]
+    applied_before = _applied_path(target)
     for older in earlier[:-1]:  # superseded by the latest (runs commit in order)
         shutil.rmtree(older, ignore_errors=True)
     both = events
@@ -83,10 +91,49 @@ def split_open_transactions(
     complete = seen.join(ends, "txid", "full").where(
         F.col("_expected").isNotNull() & (F.coalesce("_seen", F.lit(0)) >= F.col("_expected"))
     ).select("txid", F.lit(True).alias("_complete"))
-    marked = both.join(F.broadcast(complete), "txid", "left")
+    if engine.exists(applied_before):  # applied by an earlier run: complete whatever comes again
+        done = engine.read(spark, applied_before).where(F.col("run_id") < run_id).select("txid")
+        complete = complete.unionByName(done.select("txid", F.lit(True).alias("_complete"))).distinct()
+    marked = both.join(complete, "txid", "left")
     # a transaction is open when it has data events or markers and is not complete
     is_open = F.col("txid").isNotNull() & good & F.col("_complete").isNull()
     return marked.where(~is_open).drop("_complete"), marked.where(is_open).drop("_complete")
+
+
+def _applied_path(target: str) -> str:
+    return str(Path(target) / "_lakecdc" / "transactions")
+
+
+def record_applied(
+    engine: DeltaRsEngine, target: str, applied: DataFrame, run_id: int, now: dt.datetime, retention: dt.timedelta,
+) -> None:
+    """Remember the transactions whose events run ``run_id`` applied (once per run), and forget
+    those older than ``retention``."""
+    import pyarrow as pa
+
+    ids = applied.where(F.col("_error").isNull() & F.col("op").isNotNull() & F.col("txid").isNotNull())
+    txids = sorted(r["txid"] for r in ids.select("txid").distinct().collect())
+    path = _applied_path(target)
+    if txids:
+        rows = pa.table({"txid": pa.array(txids, pa.string()), "run_id": pa.array([run_id] * len(txids), pa.int64()),
+                         "applied_at": pa.array([now] * len(txids), pa.timestamp("us", tz="UTC"))})
+        engine.append(path, rows, version=run_id)
+    if engine.exists(path):
+        cutoff = (now - retention).astimezone(dt.timezone.utc).replace(tzinfo=None).isoformat(sep="T") + "Z"
+        engine.delete_where(path, f"applied_at < '{cutoff}'")
+
+
+def held_files(engine: DeltaRsEngine, target: str, run_id: int) -> list[str]:
+    """The input files the events held for run ``run_id`` were read from (those still there)."""
+    import os
+
+    import pyarrow.compute as pc
+
+    earlier = [p for r, p in _held_runs(target) if r < run_id]
+    if not earlier or not engine.exists(str(earlier[-1])):
+        return []
+    files = pc.unique(engine.read_arrow(str(earlier[-1]), columns=["_file"]).column("_file")).to_pylist()
+    return sorted(f for f in files if f and os.path.exists(f))
 
 
 def write_held(

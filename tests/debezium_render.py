@@ -260,3 +260,87 @@ def _lsn(n: int) -> str:
 
 def _dump(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+#: The Kafka Connect schema of a record of Debezium's transaction topic.
+MARKER_SCHEMA: dict[str, Any] = {
+    "type": "struct", "name": "io.debezium.connector.common.TransactionMetadataValue", "optional": False,
+    "fields": [
+        {"field": "status", "type": "string", "optional": False},
+        {"field": "id", "type": "string", "optional": False},
+        {"field": "event_count", "type": "int64", "optional": True},
+        {"field": "data_collections", "type": "array", "optional": True,
+         "items": {"type": "struct", "name": "io.debezium.connector.common.DataCollection", "optional": False,
+                   "fields": [{"field": "data_collection", "type": "string", "optional": False},
+                              {"field": "event_count", "type": "int64", "optional": False}]}},
+        {"field": "ts_ms", "type": "int64", "optional": False},
+    ],
+}
+
+
+class WholeTransactions:
+    """Runs of a history cut anywhere, with Debezium's transaction topic in them, and what a
+    consumer that applies whole transactions only (``complete_transactions``) applies per run.
+
+    A transaction is a :class:`Renderer` group (events sharing ``op_ts``; snapshot reads are in
+    none). Its BEGIN marker goes before the first delivered copy of any of its events, its END
+    marker (with ``event_count`` and ``data_collections``) right after the first delivered copy
+    of its last event: where Debezium writes it. A transaction applies in the run where its END
+    and every one of its events have arrived, with every copy delivered so far; copies delivered
+    after that (a consumer restart) are ordinary duplicates.
+    """
+
+    def __init__(self, renderer: Renderer, events: Sequence[Event]) -> None:
+        self.renderer = renderer
+        self.members: dict[str, list[Event]] = {}
+        for e in events:
+            if e.op != "R":
+                self.members.setdefault(self.tx_of(e), []).append(e)
+        self.last = {tx: max(int(e.pos) for e in m) for tx, m in self.members.items()}
+        self.pending: dict[str, list[Event]] = {}
+        self.seen: dict[str, set[str]] = {}
+        self.begun: set[str] = set()
+        self.ended: set[str] = set()
+        self.done: set[str] = set()
+
+    def tx_of(self, e: Event) -> str:
+        return str(self.renderer.tx[e.pos])
+
+    def marker(self, tx: str, status: str) -> dict[str, Any]:
+        tables: dict[str, int] = {}
+        for m in self.members[tx] if status == "END" else ():
+            tables[m.table] = tables.get(m.table, 0) + 1
+        return {"status": status, "id": tx, "ts_ms": 1_700_000_000_000,
+                "event_count": len(self.members[tx]) if status == "END" else None,
+                "data_collections": [{"data_collection": t, "event_count": n} for t, n in sorted(tables.items())]
+                if status == "END" else None}
+
+    def run(self, deliveries: Sequence[Event]) -> tuple[list[tuple[str, Any]], list[Event]]:
+        """One run's records in order (``("event", Event)`` or ``("marker", payload)``) and the
+        events a whole-transaction consumer applies in it."""
+        items: list[tuple[str, Any]] = []
+        ready: list[Event] = []
+        for e in deliveries:
+            tx = None if e.op == "R" else self.tx_of(e)
+            if tx is not None and tx not in self.begun:
+                self.begun.add(tx)
+                items.append(("marker", self.marker(tx, "BEGIN")))
+            items.append(("event", e))
+            if tx is None or tx in self.done:
+                ready.append(e)
+                continue
+            self.pending.setdefault(tx, []).append(e)
+            self.seen.setdefault(tx, set()).add(e.pos)
+            if int(e.pos) == self.last[tx] and tx not in self.ended:
+                self.ended.add(tx)
+                items.append(("marker", self.marker(tx, "END")))
+        for tx in sorted(self.pending):
+            if tx in self.ended and len(self.seen[tx]) >= len(self.members[tx]):
+                ready += self.pending.pop(tx)
+                self.done.add(tx)
+        return items, ready
+
+    @property
+    def held(self) -> int:
+        """Deliveries waiting for their transaction to complete."""
+        return sum(len(v) for v in self.pending.values())

@@ -29,14 +29,28 @@ from lakecdc.state import quarantine_path
 
 try:
     from tests.debezium_avro_render import AvroRenderer, length_prefixed, wire
-    from tests.debezium_render import Renderer, Style, as_debezium, decoded_table
+    from tests.debezium_render import (
+        MARKER_SCHEMA,
+        Renderer,
+        Style,
+        WholeTransactions,
+        as_debezium,
+        decoded_table,
+    )
     from tests.helpers import rows
     from tests.oracle import Oracle
     from tests.test_debezium_json import WRITTEN
     from tests.test_property import assert_counts, assert_targets_match, scenarios
 except ModuleNotFoundError:  # tests/ is on sys.path, not the repository root
     from debezium_avro_render import AvroRenderer, length_prefixed, wire  # type: ignore[no-redef]
-    from debezium_render import Renderer, Style, as_debezium, decoded_table  # type: ignore[no-redef]
+    from debezium_render import (  # type: ignore[no-redef]
+        MARKER_SCHEMA,
+        Renderer,
+        Style,
+        WholeTransactions,
+        as_debezium,
+        decoded_table,
+    )
     from helpers import rows  # type: ignore[no-redef]
     from oracle import Oracle  # type: ignore[no-redef]
     from test_debezium_json import WRITTEN  # type: ignore[no-redef]
@@ -493,3 +507,41 @@ def test_float_texts_are_those_of_the_32_bit_value():
     plan = Plan.of(ENVELOPE, "t", Settings())
     record = fastavro.schemaless_reader(io.BytesIO(MESSAGES[0][1][5:]), plan.parsed, None)
     assert plan.adapt(record)["after"]["ratio"] == "0.1"
+
+
+@pytest.mark.spark
+@settings(max_examples=3, derandomize=True, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture])
+@given(sc=scenarios(max_events=12), reads=st.lists(st.booleans(), min_size=12, max_size=12))
+def test_transactions_cut_across_runs_apply_whole_in_the_wire_format(spark, tmp_path_factory, sc, reads):
+    """complete_transactions with the transaction topic's BEGIN/END records in Avro (wire format):
+    the tables equal the oracle fed only whole transactions (see WholeTransactions)."""
+    style = STYLES["oracle-wire"][0]
+    workdir = tmp_path_factory.mktemp("dbzavrotx")
+    evs, index = as_debezium(sc.events, style.connector, reads)
+    kinds = {decoded_table(style.connector, spec.name): {**{k: "int" if k == "ID" else "str" for k in spec.keys},
+                                                         **spec.columns} for spec in sc.specs}
+    originals = {decoded_table(style.connector, spec.name): spec.name for spec in sc.specs}
+    keys = {decoded_table(style.connector, spec.name): list(spec.keys) for spec in sc.specs}
+    base = Renderer(evs, kinds, style, originals)
+    renderer, whole = AvroRenderer(base, evs, keys), WholeTransactions(base, evs)
+    landing, registry = workdir / "landing", workdir / "schemas"
+    landing.mkdir(parents=True)
+    oracle, targets, applied = Oracle(), {}, []
+    for number, run in enumerate(sc.runs, start=1):
+        items, ready = whole.run([evs[j] for i in run for j in index[i]])
+        messages: list[bytes] = []
+        for kind, x in items:
+            messages += (renderer.wire_messages([x]) if kind == "event"
+                         else [renderer.message(MARKER_SCHEMA, x, f"{style.server}.transaction-value")])
+        path = landing / f"run-{number:04d}.bin"
+        path.write_bytes(length_prefixed(messages))
+        renderer.write_registry(registry)
+        applied.append(str(path))
+        oracle.apply_run(ready, pk_update="delete-insert")
+        summary = lakecdc.apply(applied, workdir / "lake", format=FORMAT, options={"schemaDirectory": str(registry)},
+                                keys=keys, pk_update=sc.pk_update, complete_transactions=True, spark=spark)
+        assert summary.ok and summary.quarantined_unrouted == 0
+        assert sum(t.held for t in summary.tables) == whole.held, f"run {number}: held"
+        targets.update({t.source_table: t.target for t in summary.tables})
+        assert_targets_match(oracle, targets, f"run {number} (Avro wire format, whole transactions)")

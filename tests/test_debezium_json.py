@@ -27,12 +27,26 @@ from lakecdc.errors import ConfigError
 from lakecdc.state import quarantine_path
 
 try:
-    from tests.debezium_render import Renderer, Style, as_debezium, decoded_table
+    from tests.debezium_render import (
+        MARKER_SCHEMA,
+        Renderer,
+        Style,
+        WholeTransactions,
+        as_debezium,
+        decoded_table,
+    )
     from tests.helpers import rows
     from tests.oracle import Event, Oracle
     from tests.test_property import Scenario, TableSpec, assert_counts, assert_targets_match, scenarios
 except ModuleNotFoundError:  # tests/ is on sys.path, not the repository root
-    from debezium_render import Renderer, Style, as_debezium, decoded_table  # type: ignore[no-redef]
+    from debezium_render import (  # type: ignore[no-redef]
+        MARKER_SCHEMA,
+        Renderer,
+        Style,
+        WholeTransactions,
+        as_debezium,
+        decoded_table,
+    )
     from helpers import rows  # type: ignore[no-redef]
     from oracle import Event, Oracle  # type: ignore[no-redef]
     from test_property import (  # type: ignore[no-redef]
@@ -727,6 +741,11 @@ def test_complete_transactions_wait_for_the_end_marker_across_files(spark, tmp_p
     t = second.table("inv.items")
     assert (t.held, t.inserted) == (0, 2)
     assert sorted(r["id"] for r in DeltaTable(t.target).to_pyarrow_table().to_pylist()) == [1, 2]
+    # a consumer restart delivers an event of the applied transaction again, without its markers:
+    # a duplicate of a complete transaction, not one waiting for its END
+    (landing / "3.json").write_text(json.dumps(event(2, 200, "tx1")) + "\n")
+    third = lakecdc.apply(landing, target, **opts).table("inv.items")
+    assert (third.held, third.events, third.duplicate_or_late, third.inserted) == (0, 1, 1, 0)
 
 
 def test_a_schema_change_names_the_keys_of_rows_that_carry_none(spark, tmp_path):
@@ -754,13 +773,9 @@ def test_a_schema_change_names_the_keys_of_rows_that_carry_none(spark, tmp_path)
 # -- whole transactions across runs ------------------------------------------------------------------
 
 
-def _marker(renderer: Renderer, tx: str, status: str, count: int | None, tables: dict[str, int]) -> str:
+def _marker_line(renderer: Renderer, payload: dict) -> str:
     """A record of Debezium's transaction topic, in the renderer's style."""
-    payload = {"status": status, "id": tx, "ts_ms": 1_700_000_000_000, "event_count": count,
-               "data_collections": None if count is None else
-               [{"data_collection": t, "event_count": n} for t, n in sorted(tables.items())]}
-    value = renderer.wrap(payload, {"type": "struct", "name": "io.debezium.connector.common.TransactionMetadataValue",
-                                    "optional": False, "fields": []})
+    value = renderer.wrap(payload, MARKER_SCHEMA)
     if renderer.style.layout != "kcat":
         return json.dumps(value)
     return json.dumps({"topic": f"{renderer.style.server}.transaction", "partition": 0, "offset": 0, "ts": 0,
@@ -769,50 +784,19 @@ def _marker(renderer: Renderer, tx: str, status: str, count: int | None, tables:
 
 def _transactions_round_trip(spark, workdir: Path, sc, reads: list[bool], style: Style) -> None:
     """Random runs cut the source's transactions anywhere (and deliver duplicates, out of order):
-    with ``complete_transactions`` a transaction applies in the run where its END marker and all
-    its events have arrived, with every copy of its events delivered so far; the tables equal
-    the oracle fed exactly that after every run."""
+    with ``complete_transactions`` the tables equal the oracle fed, run by run, what
+    :class:`WholeTransactions` says a whole-transaction consumer applies."""
     evs, index = as_debezium(sc.events, style.connector, reads)
     kinds = {decoded_table(style.connector, spec.name): {**{k: "int" if k == "ID" else "str" for k in spec.keys},
                                                          **spec.columns} for spec in sc.specs}
     originals = {decoded_table(style.connector, spec.name): spec.name for spec in sc.specs}
     renderer = Renderer(evs, kinds, style, originals)
     keys = {decoded_table(style.connector, spec.name): list(spec.keys) for spec in sc.specs}
-    members: dict[str, list[Event]] = {}
-    for e in evs:
-        if e.op != "R":
-            members.setdefault(str(renderer.tx[e.pos]), []).append(e)
-    last_pos = {tx: max(int(e.pos) for e in m) for tx, m in members.items()}
+    whole = WholeTransactions(renderer, evs)
     oracle, targets, applied = Oracle(), {}, []
-    pending: dict[str, list[Event]] = {}
-    seen: dict[str, set[str]] = {}
-    ended: set[str] = set()
-    done: set[str] = set()
-    begun: set[str] = set()
     for number, run in enumerate(sc.runs, start=1):
-        deliveries = [evs[j] for i in run for j in index[i]]
-        lines, ready = [], []
-        for e in deliveries:
-            tx = None if e.op == "R" else str(renderer.tx[e.pos])
-            if tx is not None and tx not in begun:
-                begun.add(tx)
-                lines.append(_marker(renderer, tx, "BEGIN", None, {}))
-            lines.append(renderer.render([e]).rstrip("\n"))
-            if tx is None or tx in done:
-                ready.append(e)
-                continue
-            pending.setdefault(tx, []).append(e)
-            seen.setdefault(tx, set()).add(e.pos)
-            if int(e.pos) == last_pos[tx] and tx not in ended:   # the commit: Debezium writes END after it
-                ended.add(tx)
-                per_table: dict[str, int] = {}
-                for m in members[tx]:
-                    per_table[m.table] = per_table.get(m.table, 0) + 1
-                lines.append(_marker(renderer, tx, "END", len(members[tx]), per_table))
-        for tx in sorted(pending):
-            if tx in ended and len(seen[tx]) >= len(members[tx]):
-                ready += pending.pop(tx)
-                done.add(tx)
+        items, ready = whole.run([evs[j] for i in run for j in index[i]])
+        lines = [renderer.render([x]).rstrip("\n") if kind == "event" else _marker_line(renderer, x) for kind, x in items]
         path = workdir / "landing" / f"run-{number:04d}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
@@ -821,8 +805,7 @@ def _transactions_round_trip(spark, workdir: Path, sc, reads: list[bool], style:
         summary = lakecdc.apply(applied, workdir / "lake", format=FORMAT, keys=keys, pk_update=sc.pk_update,
                                 complete_transactions=True, spark=spark)
         assert summary.ok and summary.quarantined_unrouted == 0
-        held = sum(t.held for t in summary.tables)
-        assert held == sum(len(v) for v in pending.values()), f"run {number}: held {held}, open {pending}"
+        assert sum(t.held for t in summary.tables) == whole.held, f"run {number}: held"
         targets.update({t.source_table: t.target for t in summary.tables})
         assert_targets_match(oracle, targets, f"run {number} ({style}, whole transactions)")
 
