@@ -14,11 +14,13 @@ from lakecdc.decoders.base import Decoder
 from lakecdc.decoders.canal_json import CanalJsonDecoder
 from lakecdc.decoders.debezium_avro import DebeziumAvroDecoder
 from lakecdc.decoders.debezium_json import DebeziumJsonDecoder
+from lakecdc.decoders.dts_avro import DtsAvroDecoder
 from lakecdc.decoders.ogg_avro import OggAvroOpDecoder, OggAvroRowDecoder
 from lakecdc.decoders.ogg_delimited import OggDelimitedDecoder
 from lakecdc.decoders.ogg_json import OggJsonDecoder
 from lakecdc.decoders.ogg_json_row import OggJsonRowDecoder
 from lakecdc.decoders.ogg_xml import OggXmlDecoder
+from lakecdc.decoders.qlik import QlikAvroDecoder, QlikJsonDecoder
 from lakecdc.decoders.shareplex_json import SharePlexJsonDecoder
 from lakecdc.errors import UnknownFormatError
 
@@ -33,6 +35,9 @@ DECODERS: dict[str, type[Decoder]] = {
     OggXmlDecoder.name: OggXmlDecoder,
     DebeziumJsonDecoder.name: DebeziumJsonDecoder,
     DebeziumAvroDecoder.name: DebeziumAvroDecoder,
+    QlikJsonDecoder.name: QlikJsonDecoder,
+    QlikAvroDecoder.name: QlikAvroDecoder,
+    DtsAvroDecoder.name: DtsAvroDecoder,
 }
 
 

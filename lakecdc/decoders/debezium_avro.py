@@ -806,10 +806,12 @@ def kcat_message(n: int, at: int, text: str) -> Message:
     return Message(n, at, text, data, None, key, kafka, topic)
 
 
-def ocf_records(fh: Any, header: Any, parsed: Any, split: Split) -> Iterator[tuple[int, int, Any, str | None, bytes]]:
+def ocf_records(fh: Any, header: Any, parsed: Any, split: Split, *,
+                return_record_name: bool = False) -> Iterator[tuple[int, int, Any, str | None, bytes]]:
     """``(row, block offset, record, error, raw)`` of the records of an OCF split, read with the
-    fastavro schema ``parsed``; a bad block (or the rest of a block that stops reading) is one
-    record with ``error`` set."""
+    fastavro schema ``parsed`` (``return_record_name``: union branches that are records as
+    ``(name, value)``); a bad block (or the rest of a block that stops reading) is one record with
+    ``error`` set."""
     row = split.first_row
     for block in iter_ocf_blocks(fh, header, split.start, split.end):
         if block.error is not None:
@@ -820,7 +822,7 @@ def ocf_records(fh: Any, header: Any, parsed: Any, split: Split) -> Iterator[tup
         for k in range(block.count):
             at = bio.tell()
             try:
-                record = schemaless_reader(bio, parsed, None)
+                record = schemaless_reader(bio, parsed, None, return_record_name=return_record_name)
             except Exception as exc:
                 yield (row, block.offset, None, f"records {k}..{block.count - 1} of the OCF block at byte offset "
                        f"{block.offset} cannot be read: {type(exc).__name__}: {exc}", block.data[at:])

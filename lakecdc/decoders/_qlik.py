@@ -1,0 +1,538 @@
+"""Qlik Replicate / Talend messages without Spark: table versions, masks, and one message to one row.
+
+What :mod:`lakecdc.decoders.qlik` runs in the executors (and the driver, for metadata). The format
+itself is explained there; this module holds the rules:
+
+* :class:`TableVersion`: what a metadata (``MD``) message says about one version of a table
+  (columns with ordinals and types, primary-key positions, the Avro ``dataSchema``), serialisable
+  to one canonical JSON text (kept as a file per version in the decoder's state directory).
+* :class:`Catalog`: every known version, by ``schemaId`` and by ``(table, version)``; finds the
+  version a data (``DT``) message was written with, or says why it cannot (never guessed).
+* :func:`parse_mask` / :func:`mask_columns`: ``changeMask`` / ``columnMask`` as one hexadecimal
+  number (most significant digit first), bit 0 = ordinal 1.
+* :func:`data_row` / :func:`metadata_row`: the canonical row of one message.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, NamedTuple
+
+from pyspark.sql import types as T
+
+from lakecdc.decoders._kafka_connect import Num, RecordError, compact_json, plain_text
+
+#: ``headers.operation`` -> canonical op (REFRESH: a row of the full load, an upsert).
+OPERATIONS: dict[str, str] = {"REFRESH": "R", "INSERT": "I", "UPDATE": "U", "DELETE": "D"}
+_HEX = re.compile(r"[0-9A-Fa-f]+")
+_DIGITS = re.compile(r"[0-9]+")
+_COUNTER = re.compile(r"[0-9]{1,18}")
+#: headers copied into ``source`` as text, in this order
+HEADER_NAMES = ("operation", "changeSequence", "timestamp", "streamPosition", "transactionId",
+                "transactionEventCounter", "transactionLastEvent", "externalSchemaId", "changeMask", "columnMask")
+
+Pairs = list[tuple[str, str | None]]
+
+
+class BadRecord(RecordError):
+    """A record that cannot be decoded, with the table it belongs to when that is known."""
+
+    def __init__(self, reason: str, table: str | None = None) -> None:
+        super().__init__(reason)
+        self.table = table
+
+
+class Row(NamedTuple):
+    """One decoded record (``before``/``after``/``source`` as key-value pairs)."""
+
+    table: str | None
+    op: str | None
+    ts: str | None  # headers.timestamp as written (parsed in Spark)
+    pos: str | None  # changeSequence
+    counter: str | None  # transactionEventCounter as digits
+    seq: str | None  # only for metadata rows (data rows get theirs in Spark)
+    txid: str | None
+    keys: list[str] | None
+    before: Pairs | None
+    after: Pairs | None
+    source: Pairs
+    error: str | None
+
+
+def failed(reason: str, table: str | None = None, source: Pairs | None = None) -> Row:
+    return Row(table, None, None, None, None, None, None, None, None, None, source or [], reason)
+
+
+def skipped(reason: str, table: str | None = None, extra: Pairs | None = None) -> Row:
+    return Row(table, None, None, None, None, None, None, None, None, None, [("skipped", reason), *(extra or [])], None)
+
+
+# -- metadata ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a metadata message's ``tableStructure.tableColumns``."""
+
+    name: str
+    ordinal: int
+    type: str
+    length: int = 0
+    precision: int = 0
+    scale: int = 0
+    key_position: int = 0
+    nullable: bool | None = None
+
+
+@dataclass(frozen=True)
+class TableVersion:
+    """One version of a table as its metadata message describes it."""
+
+    table: str  # ``schema.table`` (just ``table`` when the lineage has no schema)
+    version: int
+    columns: tuple[Column, ...]  # by ordinal
+    schema_id: str | None = None
+    envelope_id: str | None = None  # the MD envelope's messageSchemaId, when it differs
+    timestamp: str | None = None
+    data_schema: str | None = None
+    lineage: tuple[tuple[str, str], ...] = ()  # server, task, schema, table as written
+
+    @cached_property
+    def names(self) -> frozenset[str]:
+        return frozenset(c.name for c in self.columns)
+
+    @cached_property
+    def keys(self) -> tuple[str, ...]:
+        """Primary-key (or unique-index) columns in key position order."""
+        return tuple(c.name for c in sorted((c for c in self.columns if c.key_position > 0), key=lambda c: c.key_position))
+
+    @property
+    def layout(self) -> tuple[tuple[tuple[str, int], ...], tuple[str, ...]]:
+        """What decoding a data message depends on: ordinals and keys."""
+        return tuple((c.name, c.ordinal) for c in self.columns), self.keys
+
+    def to_json(self) -> str:
+        """Canonical JSON text (sorted members): equal versions give equal text."""
+        body = {
+            "table": self.table, "version": self.version, "schemaId": self.schema_id, "envelopeId": self.envelope_id,
+            "timestamp": self.timestamp, "dataSchema": self.data_schema, "lineage": dict(self.lineage),
+            "columns": [c.__dict__ for c in self.columns],
+        }
+        return json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> TableVersion:
+        body = json.loads(text)
+        return cls(
+            table=body["table"], version=int(body["version"]), schema_id=body.get("schemaId"),
+            envelope_id=body.get("envelopeId"), timestamp=body.get("timestamp"), data_schema=body.get("dataSchema"),
+            lineage=tuple(sorted((body.get("lineage") or {}).items())),
+            columns=tuple(Column(**c) for c in body["columns"]),
+        )
+
+    @cached_property
+    def _digest(self) -> str:
+        return hashlib.sha1(self.to_json().encode()).hexdigest()
+
+    def digest(self) -> str:
+        """SHA-1 of :meth:`to_json`: equal for equal versions."""
+        return self._digest
+
+    def sort_key(self) -> tuple[str, int, str, str]:
+        return (self.table, self.version, self.timestamp or "", self.digest())
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _int(value: Any, what: str, default: int | None = None) -> int:
+    if value is None and default is not None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or not _DIGITS.fullmatch(str(value).lstrip("-")):
+        raise BadRecord(f"metadata message: {what} is not a whole number: {compact_json(value)}")
+    return int(value)
+
+
+def parse_metadata(body: Any, envelope_id: Any = None) -> TableVersion:
+    """A metadata message's body (``schemaId``, ``lineage``, ``tableStructure``, ``dataSchema``)."""
+    if not isinstance(body, Mapping):
+        raise BadRecord("metadata message: the message is not an object")
+    lineage = body.get("lineage")
+    if not isinstance(lineage, Mapping):
+        raise BadRecord("metadata message: 'lineage' missing (expected server, task, schema, table, tableVersion)")
+    name = lineage.get("table")
+    if not isinstance(name, str) or not name.strip():
+        raise BadRecord("metadata message: 'lineage.table' missing or empty")
+    schema = lineage.get("schema")
+    table = f"{schema}.{name}" if isinstance(schema, str) and schema.strip() else name
+    version = _int(lineage.get("tableVersion"), "'lineage.tableVersion'")
+    structure = body.get("tableStructure")
+    raw_columns = structure.get("tableColumns") if isinstance(structure, Mapping) else None
+    if not isinstance(raw_columns, Mapping) or not raw_columns:
+        raise BadRecord(f"metadata message of {table}: 'tableStructure.tableColumns' missing or empty", table)
+    columns = [_column(col, spec, table) for col, spec in raw_columns.items()]
+    ordinals = [c.ordinal for c in columns]
+    if len(set(ordinals)) != len(ordinals) or min(ordinals) < 1:
+        raise BadRecord(f"metadata message of {table}: column ordinals {sorted(ordinals)} are not distinct positive numbers", table)
+    data_schema = body.get("dataSchema")
+    if data_schema is not None and not isinstance(data_schema, str):
+        data_schema = compact_json(data_schema)
+    schema_id, env = _text(body.get("schemaId")), _text(envelope_id)
+    return TableVersion(
+        table=table, version=version, columns=tuple(sorted(columns, key=lambda c: c.ordinal)),
+        schema_id=schema_id or None, envelope_id=env if env and env != schema_id else None,
+        timestamp=_text(lineage.get("timestamp")), data_schema=data_schema or None,
+        lineage=tuple(sorted((k, str(v)) for k, v in lineage.items() if k in ("server", "task", "schema", "table") and v is not None)),
+    )
+
+
+def _column(name: str, spec: Any, table: str) -> Column:
+    if not isinstance(spec, Mapping):
+        raise BadRecord(f"metadata message of {table}: column '{name}' is not an object", table)
+    nullable = spec.get("nullable")
+    return Column(
+        name=name, ordinal=_int(spec.get("ordinal"), f"column '{name}' ordinal"),
+        type=str(spec.get("type") or "").strip().upper(),
+        length=_int(spec.get("length"), f"column '{name}' length", 0),
+        precision=_int(spec.get("precision"), f"column '{name}' precision", 0),
+        scale=_int(spec.get("scale"), f"column '{name}' scale", 0),
+        key_position=_int(spec.get("primaryKeyPosition"), f"column '{name}' primaryKeyPosition", 0),
+        nullable=nullable if isinstance(nullable, bool) else None,
+    )
+
+
+def metadata_seq(tv: TableVersion) -> str:
+    """A metadata row's seq: its lineage timestamp's digits in changeSequence form (whose first 17
+    digits are a time), so that of two versions' keys in one run the newer one's count."""
+    digits = re.sub(r"[^0-9]", "", tv.timestamp or "")[:35]
+    return f"{digits.ljust(35, '0')}|{'0' * 10}"
+
+
+def metadata_row(tv: TableVersion, extra: Pairs | None = None) -> Row:
+    """A metadata message: a skipped record whose keys are the table's (schema information)."""
+    source: Pairs = [("skipped", "metadata"), ("table_version", str(tv.version)), ("schema_id", tv.schema_id)]
+    source += [(f"lineage.{k}", v) for k, v in tv.lineage if k in ("server", "task")]
+    source += [("lineage.timestamp", tv.timestamp), *(extra or [])]
+    return Row(tv.table, None, None, None, None, metadata_seq(tv), None, list(tv.keys) or None, None, None,
+               [(k, v) for k, v in source if v is not None], None)
+
+
+# -- spark types -----------------------------------------------------------------------------------
+
+
+def spark_type(column: Column) -> T.DataType:
+    """The Spark type of a column of a metadata message (see the mapping in :mod:`lakecdc.decoders.qlik`)."""
+    kind = column.type
+    if kind in ("INT1", "INT2", "INT4", "INT8", "UINT1", "UINT2", "UINT4"):
+        return T.LongType()
+    if kind == "UINT8":
+        return T.DecimalType(20, 0)
+    if kind in ("NUMERIC", "DECIMAL"):
+        p, s = column.precision, column.scale
+        if 0 <= s <= 38 and 0 < p <= 38 and s <= p:
+            return T.DecimalType(p, s)
+        if p <= 0 and 0 <= s <= 38:  # no declared precision: the widest exact decimal of its scale
+            return T.DecimalType(38, s)
+        return T.StringType()  # more than 38 digits: exact text
+    return {
+        "REAL4": T.FloatType(), "REAL8": T.DoubleType(), "BOOLEAN": T.BooleanType(),
+        "DATE": T.DateType(), "DATETIME": T.TimestampNTZType(),
+    }.get(kind, T.StringType())
+
+
+# -- masks -----------------------------------------------------------------------------------------
+
+
+def parse_mask(value: Any, name: str) -> int | None:
+    """A ``changeMask``/``columnMask`` as a number; None when absent (null or empty).
+
+    JSON gives hex text (``"00FFFF"``), Avro bytes (``b"\\x00\\xff\\xff"``): both are one number
+    written most significant digit (byte) first.
+    """
+    if value is None:
+        return None
+    if isinstance(value, (bytes, bytearray)):
+        return int.from_bytes(value, "big") if value else None
+    if not isinstance(value, str) or isinstance(value, Num):
+        raise BadRecord(f"'{name}' is not a hex string: {compact_json(value)}")
+    text = value.strip()
+    if not text:
+        return None
+    if not _HEX.fullmatch(text):
+        raise BadRecord(f"'{name}' '{value}' is not hexadecimal (expected hex digits, e.g. '0B')")
+    if len(text) % 2:
+        raise BadRecord(f"'{name}' '{value}' has an odd number of hex digits (expected whole bytes, e.g. '0B')")
+    return int(text, 16)
+
+
+def mask_text(value: Any) -> str | None:
+    """How a mask is shown in ``source``: hex text (Avro bytes as upper-case hex)."""
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).hex().upper()
+    return None if value is None else str(value)
+
+
+def mask_columns(mask: int, tv: TableVersion, name: str, raw: Any) -> list[str]:
+    """The columns whose bit is set (bit ``ordinal - 1``), in ordinal order.
+
+    A bit above the last ordinal means the message was not written with this version.
+    """
+    top = max(c.ordinal for c in tv.columns)
+    if mask >> top:
+        raise BadRecord(
+            f"'{name}' '{mask_text(raw)}' marks ordinal {mask.bit_length()}, but {tv.table} version {tv.version} "
+            f"has {len(tv.columns)} column(s): the message was not written with that metadata", tv.table)
+    return [c.name for c in tv.columns if mask >> (c.ordinal - 1) & 1]
+
+
+# -- finding a data message's table version -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DataMessage:
+    """A data message's parts, values already text (``None`` for NULL)."""
+
+    headers: Mapping[str, Any]
+    data: Mapping[str, str | None] | None
+    before: Mapping[str, str | None] | None
+    schema_id: str | None = None  # the envelope's messageSchemaId
+    named_table: str | None = None  # the message's own schema/table members
+    topic: str | None = None
+    key: str | None = None  # the Kafka key as text
+    extra: Pairs = field(default_factory=list)  # kafka.* pairs
+
+    def columns(self) -> frozenset[str]:
+        return frozenset({*(self.data or {}), *(self.before or {})})
+
+
+class Catalog:
+    """Every known table version, and how data messages name theirs (see ``qlik`` docs)."""
+
+    def __init__(self, versions: Iterable[TableVersion], *, topic_tables: Mapping[str, str] | None = None,
+                 default_table: str | None = None) -> None:
+        self.versions = sorted(set(versions), key=TableVersion.sort_key)
+        self.by_id: dict[str, TableVersion] = {}
+        self.by_table: dict[str, dict[int, TableVersion]] = {}
+        for v in self.versions:  # later (newer timestamp) definitions of one id or version win
+            for ident in (v.schema_id, v.envelope_id):
+                if ident:
+                    self.by_id[ident] = v
+            self.by_table.setdefault(v.table, {})[v.version] = v
+        bare: dict[str, set[str]] = {}
+        for t in self.by_table:
+            bare.setdefault(t.rsplit(".", 1)[-1], set()).add(t)
+        self.bare = {k: next(iter(v)) for k, v in bare.items() if len(v) == 1}
+        self.topic_tables = dict(topic_tables or {})
+        self.default_table = default_table
+
+    def hint(self, m: DataMessage) -> str | None:
+        """The table a message belongs to, as far as it can be told (for error reports)."""
+        found = self.by_id.get(m.schema_id) if m.schema_id else None
+        return found.table if found is not None else self.table_name(m)
+
+    def table_name(self, m: DataMessage) -> str | None:
+        """The table a message without a schema id names: its own members, then ``topicTables``,
+        then a topic (or ``schema+table`` Kafka key) naming a known table, then ``table``."""
+        if m.named_table:
+            return m.named_table
+        if m.topic and m.topic in self.topic_tables:
+            return self.topic_tables[m.topic]
+        for name in (m.topic, m.key.replace("+", ".", 1) if m.key and "+" in m.key else None):
+            if name and name in self.by_table:
+                return name
+            if name and name in self.bare:
+                return self.bare[name]
+        return self.default_table
+
+    def version_for(self, m: DataMessage) -> TableVersion:
+        """The version a data message was written with; :class:`BadRecord` when it is not known."""
+        hint = self.table_name(m)
+        if m.schema_id:
+            found = self.by_id.get(m.schema_id)
+            if found is None:
+                raise BadRecord(
+                    f"messageSchemaId '{m.schema_id}' names no metadata message lakecdc knows, so its table and "
+                    "version are unknown: give the MD message with that schemaId in the input, in an earlier run "
+                    "into this target, or in metadataDirectory (the message is not decoded by guess)", hint)
+            return found
+        external = m.headers.get("externalSchemaId")
+        if isinstance(external, str) and external in self.by_id:
+            return self.by_id[external]
+        if hint is None:
+            raise BadRecord(
+                "the data message names no table: no messageSchemaId (Replicate's envelope), no known "
+                "externalSchemaId, no 'schema'/'table' members and no Kafka topic naming a known table; map "
+                "topics with the option topicTables=TOPIC=SCHEMA.TABLE or name the table with table=SCHEMA.TABLE")
+        versions = self.by_table.get(hint)
+        if not versions:
+            raise BadRecord(
+                f"no metadata message known for table {hint} (no version of it): give its MD message in the input, "
+                "in an earlier run into this target, or in metadataDirectory", hint)
+        cols = m.columns()
+        fits = [v for v in versions.values() if v.names == cols]
+        known = ", ".join(str(n) for n in sorted(versions))
+        if not fits:
+            raise BadRecord(
+                f"table {hint}: the message's version has no metadata (no known version, of {known}, has its "
+                f"columns {', '.join(sorted(cols)) or 'none'}); the message names no version (no messageSchemaId)", hint)
+        if len({v.layout for v in fits}) > 1:
+            raise BadRecord(
+                f"table {hint}: versions {', '.join(str(v.version) for v in fits)} have the message's columns but "
+                "different ordinals or keys, and the message names no version (no messageSchemaId): have "
+                "Replicate wrap messages in its envelope or include the externalSchemaId header", hint)
+        return max(fits, key=lambda v: v.version)
+
+
+# -- data messages -----------------------------------------------------------------------------------
+
+
+def header_text(value: Any) -> str | None:
+    if isinstance(value, (bytes, bytearray)):
+        return mask_text(value)
+    text = plain_text(value)
+    return None if text is None else str(text)
+
+
+def _image(values: Mapping[str, str | None] | None, present: frozenset[str] | None) -> Pairs | None:
+    if values is None:
+        return None
+    return [(k, v) for k, v in values.items() if present is None or k in present]
+
+
+def data_row(m: DataMessage, catalog: Catalog) -> Row:
+    """The canonical row of one data message (:class:`BadRecord` when it cannot be decoded)."""
+    h = m.headers
+    operation = h.get("operation")
+    op = OPERATIONS.get(operation.strip().upper()) if isinstance(operation, str) else None
+    if op is None:
+        raise BadRecord(f"unknown headers.operation {compact_json(operation)} (expected REFRESH, INSERT, UPDATE "
+                        "or DELETE)", catalog.hint(m))
+    tv = catalog.version_for(m)
+    for image, values in (("data", m.data), ("beforeData", m.before)):
+        extra = sorted(set(values or {}) - tv.names)
+        if extra:
+            raise BadRecord(f"'{image}' has column(s) {', '.join(extra)} that {tv.table} version {tv.version} "
+                            "does not have: the message was not written with that metadata", tv.table)
+    sequence = header_text(h.get("changeSequence")) or ""
+    if sequence and not _DIGITS.fullmatch(sequence):
+        raise BadRecord(f"headers.changeSequence '{sequence}' is not a number (it orders the changes)", tv.table)
+    if not sequence and op != "R":
+        raise BadRecord(f"headers.changeSequence missing for operation {operation} (it orders the changes)", tv.table)
+    counter = header_text(h.get("transactionEventCounter"))
+    if counter is not None and not _COUNTER.fullmatch(counter):
+        raise BadRecord(f"headers.transactionEventCounter '{counter}' is not a whole number", tv.table)
+    present, changed = _masks(h, tv)
+    keep = frozenset(present) if present is not None else None
+    before, after = _images(op, operation, _image(m.data, keep), _image(m.before, keep), tv.table)
+    source: Pairs = [(name, header_text(h.get(name))) for name in HEADER_NAMES if name in h]
+    source += [("changed_columns", ",".join(changed) if changed is not None else None),
+               ("present_columns", ",".join(present) if present is not None else None),
+               ("table_version", str(tv.version)), ("schema_id", tv.schema_id),
+               ("messageSchemaId", m.schema_id), *m.extra]
+    txid = header_text(h.get("transactionId")) or None
+    return Row(tv.table, op, header_text(h.get("timestamp")) or None, sequence or None, counter, None, txid,
+               list(tv.keys) or None, before, after, [(k, v) for k, v in source if v not in (None, "")], None)
+
+
+def _masks(h: Mapping[str, Any], tv: TableVersion) -> tuple[list[str] | None, list[str] | None]:
+    """(present columns, changed columns) by ``columnMask`` / ``changeMask`` (None: no mask)."""
+    out: list[list[str] | None] = []
+    for name in ("columnMask", "changeMask"):
+        raw = h.get(name)
+        try:
+            bits = parse_mask(raw, name)
+        except BadRecord as exc:
+            raise BadRecord(str(exc), tv.table) from None
+        out.append(mask_columns(bits, tv, name, raw) if bits is not None else None)
+    return out[0], out[1]
+
+
+def _images(op: str, operation: Any, data: Pairs | None, before: Pairs | None, table: str) -> tuple[Pairs | None, Pairs | None]:
+    """(before, after): a delete's row is in ``data`` (``beforeData`` when ``data`` is null)."""
+    if op == "D":
+        row = data if data is not None else before
+        if row is None:
+            raise BadRecord("'data' and 'beforeData' both missing for operation DELETE (expected the deleted row)", table)
+        return row, None
+    if data is None:
+        raise BadRecord(f"'data' missing for operation {operation} (expected the row)", table)
+    return (before if op == "U" else None), data
+
+
+def text_image(values: Any, name: str) -> dict[str, str | None] | None:
+    """A JSON ``data``/``beforeData`` object as text values (numbers exactly as written)."""
+    if values is None:
+        return None
+    if not isinstance(values, Mapping):
+        raise BadRecord(f"'{name}' is not an object: {compact_json(values)[:80]}")
+    out: dict[str, str | None] = {}
+    for k, v in values.items():
+        text = plain_text(v)
+        out[str(k)] = None if text is None else str(text)
+    return out
+
+
+def named_table(message: Mapping[str, Any]) -> str | None:
+    """``schema.table`` from a data message's own ``schema``/``table`` members (seed 003 lists them)."""
+    table = message.get("table")
+    if not isinstance(table, str) or not table.strip():
+        return None
+    schema = message.get("schema")
+    return f"{schema}.{table}" if isinstance(schema, str) and schema.strip() else table
+
+
+def parse_topic_tables(text: str, fmt: str) -> dict[str, str]:
+    """``topicTables`` (``topic=SCHEMA.TABLE,topic2=SCHEMA.TABLE2``) as a dict."""
+    from lakecdc.errors import ConfigError
+
+    out: dict[str, str] = {}
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        topic, sep, table = part.partition("=")
+        if not sep or not topic.strip() or not table.strip():
+            raise ConfigError(f"{fmt}: topicTables entry {part!r} is not TOPIC=SCHEMA.TABLE")
+        out[topic.strip()] = table.strip()
+    return out
+
+
+# -- what a target keeps across runs -------------------------------------------------------------------
+
+
+def state_file_name(tv: TableVersion) -> str:
+    """``<table>.v<version>.<digest>.json``: one file per distinct metadata (same content, same name)."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", tv.table)[:100]
+    return f"{safe}.v{tv.version}.{tv.digest()[:16]}.json"
+
+
+def load_state(directory: str | None) -> list[TableVersion]:
+    """The table versions kept in ``directory`` by earlier runs (none when it does not exist)."""
+    from pathlib import Path
+
+    if not directory or not Path(directory).is_dir():
+        return []
+    return [TableVersion.from_json(p.read_text(encoding="utf-8")) for p in sorted(Path(directory).glob("*.json"))]
+
+
+def write_state(directory: str | None, versions: Iterable[TableVersion]) -> None:
+    """Keep ``versions`` in ``directory``: idempotent (a file is written once, atomically)."""
+    import os
+    from pathlib import Path
+
+    if not directory:
+        return
+    root = Path(directory)
+    for tv in versions:
+        path = root / state_file_name(tv)
+        if path.exists():
+            continue
+        root.mkdir(parents=True, exist_ok=True)
+        tmp = root / f".{path.name}.{os.getpid()}.tmp"
+        tmp.write_text(tv.to_json(), encoding="utf-8")
+        os.replace(tmp, path)

@@ -1,0 +1,408 @@
+"""Qlik Replicate / Qlik Talend Data Integration, Kafka target (seed 003): ``qlik-json`` and ``qlik-avro``.
+
+Replicate writes two kinds of messages. A **metadata message** (``MD``), one per table version::
+
+    {"schemaId": "9434...", "lineage": {"server": "...", "task": "...", "schema": "employees",
+     "table": "salaries", "tableVersion": 1, "timestamp": "2018-04-13T20:13:58.289"},
+     "tableStructure": {"tableColumns": {"emp_no": {"ordinal": 1, "type": "INT4", "length": 10,
+       "precision": 0, "scale": 0, "primaryKeyPosition": 1, "nullable": false}, ...}},
+     "dataSchema": "<the Avro schema of the data messages, as JSON text>"}
+
+and a **data message** (``DT``) per changed row::
+
+    {"data": {"emp_no": 14472, "salary": 49592, ...}, "beforeData": null,
+     "headers": {"operation": "UPDATE", "changeSequence": "20230321213416580000000000000000017",
+       "timestamp": "2023-03-21T21:34:19.511", "streamPosition": "...", "transactionId": "0000...",
+       "changeMask": "008080", "columnMask": "00FFFF", "externalSchemaId": null,
+       "transactionEventCounter": 1, "transactionLastEvent": true}}
+
+Both usually come wrapped in Replicate's envelope ``{"magic": "atMSG", "type": "DT" | "MD",
+"headers", "messageSchemaId", "messageSchema", "message": {...}}`` (the samples); with "wrap data
+messages" off they come bare. Both forms are read, one message per line or pretty-printed (staged one
+per line, quarantine lines still the file's), and as Kafka record dumps (``kcat -J`` lines: ``topic``,
+``partition``, ``offset``, ``key``, ``payload`` the message's JSON text, or base64 of it; a null
+payload is a skipped tombstone; ``kafka.*`` kept in ``source``).
+
+**Metadata.** Each ``MD`` message is a skipped record (``op`` and ``_error`` NULL,
+``source['skipped'] = 'metadata'``) of its table ``schema.table``, carrying ``keys`` (columns whose
+``primaryKeyPosition`` > 0, in that order) and a seq (its lineage timestamp), so it counts as schema
+information like a Debezium schema change. What it says is kept per table version and used to decode
+that version's data messages. It may arrive in an earlier run than its data: :func:`lakecdc.apply`
+keeps every version learnt in the target (``Decoder.state_dir``, one JSON file per distinct
+version, written once); the option ``metadataDirectory`` names files of ``MD`` messages a user
+keeps (a metadata topic dump; JSON, or for ``qlik-avro`` also Avro envelopes). Files under it are not
+read as input.
+
+**Which version wrote a data message.** The envelope's ``messageSchemaId`` is the ``schemaId`` of its
+metadata message (how Qlik's own Avro SDK joins them); a ``headers.externalSchemaId`` equal to a
+known ``schemaId`` does the same. Replicate writes no table name into data messages by default (Qlik
+support article 2115290), so without an id the table comes from: the message's own ``schema`` /
+``table`` members (seed 003 lists them), then the option ``topicTables`` (``topic=SCHEMA.TABLE,...``),
+then a Kafka topic (or a ``schema+table`` Kafka key, Replicate's "Schema and table name" message key)
+equal to a known table (``schema.table``, or the bare table name when only one schema has it: what
+"separate topic for each table" gives), then the option ``table``. Its version is then the known
+version whose columns are exactly the message's columns; versions that fit equally but number
+columns differently make the message ambiguous. A data message whose version has no metadata
+(an unknown ``messageSchemaId``, a table with no known version, columns no version has) is
+quarantined with a reason naming the id or the table; it is never decoded by guess, not even later
+(a quarantined message stays quarantined when its metadata arrives in a later run).
+
+**Data.** ``headers.operation``: ``REFRESH`` (full load) gives ``R`` (an upsert), ``INSERT`` ``I``
+(after = ``data``), ``UPDATE`` ``U`` (after = ``data``, before = ``beforeData`` when given),
+``DELETE`` ``D`` (before = ``data``, the deleted row; ``beforeData`` when ``data`` is null).
+``table`` is the metadata's ``schema.table``; ``txid`` ``transactionId``; ``op_ts`` ``timestamp``
+(UTC); ``source`` holds every header as text, ``table_version``, ``schema_id``, ``messageSchemaId``,
+and the decoded masks.
+
+**Masks.** ``columnMask`` and ``changeMask`` are one hexadecimal number each, most significant digit
+first, whose bit ``ordinal - 1`` stands for the column of that ordinal (seed 003: ``0B`` = 1011 =
+ordinals 1, 2 and 4; formats.md: ``00FFFF``/``008080`` on 16 columns = all present, 8 and 16
+changed). Avro gives the same number as bytes. A column whose ``columnMask`` bit is 0 was not
+captured: it is **missing** from ``after`` and ``before`` (not a map key), even when the message
+shows null. ``changeMask`` only informs: LOB columns are outside it, so it never removes a column.
+Decoded, they are ``source['present_columns']`` / ``source['changed_columns']`` (names,
+comma-separated, in ordinal order; absent when the mask is). Decisions: a mask shorter than the
+column count is still a number (its missing high digits are 0: those columns are not present /
+not changed); a null or empty mask means every column is present; a mask with a bit above the last
+ordinal, odd length or non-hex digits quarantines the message naming the mask and its value. Masks
+of any width are Python integers (tables of hundreds of columns).
+
+**Order** (``seq``): ``changeSequence`` (35 digits, "use it to order the records", seed 003; Replicate
+writes it across all tables of a task) then ``transactionEventCounter`` (``idx``), as
+``<changeSequence>|<counter, 10 digits>``; ``pos`` is ``changeSequence``. The source ``timestamp``
+is not part of it. ``REFRESH`` messages have an empty ``changeSequence``: they sort before every
+change (a full load precedes the changes Replicate applies after it); a data message of another
+operation without ``changeSequence`` is quarantined.
+
+**Types** (:meth:`QlikJsonDecoder.column_types`, from the metadata, every version of a table
+combined with :func:`lakecdc.columns.widest`): ``INT1``/``INT2``/``INT4``/``INT8`` and
+``UINT1``/``UINT2``/``UINT4`` bigint, ``UINT8`` decimal(20,0), ``NUMERIC(p,s)`` decimal(p,s) exactly
+(no declared precision: decimal(38,s); more than 38 digits: string, the exact text), ``REAL4`` float,
+``REAL8`` double, ``BOOLEAN`` boolean, ``DATE`` date, ``DATETIME`` timestamp_ntz (the source's wall
+time), everything else (``STRING``, ``WSTRING``, ``TIME``, ``BYTES``, ``BLOB``, ``CLOB``, ``NCLOB``,
+...) string. Values stay the exact text of the message (numbers never through a double).
+``treatAllColumnsAsStrings=true`` types every column as a string.
+
+**qlik-avro.** Replicate's Avro output is the same envelope as an Avro record ``MessageEnvelope``
+(``magic`` fixed(5) ``atMSG``, ``type``, ``headers``, ``messageSchemaId``, ``messageSchema``,
+``message`` bytes), written raw (no Confluent wire format). An ``MD`` envelope embeds the schema of
+its message (``messageSchema``); a ``DT`` envelope names the ``schemaId`` of its metadata message,
+whose ``dataSchema`` reads the message bytes (record ``DataRecord``: ``data``, ``beforeData``,
+``headers``; masks as ``bytes``). Inputs (``framing=auto``): files of length-prefixed envelopes
+(4 bytes big-endian length each), a file that is one envelope (starts with ``atMSG``), or kcat ``-J``
+dumps with base64 payloads (the framing helpers of :mod:`lakecdc.decoders.debezium_avro`). Values are
+rendered by :func:`lakecdc.decoders._avro.text_converter`. Replicate's "publish to a schema registry"
+mode (Confluent wire format without metadata messages) is not read.
+
+Decoding runs in the executors (``mapInArrow``); only the metadata messages (a few per table) are
+collected, to the driver, before the data is decoded.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import pyarrow as pa
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from lakecdc.changes import IMAGE_TYPE, sortable_position
+from lakecdc.decoders._debezium import gc_paused
+from lakecdc.decoders._qlik import (
+    Catalog,
+    Row,
+    TableVersion,
+    load_state,
+    parse_topic_tables,
+    spark_type,
+    write_state,
+)
+from lakecdc.decoders._qlik_messages import (
+    AvroReader,
+    avro_metadata,
+    avro_row,
+    json_row,
+    json_value,
+    load_metadata_directory,
+)
+from lakecdc.decoders._records import read_text
+from lakecdc.decoders.base import Decoder, parse_op_ts
+from lakecdc.decoders.debezium_avro import SPLIT_BYTES, Split, message_splits, read_messages
+from lakecdc.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+_MAP = pa.map_(pa.string(), pa.string())
+_MD = T.StructType([T.StructField("md", T.StringType())])
+_X_FIELDS: list[tuple[str, pa.DataType, T.DataType]] = [
+    ("x_table", pa.string(), T.StringType()), ("x_op", pa.string(), T.StringType()),
+    ("x_ts", pa.string(), T.StringType()), ("x_pos", pa.string(), T.StringType()),
+    ("x_counter", pa.string(), T.StringType()), ("x_seq", pa.string(), T.StringType()),
+    ("x_txid", pa.string(), T.StringType()), ("x_keys", pa.list_(pa.string()), T.ArrayType(T.StringType())),
+    ("x_before", _MAP, IMAGE_TYPE), ("x_after", _MAP, IMAGE_TYPE),
+    ("x_source", _MAP, T.MapType(T.StringType(), T.StringType())), ("x_error", pa.string(), T.StringType()),
+]
+_ORIGIN = [("_file", pa.string(), T.StringType()), ("_block", pa.int64(), T.LongType()), ("_row", pa.int64(), T.LongType())]
+_BINARY = [("_offset", pa.int64(), T.LongType()), ("_raw", pa.string(), T.StringType())]
+FRAMINGS = ("auto", "length-prefixed", "single", "kcat")
+
+
+def _spark_schema(fields: Sequence[tuple[str, pa.DataType, T.DataType]]) -> T.StructType:
+    return T.StructType([T.StructField(n, s) for n, _a, s in fields])
+
+
+def _arrow_schema(fields: Sequence[tuple[str, pa.DataType, T.DataType]]) -> pa.Schema:
+    return pa.schema([(n, a) for n, a, _s in fields])
+
+
+JSON_PARSED = _spark_schema([*_ORIGIN, *_X_FIELDS])
+AVRO_PARSED = _spark_schema([*_ORIGIN, *_X_FIELDS, *_BINARY])
+
+
+# -- mapInArrow bodies ------------------------------------------------------------------------------------
+
+
+def _x_arrays(rows: Sequence[Row]) -> list[pa.Array]:
+    cols = list(zip(*rows, strict=True)) if rows else [[] for _ in Row._fields]
+    return [pa.array(list(c), a) for c, (_n, a, _s) in zip(cols, _X_FIELDS, strict=True)]
+
+
+def json_decode_batches(batches: Iterator[pa.RecordBatch], *, catalog: Catalog) -> Iterator[pa.RecordBatch]:
+    """Lines (``value`` + origin columns) to ``x_*`` rows."""
+    schema = _arrow_schema([*_ORIGIN, *_X_FIELDS])
+    for batch in batches:
+        with gc_paused():  # millions of small acyclic objects: see gc_paused
+            rows = [json_row(text, catalog) for text in batch.column("value").to_pylist()]
+        origin = [batch.column("_file"), batch.column("_block"), batch.column("_row")]
+        yield pa.RecordBatch.from_arrays([*origin, *_x_arrays(rows)], schema=schema)
+
+
+def _metadata_of(decode: Any) -> str | None:
+    try:
+        found = decode()
+    except Exception:  # bad records are reported by the decoding pass
+        return None
+    return found.to_json() if isinstance(found, TableVersion) else None
+
+
+def json_metadata_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Lines to the canonical JSON of the metadata messages among them."""
+    for batch in batches:
+        found = {_metadata_of(lambda t=text: json_value(t)[0]) for text in batch.column("value").to_pylist()}
+        found.discard(None)
+        yield pa.RecordBatch.from_pydict({"md": sorted(found)}, schema=pa.schema([("md", pa.string())]))
+
+
+def _split_ids(batches: Iterator[pa.RecordBatch]) -> Iterator[int]:
+    for batch in batches:
+        yield from batch.column("id").to_pylist()
+
+
+def avro_decode_batches(batches: Iterator[pa.RecordBatch], *, catalog: Catalog, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
+    """Split numbers to ``x_*`` rows with ``_offset`` and ``_raw`` (base64, or a kcat line's text)."""
+    schema = _arrow_schema([*_ORIGIN, *_X_FIELDS, *_BINARY])
+    reader = AvroReader(catalog)
+    for i in _split_ids(batches):
+        split = splits[i]
+        with gc_paused():
+            messages = list(read_messages(split))
+            rows = [avro_row(m, reader) for m in messages]
+        raws = [None if r.error is None else (m.raw if isinstance(m.raw, str) else base64.b64encode(m.raw).decode("ascii"))
+                for m, r in zip(messages, rows, strict=True)]
+        n = len(rows)
+        origin = [pa.array([split.path] * n, pa.string()), pa.array([split.start] * n, pa.int64()),
+                  pa.array([m.row for m in messages], pa.int64())]
+        binary = [pa.array([m.offset for m in messages], pa.int64()), pa.array(raws, pa.string())]
+        yield pa.RecordBatch.from_arrays([*origin, *_x_arrays(rows), *binary], schema=schema)
+
+
+def avro_metadata_batches(batches: Iterator[pa.RecordBatch], *, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
+    """Split numbers to the canonical JSON of the metadata envelopes among their messages."""
+    reader = AvroReader(Catalog([]))
+    for i in _split_ids(batches):
+        found = {_metadata_of(lambda d=m.data: avro_metadata(reader, d)) for m in read_messages(splits[i]) if m.data}
+        found.discard(None)
+        yield pa.RecordBatch.from_pydict({"md": sorted(found)}, schema=pa.schema([("md", pa.string())]))
+
+
+# -- the canonical columns ----------------------------------------------------------------------------------
+
+
+def canonical(p: DataFrame, *extra: str) -> DataFrame:
+    """``x_*`` rows as canonical events: op_ts parsed, seq ``<changeSequence>|<counter>``."""
+    op = F.col("x_op")
+    event = op.isNotNull()
+    ts = F.col("x_ts")
+    op_ts = F.when(event & ts.isNotNull(), parse_op_ts(ts))
+    error = F.coalesce(F.col("x_error"), F.when(event & ts.isNotNull() & op_ts.isNull(), F.format_string(
+        "headers.timestamp '%s' is not a timestamp (expected e.g. 2023-03-21T21:34:19.511, UTC)", ts)))
+    counter = F.coalesce(F.col("x_counter"), F.lit("0"))
+    seq: Column = F.when(event, F.concat(sortable_position(F.col("x_pos"), 35), F.lit("|"),
+                                         sortable_position(counter, 10))).otherwise(F.col("x_seq"))
+    return p.select(
+        F.col("x_table").alias("table"),
+        F.when(error.isNull(), op).alias("op"),
+        op_ts.alias("op_ts"),
+        F.col("x_pos").alias("pos"),
+        F.when(event, F.coalesce(counter.try_cast("int"), F.lit(0))).alias("idx"),
+        seq.alias("seq"),
+        F.col("x_txid").alias("txid"),
+        F.col("x_keys").alias("keys"),
+        F.col("x_before").alias("before"),
+        F.col("x_after").alias("after"),
+        F.col("x_source").alias("source"),
+        "_file", "_block", "_row",
+        error.alias("_error"),
+        *extra,
+    )
+
+
+# -- the decoders ---------------------------------------------------------------------------------------------
+
+
+class QlikJsonDecoder(Decoder):
+    """Qlik Replicate JSON metadata and data messages (envelope or bare, kcat dumps) to canonical events."""
+
+    name: ClassVar[str] = "qlik-json"
+    OPTIONS: ClassVar[dict[str, str]] = {
+        "metadataDirectory": "", "topicTables": "", "table": "", "treatAllColumnsAsStrings": "false",
+    }
+
+    def __init__(self, options: Mapping[str, str] | None = None) -> None:
+        super().__init__(options)
+        self.all_strings = self.flag("treatAllColumnsAsStrings")
+        self.topic_tables = parse_topic_tables(self.options["topicTables"], self.name)
+        self._catalog: tuple[Any, Catalog] | None = None
+
+    # -- metadata
+    def _is_metadata_file(self, path: str) -> bool:
+        directory = self.options["metadataDirectory"].strip()
+        if not directory:
+            return False
+        root, full = os.path.abspath(directory), os.path.abspath(path)
+        return full == root or full.startswith(root + os.sep)
+
+    def inputs(self, files: Sequence[str]) -> list[str]:
+        """The files to decode: not those of ``metadataDirectory``, not empty ones."""
+        return [f for f in files if not self._is_metadata_file(f) and os.path.getsize(f) > 0]
+
+    def learn(self, spark: SparkSession, files: Sequence[str], *, staging: str,
+              lines: DataFrame | None = None) -> list[TableVersion]:
+        """The metadata messages of ``files`` (read in the executors, collected: a few per table)."""
+        if not files:
+            return []
+        lines = lines if lines is not None else read_text(spark, files, staging=staging)
+        wanted = F.col("value").contains("tableStructure") | F.col("value").contains('"payload"')
+        found = lines.where(wanted).select("value").mapInArrow(json_metadata_batches, _MD).distinct().collect()
+        return [TableVersion.from_json(r["md"]) for r in found]
+
+    def catalog(self, spark: SparkSession, files: Sequence[str], *, staging: str,
+                lines: DataFrame | None = None) -> Catalog:
+        """Every table version known: this input's, earlier runs' (``state_dir``), ``metadataDirectory``'s.
+
+        What this input teaches is kept in ``state_dir`` for later runs.
+        """
+        key = (tuple(files), self.state_dir)
+        if self._catalog is not None and self._catalog[0] == key:
+            return self._catalog[1]
+        learnt = self.learn(spark, files, staging=staging, lines=lines)
+        directory = self.options["metadataDirectory"].strip()
+        known = load_state(self.state_dir) + (load_metadata_directory(directory, self.name) if directory else [])
+        write_state(self.state_dir, learnt)
+        table = self.options["table"].strip() or None
+        catalog = Catalog([*known, *learnt], topic_tables=self.topic_tables, default_table=table)
+        self._catalog = (key, catalog)
+        return catalog
+
+    def column_types(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> dict[str, dict[str, T.DataType]]:
+        """Per table, each column's type from its metadata (all versions combined, see the module doc)."""
+        from lakecdc.columns import widest
+
+        if self.all_strings:
+            return {}
+        catalog = self.catalog(spark, self.inputs(files), staging=staging)
+        out: dict[str, dict[str, T.DataType]] = {}
+        for table, versions in catalog.by_table.items():
+            found: dict[str, list[T.DataType]] = {}
+            for tv in versions.values():
+                for c in tv.columns:
+                    found.setdefault(c.name, []).append(spark_type(c))
+            out[table] = {c: widest(ts) for c, ts in found.items()}
+        return out
+
+    # -- decoding
+    def read(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
+        files = self.inputs(files)
+        if not files:
+            self.catalog(spark, files, staging=staging)
+            return canonical(spark.createDataFrame([], JSON_PARSED))
+        lines = read_text(spark, files, staging=staging)
+        catalog = self.catalog(spark, files, staging=staging, lines=lines)
+        body = functools.partial(json_decode_batches, catalog=catalog)
+        return canonical(lines.mapInArrow(body, JSON_PARSED))
+
+
+class QlikAvroDecoder(QlikJsonDecoder):
+    """Qlik Replicate Avro envelopes (length-prefixed, single, kcat base64) to canonical events."""
+
+    name: ClassVar[str] = "qlik-avro"
+    OPTIONS: ClassVar[dict[str, str]] = {**QlikJsonDecoder.OPTIONS, "framing": "auto"}
+
+    def __init__(self, options: Mapping[str, str] | None = None) -> None:
+        super().__init__(options)
+        self.framing = self.options["framing"].strip().lower()
+        if self.framing not in FRAMINGS:
+            raise ConfigError(f"{self.name}: framing {self.options['framing']!r} is not one of {', '.join(FRAMINGS)}")
+
+    def _kind(self, path: str) -> str:
+        if self.framing != "auto":
+            return "messages" if self.framing == "length-prefixed" else self.framing
+        with open(path, "rb") as fh:
+            head = fh.read(64)
+        if head.startswith(b"atMSG"):
+            return "single"
+        return "kcat" if head.lstrip()[:1] == b"{" else "messages"
+
+    def plan(self, files: Sequence[str], parallelism: int = 2) -> list[Split]:
+        """The splits of the inputs: length-prefixed files cut at messages, others whole."""
+        total = sum(os.path.getsize(p) for p in files)
+        split_bytes = max(1 << 22, min(SPLIT_BYTES, -(-total // max(parallelism, 1))))
+        out: list[Split] = []
+        for path in files:
+            kind = self._kind(path)
+            if kind == "messages":
+                out += [Split(path, kind, s, e, r) for s, e, r in message_splits(path, split_bytes, frozenset())]
+            else:
+                out.append(Split(path, kind, 0, os.path.getsize(path), 0))
+        return out
+
+    def _frame(self, spark: SparkSession, splits: list[Split], body: Any, schema: T.StructType) -> DataFrame:
+        ids = spark.range(0, len(splits), 1, numPartitions=max(len(splits), 1))
+        return ids.mapInArrow(functools.partial(body, splits=splits), schema)
+
+    def learn(self, spark: SparkSession, files: Sequence[str], *, staging: str,
+              lines: DataFrame | None = None) -> list[TableVersion]:
+        splits = self.plan(files)
+        if not splits:
+            return []
+        found = self._frame(spark, splits, avro_metadata_batches, _MD).distinct().collect()
+        return [TableVersion.from_json(r["md"]) for r in found]
+
+    def read(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
+        files = self.inputs(files)
+        catalog = self.catalog(spark, files, staging=staging)
+        try:
+            parallelism = int(spark.sparkContext.defaultParallelism)
+        except Exception:  # Spark Connect has no SparkContext
+            parallelism = 2
+        splits = self.plan(files, parallelism)
+        body = functools.partial(avro_decode_batches, catalog=catalog)
+        return canonical(self._frame(spark, splits, body, AVRO_PARSED), "_offset", "_raw")
+
+
+__all__ = ["QlikAvroDecoder", "QlikJsonDecoder", "load_metadata_directory"]
