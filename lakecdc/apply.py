@@ -276,6 +276,11 @@ def apply(
     )
     for table in set(settings.column_list) & set(settings.except_column_list):
         raise ConfigError(f"table {table!r}: give column_list or except_column_list, not both")
+    if complete_transactions and not decoder.TRANSACTION_MARKERS:
+        raise ConfigError(
+            f"complete_transactions needs transaction markers (BEGIN/END with event counts), which "
+            f"{format} messages do not carry: without them no transaction would ever look complete"
+        )
     paths = {t: c.target for t, c in settings.contracts.items() if c.target}
     paths.update(table_paths or {})
     if paths:

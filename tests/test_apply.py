@@ -307,6 +307,7 @@ class _MarkerJson(lakecdc.decoders.ogg_json.OggJsonDecoder):
     """ogg-json where op_type ``X`` is a marker record (like a Debezium tombstone): no row change."""
 
     name = "test-markers"
+    TRANSACTION_MARKERS = True
 
     def read(self, spark, files, *, staging):
         from pyspark.sql import functions as F
@@ -505,3 +506,9 @@ def test_tables_routed_to_their_own_paths_with_their_own_settings(spark, tmp_pat
         lakecdc.apply(landing, target, spark=spark, table_paths={"S.CUST": "clients"})
     with pytest.raises(lakecdc.LakecdcError, match="pk_update 'sideways'"):
         lakecdc.apply(landing, target, spark=spark, pk_update={"S.ORD": "sideways"})
+
+
+def test_complete_transactions_is_refused_for_formats_without_transaction_markers(spark, tmp_path):
+    write_jsonl(tmp_path / "landing" / "1.json", [ogg("S.T", "I", "00:00:01", 1, after={"ID": 1}, keys=["ID"])])
+    with pytest.raises(lakecdc.LakecdcError, match="ogg-json messages do not carry"):
+        lakecdc.apply(tmp_path / "landing", tmp_path / "lake", complete_transactions=True, spark=spark)

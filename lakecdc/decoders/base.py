@@ -67,6 +67,10 @@ class Decoder(ABC):
     #: True when every column is to be typed as a string (GoldenGate ``treatAllColumnsAsStrings``).
     all_strings: bool = False
 
+    #: The format carries transaction metadata (BEGIN/END markers with event counts) that
+    #: ``complete_transactions`` needs (see :mod:`lakecdc.transactions`).
+    TRANSACTION_MARKERS: ClassVar[bool] = False
+
     #: One message per line (``\n``): a file that grows after it was applied can be read on from
     #: its new complete lines (see :meth:`lakecdc.ledger.Ledger.plan`).
     LINES: ClassVar[bool] = False

@@ -495,6 +495,7 @@ class DebeziumJsonDecoder(Decoder):
     """Debezium JSON change events (Connect JSON with or without schema, kcat dumps) to canonical events."""
 
     name: ClassVar[str] = "debezium-json"
+    TRANSACTION_MARKERS: ClassVar[bool] = True
     LINES: ClassVar[bool] = True
     OPTIONS: ClassVar[dict[str, str]] = {
         "sequenceBy": "auto",
