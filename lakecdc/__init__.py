@@ -3,7 +3,8 @@
 The data's path, module by module: :mod:`lakecdc.decoders` (vendor formats to canonical events),
 :mod:`lakecdc.changes` (the canonical event, ops- and rows-style), :mod:`lakecdc.consolidate`
 (one net action per key), :mod:`lakecdc.merge` (one MERGE plan, two Delta engines), and
-:mod:`lakecdc.apply` which runs them exactly once per input; then :mod:`lakecdc.maintain` keeps the
+:mod:`lakecdc.apply` which runs them exactly once per input (:mod:`lakecdc.streaming`: the same as
+a Structured Streaming query over a landing directory); then :mod:`lakecdc.maintain` keeps the
 tables fast (compaction, Z-order, vacuum, checkpoints).
 
 Example (a notebook with a ``spark`` session)::
@@ -27,11 +28,14 @@ from lakecdc.errors import (
 )
 from lakecdc.maintain import MaintenanceReport, maintain
 from lakecdc.session import get_spark
+from lakecdc.streaming import BatchFailed, ChangeStream, StreamBatch, stream
 from lakecdc.summary import RunSummary, TableSummary
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "BatchFailed",
+    "ChangeStream",
     "CommitConflict",
     "ConfigError",
     "DecodeError",
@@ -40,6 +44,7 @@ __all__ = [
     "MissingKeyError",
     "PrimaryKeyUpdateError",
     "RunSummary",
+    "StreamBatch",
     "TableSummary",
     "UnknownFormatError",
     "apply",
@@ -47,6 +52,7 @@ __all__ = [
     "maintain",
     "read_changes",
     "read_table",
+    "stream",
     "to_ops",
     "to_rows",
 ]

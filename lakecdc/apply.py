@@ -43,6 +43,17 @@ from lakecdc.contracts import Contract, load_contracts
 from lakecdc.decoders import get_decoder
 from lakecdc.decoders._records import EXACT_STRINGS
 from lakecdc.errors import CommitConflict, ConfigError, LakecdcError, MissingKeyError, PrimaryKeyUpdateError
+from lakecdc.history import (
+    CHANGE_DATA_FEED,
+    HistoryPrepared,
+    commit_history,
+    enable_change_data_feed,
+    history_settings,
+    history_shape,
+    is_history,
+    match_table,
+    prepare_history,
+)
 from lakecdc.ledger import Ledger, Manifest, list_inputs
 from lakecdc.merge.plan import CDC_COLUMNS, MergePlan
 from lakecdc.merge.source import BatchSource
@@ -101,6 +112,23 @@ class ApplySettings:
     #: per source table, a ``pk_update`` / tombstone retention other than the run's
     pk_update_by_table: Mapping[str, PkUpdate] = field(default_factory=dict)
     retention_by_table: Mapping[str, dt.timedelta] = field(default_factory=dict)
+
+    #: per table (exact names or fnmatch patterns, ``"*"``: every table): 2 for an SCD type 2
+    #: history table instead of the current state (DLT's ``stored_as_scd_type``; lakecdc.history)
+    stored_as_scd_type: Mapping[str, int] = field(default_factory=dict)
+    #: per table (names or patterns): the only columns whose changes open a new version / columns
+    #: whose changes never do (DLT's ``track_history_column_list`` / ``..._except_column_list``)
+    track_history_column_list: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    track_history_except_column_list: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: table names or patterns whose Delta tables have Change Data Feed enabled
+    change_data_feed: tuple[str, ...] = ()
+
+    def scd_type(self, table: str) -> int:
+        """1 for a current-state table, 2 for a history table."""
+        return int(match_table(self.stored_as_scd_type, table) or 1)
+
+    def wants_change_data_feed(self, table: str) -> bool:
+        return any(fnmatch.fnmatchcase(table, p) for p in self.change_data_feed)
 
     def pk_update_for(self, table: str) -> PkUpdate:
         """The table's own setting, else its contract's, else the run's."""
@@ -190,6 +218,10 @@ def apply(
     include_tables: Sequence[str] = (),
     exclude_tables: Sequence[str] = (),
     contracts: str | os.PathLike[str] | Mapping[str, Contract] | None = None,
+    stored_as_scd_type: Mapping[str, int] | int = 1,
+    track_history_column_list: Mapping[str, Sequence[str] | str] | Sequence[str] | None = None,
+    track_history_except_column_list: Mapping[str, Sequence[str] | str] | Sequence[str] | None = None,
+    change_data_feed: bool | Sequence[str] = False,
     storage_options: Mapping[str, str] | None = None,
     min_file_age: float = 0.0,
     progress: Progress | None = None,
@@ -230,6 +262,15 @@ def apply(
             no exclude pattern are applied; the others' events are counted as skipped.
         contracts: ODCS data contracts (a file, a directory of them, or loaded ones by source
             table): their keys for messages without keys, their column types over inference.
+        stored_as_scd_type: 2 for SCD type 2 history tables (every version, with ``__START_AT`` /
+            ``__END_AT``; see :mod:`lakecdc.history`) instead of current-state tables (1, the
+            default); for all tables, or per table: ``{"S.ORDERS": 2}`` (fnmatch patterns work).
+        track_history_column_list / track_history_except_column_list: for history tables, the
+            only columns whose changes open a new version / columns whose changes never do (a
+            change of other columns updates the current version in place); per table, or a list
+            for every history table.
+        change_data_feed: enable Delta's Change Data Feed (``delta.enableChangeDataFeed``) on
+            every table (True) or on these tables (names or patterns).
         min_file_age: seconds; files changed more recently are left for a later run (a writer
             may still be at work on them). Whatever the setting, a file of a line-oriented format
             that grows after it was applied has its new complete lines applied by a later run (a
@@ -273,6 +314,8 @@ def apply(
         complete_transactions=complete_transactions,
         include_tables=tuple(include_tables), exclude_tables=tuple(exclude_tables),
         contracts=contracts if isinstance(contracts, Mapping) else load_contracts(contracts),
+        **history_settings(stored_as_scd_type, track_history_column_list, track_history_except_column_list,
+                           change_data_feed),
     )
     for table in set(settings.column_list) & set(settings.except_column_list):
         raise ConfigError(f"table {table!r}: give column_list or except_column_list, not both")
@@ -405,10 +448,15 @@ def _run_tables(
     spark: SparkSession, engine: DeltaRsEngine, decoder: Decoder, settings: ApplySettings, target: str,
     files: list[str], events: DataFrame, *, run_id: int, now: dt.datetime, staging: str, say: Progress,
 ) -> tuple[dict[str, TableSummary], list[Quarantined], dict[str | None, int]]:
-    fast = _fast_path(spark, engine, settings, target, events, run_id=run_id, say=say)
+    prep: _Prepared | HistoryPrepared
+    from lakecdc.quality import blocked_tables
+
+    blocked = blocked_tables(target)  # a 'fail' data-quality check stops these tables' merges
+    fast = None if blocked else _fast_path(spark, engine, settings, target, events, run_id=run_id, say=say)
     if fast is not None:
         prep = fast
         say(f"{prep.table}: merging {prep.net.num_rows} net change(s)")
+        _change_data_feed(engine, settings, prep)
         return {prep.table: _commit(engine, settings, target, prep, run_id=run_id, now=now)}, [], {}
     profile, decode_errors, skipped = _profile(events)
     if len(profile) > 1:
@@ -419,12 +467,15 @@ def _run_tables(
     shapes: dict[str, _Shape] = {}
     for table in sorted(profile):
         path = table_path(target, table)
+        if table in blocked:
+            summaries[table] = _failed(target, table, profile[table], LakecdcError(blocked[table]), say)
+            continue
         try:
             done = engine.committed_version(path)
             if done is not None and done >= run_id:
                 summaries[table] = TableSummary(table, path, status="skipped", delta_version=engine.version(path))
                 continue
-            shapes[table] = _shape(engine, settings, target, table, profile[table])
+            shapes[table] = history_shape(settings, table, path, _shape(engine, settings, target, table, profile[table]))
         except MissingKeyError as exc:
             summaries[table] = TableSummary(table, path, events=profile[table]["events"], status="failed", error=str(exc))
         except ConfigError:
@@ -436,12 +487,13 @@ def _run_tables(
     bad_parts: list[DataFrame] = []
     if decode_errors:
         bad_parts.append(events.where(F.col("_error").isNotNull()).select(*BAD_COLUMNS))
-    prepared: list[_Prepared] = []
+    prepared: list[_Prepared | HistoryPrepared] = []
     for table, shape in shapes.items():
         say(f"{table}: consolidating")
         try:
-            prep, bad = _prepare(spark, engine, settings, target, table, profile[table], shape,
-                                 inferred.get(table, {}), events)
+            prepare = prepare_history if settings.scd_type(table) == 2 else _prepare
+            prep, bad = prepare(spark, engine, settings, target, table, profile[table], shape,  # type: ignore[operator,misc]
+                                inferred.get(table, {}), events)
         except (ConfigError, PrimaryKeyUpdateError):
             raise  # the user's configuration, or an abend asked for: stop the run
         except Exception as exc:  # noqa: BLE001 - one table's failure must not stop the others
@@ -451,8 +503,13 @@ def _run_tables(
             bad_parts.append(bad)
         prepared.append(prep)
     for prep in prepared:
-        say(f"{prep.table}: merging {prep.net.num_rows} net change(s)")
         try:
+            if isinstance(prep, HistoryPrepared):
+                say(f"{prep.table}: merging {prep.versions.num_rows} version(s) into its history")
+                summaries[prep.table] = commit_history(engine, settings, target, prep, run_id=run_id, now=now)
+                continue
+            say(f"{prep.table}: merging {prep.net.num_rows} net change(s)")
+            _change_data_feed(engine, settings, prep)
             summaries[prep.table] = _commit(engine, settings, target, prep, run_id=run_id, now=now)
         except ConfigError:
             raise
@@ -475,6 +532,24 @@ def _failed(target: str, table: str, prof: dict, exc: BaseException, say: Progre
     reason = str(exc) if isinstance(exc, LakecdcError) else f"{type(exc).__name__}: {exc}"
     say(f"{table}: FAILED ({reason}); the other tables go on, this one is retried by the next run")
     return TableSummary(table, table_path(target, table), events=prof["events"], status="failed", error=reason)
+
+
+def _change_data_feed(engine: DeltaRsEngine, settings: ApplySettings, prep: _Prepared) -> None:
+    """Turn on Change Data Feed for a current-state table that asks for it, before its merge: an
+    existing table gets the property, a new one is created with it (``_commit`` then finds it)."""
+    if not settings.wants_change_data_feed(prep.table):
+        return
+    if engine.exists(prep.path):
+        enable_change_data_feed(engine, prep.path)
+        return
+    has_rows = bool(prep.net.num_rows) and bool(pc.any(pc.equal(prep.net.column("_action"), "upsert")).as_py())
+    if has_rows or prep.seen_columns:  # the tables _commit creates
+        layout = prep.layout
+        schema = T.StructType(
+            [T.StructField(c, t) for c, t in zip(layout.columns, layout.types, strict=True)]
+            + [T.StructField(name, dtype) for name, dtype in CDC_COLUMNS]
+        )
+        engine.create(prep.path, schema, name=prep.table, properties=CHANGE_DATA_FEED)
 
 
 def _new_column_types(
@@ -552,8 +627,8 @@ def _fast_path(
         return None
     prof = {"events": 0, "min_seq": None, "max_truncate": None, "columns": [], "keys": list(keys)}
     shape = _shape(engine, settings, target, table, prof)
-    if shape.new_columns:
-        return None
+    if shape.new_columns or settings.scd_type(table) == 2 or is_history(shape.existing):
+        return None  # (a history table, or one applied as the wrong type: the ordinary path says so)
     say(f"{table}: consolidating")
     out = _prepare(spark, engine, settings, target, table, {**prof, "columns": list(shape.columns)}, shape, {},
                    events, speculation=_Speculation(table, shape.keys))

@@ -6,11 +6,15 @@ import argparse
 import datetime as dt
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lakecdc.decoders import DECODERS
 from lakecdc.errors import ConfigError, LakecdcError
+
+if TYPE_CHECKING:
+    from lakecdc.jobs import Job, JobResult
 
 _EPILOG_APPLY = """\
 examples:
@@ -32,6 +36,11 @@ examples:
   lakecdc apply --format ogg-json --input landing/ --target lake/ \
       --column-list S.ORDERS=ID,STATUS,AMOUNT --ignore-truncates --tombstone-retention 30d
 
+  # keep S.ORDERS as an SCD type 2 history table (only STATUS changes open a new version),
+  # with Delta's Change Data Feed on for downstream readers
+  lakecdc apply --format ogg-json --input landing/ --target lake/ \
+      --scd2 S.ORDERS --track-history S.ORDERS=STATUS --change-data-feed
+
 what happens:
   Only files no earlier run applied to --target are read; running the same command again
   changes nothing. Events are ordered by (op_ts, pos), folded to one net change per key and
@@ -50,13 +59,43 @@ other formats: ogg-avro-op / ogg-avro-row (schemaDirectory=DIR, framing=length-p
   ogg-delimited / ogg-json-row (includeColumnNames=true, fieldDelimiter=..., pkUpdateHandling=...),
   debezium-json (sequenceBy=op_ts|source.scn,..., tableName=db.schema.table, topic.prefix=...,
   unavailable.value.placeholder=...), canal-json (sequenceBy=id, layout=dts-before-2022-03-20,
-  treatAllColumnsAsStrings=true), shareplex-json (keysFromKeyObject=false):
+  treatAllColumnsAsStrings=true), shareplex-json (keysFromKeyObject=false), dts-avro
+  (framing=length-prefixed|single|kcat, sequenceBy=position, dateTimeFraction=micros|nanos),
+  qlik-json / qlik-avro (metadataDirectory=DIR, topicTables=TOPIC=SCHEMA.TABLE,..., table=S.T):
   see the README's "Formats" section for every option
 
 more:
   --complete-transactions   Debezium: apply whole source transactions only (hold the rest)
   --contract data_contracts ODCS contracts: keys and column types
-  lakecdc run jobs/x.yaml, lakecdc maintain, lakecdc status, lakecdc check, lakecdc contract
+  lakecdc stream (new files as they land), lakecdc run jobs/x.yaml, lakecdc maintain, lakecdc status,
+  lakecdc check, lakecdc contract
+"""
+
+
+_EPILOG_STREAM = """\
+examples:
+  # apply what landed since the last time, then exit (cron, a scheduled Databricks job)
+  lakecdc stream --format ogg-json --input landing/ --target lake/ --summary-json run.json
+
+  # keep running: a micro-batch every 30 seconds, at most 500 files each, until Ctrl-C
+  lakecdc stream --format debezium-json --input landing/ --target lake/ --trigger "30 seconds" \\
+      --max-files-per-trigger 500 --glob '*.json' --key APP.ORDERS=ID
+
+what happens:
+  A Spark file stream lists new files under --input (names starting with . or _ are ignored; the
+  contents are read by the decoder, not by the stream). Each micro-batch calls the same apply as
+  'lakecdc apply' on exactly its files and prints its summary. Spark's checkpoint remembers the
+  batches, lakecdc's ledger the files applied: a replayed batch or a lost checkpoint applies nothing
+  twice. A batch in which a table failed stops the stream (exit 1) before it is committed; fix the
+  cause and run the same command: it resumes that batch. Write files into --input whole (write
+  elsewhere or under a .name, then rename).
+
+apply, run or stream:
+  lakecdc apply     given files or directories, once (scripts, backfills, tests)
+  lakecdc run       a job file: several sources, table routing, maintenance; --watch polls
+  lakecdc stream    a landing directory as a Structured Streaming query: each batch hands apply
+                    only its new files; available-now for schedulers, an interval to keep
+                    running (also 'lakecdc run JOB.yaml --stream')
 """
 
 
@@ -139,6 +178,56 @@ def _read_config(path: str | None) -> dict:
     return data
 
 
+def _add_format_flags(p: argparse.ArgumentParser) -> None:
+    """--format and the GoldenGate properties file it may come from (apply, stream)."""
+    p.add_argument("--format", choices=sorted(DECODERS), help="input format (or from --gg-properties / --config)")
+    p.add_argument("--gg-properties", metavar="FILE",
+                   help="a GoldenGate Java adapter properties file: its handler's format and every "
+                        "gg.handler.<name>.format.* property (--option overrides one)")
+    p.add_argument("--gg-handler", metavar="NAME", help="which handler of --gg-properties (default: the only one)")
+
+
+def _add_settings_flags(p: argparse.ArgumentParser) -> None:
+    """The apply settings, shared by apply and stream (the same names as lakecdc.apply's arguments)."""
+    p.add_argument("--key", action="append", default=[], metavar="TABLE=COL[,COL...]",
+                   help="primary key of a table whose messages carry none; repeatable")
+    p.add_argument("--pk-update", choices=["abend", "update", "delete-insert"], default=None,
+                   help="primary-key updates: delete-insert (default), update, or abend")
+    p.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
+                   help="format option (GoldenGate property name for GoldenGate formats); repeatable")
+    p.add_argument("--column-list", action="append", default=[], metavar="TABLE=COL[,COL...]",
+                   help="write only these columns of TABLE (keys always); DLT's column_list; repeatable")
+    p.add_argument("--except-column-list", action="append", default=[], metavar="TABLE=COL[,COL...]",
+                   help="never write these columns of TABLE; DLT's except_column_list; repeatable")
+    p.add_argument("--ignore-truncates", action="store_true",
+                   help="read truncates but do not apply them (DLT's apply_as_truncates=False)")
+    p.add_argument("--complete-transactions", action="store_true",
+                   help="apply a source transaction only when all its events are there; hold the rest "
+                        "for the next run (formats with transaction markers: Debezium)")
+    p.add_argument("--tombstone-retention", metavar="DURATION", default=None,
+                   help="how long a deleted key blocks late events: 7d (default), 36h, 90m, 0")
+    p.add_argument("--scd2", action="append", default=[], metavar="TABLE[,TABLE...]",
+                   help="keep these tables as SCD type 2 history tables (every version, __START_AT/__END_AT) "
+                        "instead of their current state; patterns such as 'S.*' or '*' work; repeatable")
+    p.add_argument("--track-history", action="append", default=[], metavar="[TABLE=]COL[,COL...]",
+                   help="history tables: only changes to these columns open a new version (others update the "
+                        "current version in place); DLT's track_history_column_list; repeatable")
+    p.add_argument("--track-history-except", action="append", default=[], metavar="[TABLE=]COL[,COL...]",
+                   help="history tables: changes to these columns never open a new version; "
+                        "DLT's track_history_except_column_list; repeatable")
+    p.add_argument("--change-data-feed", nargs="?", const="*", default=None, metavar="TABLE[,TABLE...]",
+                   help="enable Delta's Change Data Feed on every table (or on these tables)")
+    p.add_argument("--contract", metavar="PATH",
+                   help="ODCS data contract(s): a YAML file or a directory of them (keys and column types)")
+    p.add_argument("--config", metavar="FILE",
+                   help="YAML with any of: format, keys {table: [cols]}, pk_update, options {name: value}, "
+                        "column_list / except_column_list {table: [cols]}, apply_as_truncates, tombstone_retention, "
+                        "complete_transactions, stored_as_scd_type (2 or {table: 2}), track_history_column_list / "
+                        "track_history_except_column_list {table: [cols]}, change_data_feed (true or [tables])")
+    p.add_argument("--engine", choices=["auto", "delta-rs", "delta-spark"], default="auto",
+                   help="Delta engine (auto: delta-spark when its JVM classes are present, else delta-rs)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lakecdc",
@@ -150,44 +239,38 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Decode change files, consolidate them per primary key and MERGE them into one Delta table per source table.",
     )
-    ap.add_argument("--format", choices=sorted(DECODERS), help="input format (or from --gg-properties / --config)")
-    ap.add_argument("--gg-properties", metavar="FILE",
-                    help="a GoldenGate Java adapter properties file: its handler's format and every "
-                         "gg.handler.<name>.format.* property (--option overrides one)")
-    ap.add_argument("--gg-handler", metavar="NAME", help="which handler of --gg-properties (default: the only one)")
+    _add_format_flags(ap)
     ap.add_argument("--input", action="append", required=True, metavar="PATH",
                     help="file or directory (recursive); repeatable")
     ap.add_argument("--target", required=True, metavar="DIR", help="root of the Delta tables")
-    ap.add_argument("--key", action="append", default=[], metavar="TABLE=COL[,COL...]",
-                    help="primary key of a table whose messages carry none; repeatable")
-    ap.add_argument("--pk-update", choices=["abend", "update", "delete-insert"], default=None,
-                    help="primary-key updates: delete-insert (default), update, or abend")
-    ap.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
-                    help="format option (GoldenGate property name for GoldenGate formats); repeatable")
-    ap.add_argument("--column-list", action="append", default=[], metavar="TABLE=COL[,COL...]",
-                    help="write only these columns of TABLE (keys always); DLT's column_list; repeatable")
-    ap.add_argument("--except-column-list", action="append", default=[], metavar="TABLE=COL[,COL...]",
-                    help="never write these columns of TABLE; DLT's except_column_list; repeatable")
-    ap.add_argument("--ignore-truncates", action="store_true",
-                    help="read truncates but do not apply them (DLT's apply_as_truncates=False)")
-    ap.add_argument("--complete-transactions", action="store_true",
-                    help="apply a source transaction only when all its events are there; hold the rest "
-                         "for the next run (formats with transaction markers: Debezium)")
+    _add_settings_flags(ap)
     ap.add_argument("--min-file-age", metavar="SECONDS", type=float, default=None,
-                   help="leave files changed less than SECONDS ago for a later run (a writer may still be "
-                        "at work); files of line formats that grow later have their new lines applied then")
-    ap.add_argument("--tombstone-retention", metavar="DURATION", default=None,
-                    help="how long a deleted key blocks late events: 7d (default), 36h, 90m, 0")
-    ap.add_argument("--contract", metavar="PATH",
-                    help="ODCS data contract(s): a YAML file or a directory of them (keys and column types)")
-    ap.add_argument("--config", metavar="FILE",
-                    help="YAML with any of: format, keys {table: [cols]}, pk_update, options {name: value}, "
-                         "column_list / except_column_list {table: [cols]}, apply_as_truncates, tombstone_retention, "
-                         "complete_transactions")
-    ap.add_argument("--engine", choices=["auto", "delta-rs", "delta-spark"], default="auto",
-                    help="Delta engine (auto: delta-spark when its JVM classes are present, else delta-rs)")
+                    help="leave files changed less than SECONDS ago for a later run (a writer may still be "
+                         "at work); files of line formats that grow later have their new lines applied then")
     ap.add_argument("--summary-json", metavar="FILE", help="also write the run summary as JSON")
     ap.add_argument("--quiet", action="store_true", help="print only the summary")
+
+    tp = sub.add_parser(
+        "stream", help="apply files as they land: a Spark Structured Streaming query", epilog=_EPILOG_STREAM,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Watch a landing directory with a Spark Structured Streaming query; each micro-batch applies "
+                    "its new files exactly as 'lakecdc apply' does (one ledger, one summary per batch).",
+    )
+    _add_format_flags(tp)
+    tp.add_argument("--input", required=True, metavar="DIR", help="the landing directory (recursive)")
+    tp.add_argument("--target", required=True, metavar="DIR", help="root of the Delta tables")
+    tp.add_argument("--checkpoint", metavar="DIR",
+                    help="Spark's checkpoint, one per landing directory (default <target>/_lakecdc/stream-checkpoint)")
+    tp.add_argument("--trigger", default="available-now", metavar="available-now|once|INTERVAL",
+                    help="available-now (default): the files there now, then exit; once: the same in one batch; "
+                         "an interval such as '30 seconds' or 5m: a batch every interval until stopped (Ctrl-C)")
+    tp.add_argument("--max-files-per-trigger", type=int, metavar="N",
+                    help="at most N files per batch (default: every new file in one batch)")
+    tp.add_argument("--glob", metavar="PATTERN", help="only file names matching PATTERN, e.g. '*.json'")
+    _add_settings_flags(tp)
+    tp.add_argument("--summary-json", metavar="FILE",
+                    help="also write the summary of everything applied so far as JSON (rewritten after each batch)")
+    tp.add_argument("--quiet", action="store_true", help="print only the summaries")
 
     mp = sub.add_parser(
         "maintain", help="compact / Z-order, vacuum and checkpoint the tables of a target",
@@ -217,11 +300,17 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run a declarative job: every source applied into the target (only new files), table "
                     "routing and settings from the file, maintenance when its policy says. See lakecdc/jobs.py "
                     "or the README for the file's keys; mistakes are reported with their line.",
-        epilog="examples:\n  lakecdc run jobs/sample.yaml\n  lakecdc run jobs/sample.yaml --watch --interval 5m\n",
+        epilog="examples:\n  lakecdc run jobs/sample.yaml\n  lakecdc run jobs/sample.yaml --watch --interval 5m\n"
+               "  lakecdc run jobs/sample.yaml --stream --trigger '30 seconds'\n",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     rp.add_argument("job", metavar="JOB.yaml", help="the job file")
     rp.add_argument("--watch", action="store_true", help="keep running: once every --interval until stopped")
+    rp.add_argument("--stream", action="store_true",
+                    help="run each source as a Structured Streaming query over its landing directory "
+                         "(see 'lakecdc stream --help'; the job's stream: settings)")
+    rp.add_argument("--trigger", metavar="available-now|once|INTERVAL",
+                    help="with --stream: overrides the job's stream.trigger (default available-now)")
     rp.add_argument("--interval", metavar="DURATION", default="60s", help="time between runs with --watch (default 60s)")
     rp.add_argument("--max-runs", type=int, metavar="N", help="with --watch: stop after N runs")
     rp.add_argument("--summary-json", metavar="FILE", help="also write the last run's summary as JSON")
@@ -241,12 +330,19 @@ def build_parser() -> argparse.ArgumentParser:
     kp = sub.add_parser(
         "check", help="data quality: Great Expectations suites from the data contracts",
         description="Validate every table that has a data contract (keys not null and unique, declared "
-                    "columns present, required columns not null, schema drift, row-count reconciliation "
-                    "with the last run) and, with --changes, an incoming change stream. Results are kept "
-                    "in <target>/_lakecdc_checks. Exit 1 when a 'fail' check failed.",
+                    "columns present, required columns not null, accepted values and ranges, the "
+                    "contract's quality rules, schema drift, row-count reconciliation with the last run) "
+                    "and, with --changes, an incoming change stream. Results are kept in "
+                    "<target>/_lakecdc_checks and as Great Expectations Data Docs "
+                    "(<target>/_lakecdc/data_docs/index.html). A table whose 'fail' check failed is "
+                    "blocked: its next merge waits until a check passes or --unblock accepts it. "
+                    "Exit 1 when a 'fail' check failed.",
     )
     kp.add_argument("--target", required=True, metavar="DIR", help="root of the Delta tables")
-    kp.add_argument("--contract", required=True, metavar="PATH", help="the data contract file or directory")
+    kp.add_argument("--contract", metavar="PATH", help="the data contract file or directory (required to check)")
+    kp.add_argument("--unblock", action="append", default=[], metavar="SOURCE_TABLE",
+                    help="accept this blocked table as it is (its next merge runs); checks nothing; repeatable")
+    kp.add_argument("--no-data-docs", action="store_true", help="do not update the Data Docs (faster)")
     kp.add_argument("--table", action="append", default=[], metavar="SOURCE_TABLE", help="only this table; repeatable")
     kp.add_argument("--changes", metavar="PATH", help="also check the change files under PATH (with --format)")
     kp.add_argument("--format", choices=sorted(DECODERS), default="ogg-json", help="format of --changes")
@@ -263,9 +359,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _apply(args: argparse.Namespace) -> int:
-    import lakecdc
-
+def _apply_settings(args: argparse.Namespace) -> tuple[str, dict]:
+    """The format and lakecdc.apply's keyword arguments from the shared flags and --config."""
     config = _read_config(args.config)
     keys = {**{t: list(c) for t, c in (config.get("keys") or {}).items()}, **_parse_keys(args.key)}
     fmt = args.format
@@ -288,24 +383,103 @@ def _apply(args: argparse.Namespace) -> int:
                    **_parse_keys(args.except_column_list, "--except-column-list")}
     truncates = not args.ignore_truncates and bool(config.get("apply_as_truncates", True))
     retention = parse_duration(args.tombstone_retention or str(config.get("tombstone_retention", "7d")))
+    history = _history_flags(args, config)
+    # --min-file-age is apply's only: a stream takes each file once, when it is listed
+    min_age = getattr(args, "min_file_age", None)
+    return fmt, dict(
+        keys=keys, pk_update=pk_update, options=options, engine=args.engine, column_list=column_list,
+        except_column_list=except_list, apply_as_truncates=truncates, tombstone_retention=retention,
+        complete_transactions=args.complete_transactions or bool(config.get("complete_transactions", False)),
+        contracts=args.contract or config.get("contracts"),
+        min_file_age=min_age if min_age is not None else float(config.get("min_file_age", 0)),
+        **history,
+    )
+
+
+def _history_flags(args: argparse.Namespace, config: dict) -> dict:
+    """``--scd2``, ``--track-history[-except]``, ``--change-data-feed`` (over --config's keys) as
+    lakecdc.apply's ``stored_as_scd_type``, ``track_history_*`` and ``change_data_feed``."""
+    scd = config.get("stored_as_scd_type", 1)
+    scd = dict(scd) if isinstance(scd, dict) else ({"*": int(scd)} if scd != 1 else {})
+    scd.update({t.strip(): 2 for v in args.scd2 for t in v.split(",") if t.strip()})
+
+    def columns(values: list[str], key: str, flag: str) -> dict[str, list[str]]:
+        raw = config.get(key) or {}
+        out = {t: list(c) for t, c in raw.items()} if isinstance(raw, dict) else {"*": list(raw)}
+        for v in values:
+            table, sep, cols = v.rpartition("=")
+            if not [c for c in cols.split(",") if c.strip()]:
+                raise ConfigError(f"{flag} {v!r}: expected [TABLE=]COL[,COL...]")
+            out[table if sep else "*"] = [c.strip() for c in cols.split(",") if c.strip()]
+        return out
+
+    cdf = config.get("change_data_feed", False)
+    if args.change_data_feed is not None:
+        cdf = [t.strip() for t in args.change_data_feed.split(",") if t.strip()]
+    return dict(
+        stored_as_scd_type=scd,
+        track_history_column_list=columns(args.track_history, "track_history_column_list", "--track-history") or None,
+        track_history_except_column_list=columns(
+            args.track_history_except, "track_history_except_column_list", "--track-history-except") or None,
+        change_data_feed=cdf,
+    )
+
+
+def _apply(args: argparse.Namespace) -> int:
+    import lakecdc
+
+    fmt, settings = _apply_settings(args)
     started = time.perf_counter()
 
     def say(msg: str) -> None:
         if not args.quiet:
             print(f"[{time.perf_counter() - started:6.1f}s] {msg}", file=sys.stderr, flush=True)
 
-    summary = lakecdc.apply(
-        args.input, args.target, format=fmt, keys=keys, pk_update=pk_update, options=options,
-        engine=args.engine, progress=say, column_list=column_list, except_column_list=except_list,
-        apply_as_truncates=truncates, tombstone_retention=retention,
-        complete_transactions=args.complete_transactions or bool(config.get("complete_transactions", False)),
-        contracts=args.contract or config.get("contracts"),
-        min_file_age=args.min_file_age if args.min_file_age is not None else float(config.get("min_file_age", 0)),
-    )
+    summary = lakecdc.apply(args.input, args.target, format=fmt, progress=say, **settings)
     print(summary.render())
     if args.summary_json:
         Path(args.summary_json).write_text(summary.to_json() + "\n")
     return 0 if summary.ok else 1
+
+
+def _stream(args: argparse.Namespace) -> int:
+    from pyspark.errors import StreamingQueryException
+
+    from lakecdc.streaming import BatchFailed, StreamBatch, stream
+
+    fmt, settings = _apply_settings(args)
+    started = time.perf_counter()
+
+    def say(msg: str) -> None:
+        if not args.quiet:
+            print(f"[{time.perf_counter() - started:6.1f}s] {msg}", file=sys.stderr, flush=True)
+
+    def on_batch(batch: StreamBatch) -> None:
+        print(f"batch {batch.batch_id}: {len(batch.files)} file(s)\n{batch.summary.render()}\n", flush=True)
+        if args.summary_json:
+            Path(args.summary_json).write_text(batch.total.to_json() + "\n")
+
+    handle = stream(
+        args.input, args.target, format=fmt, checkpoint=args.checkpoint, trigger=args.trigger,
+        max_files_per_trigger=args.max_files_per_trigger, path_glob_filter=args.glob, progress=say,
+        on_batch=on_batch, **settings,
+    )
+    try:
+        handle.await_termination()
+    except KeyboardInterrupt:
+        say("stopping")
+        handle.stop()
+    except BatchFailed as exc:
+        print(f"lakecdc: error: {exc}", file=sys.stderr)
+        return 1
+    except StreamingQueryException as exc:
+        print(f"lakecdc: error: the stream stopped: {exc}", file=sys.stderr)
+        return 2
+    if handle.batches != 1:
+        print(("total:\n" if handle.batches else "") + handle.total.render())
+    if args.summary_json and not handle.batches:
+        Path(args.summary_json).write_text(handle.total.to_json() + "\n")
+    return 0
 
 
 def _maintain(args: argparse.Namespace) -> int:
@@ -358,6 +532,10 @@ def _run_job(args: argparse.Namespace) -> int:
                 "maintenance": [r.to_dict() for r in result.maintained],
             }, indent=2, default=str) + "\n")
 
+    if args.stream:
+        return _stream_job(args, job, say, report)
+    if args.trigger:
+        raise ConfigError("--trigger goes with --stream")
     if args.watch:
         interval = parse_duration(args.interval).total_seconds()
         try:
@@ -368,6 +546,24 @@ def _run_job(args: argparse.Namespace) -> int:
     result = run_job(job, progress=say)
     report(result)
     return 0 if result.ok else 1
+
+
+def _stream_job(args: argparse.Namespace, job: Job, say: Callable[[str], None], report: Callable[[JobResult], None]) -> int:
+    from lakecdc.jobs import stream_job
+    from lakecdc.streaming import BatchFailed
+
+    if args.watch:
+        raise ConfigError("--watch and --stream are two ways of keeping a job running: give one")
+    try:
+        result = stream_job(job, trigger=args.trigger, progress=say, report=report)
+    except KeyboardInterrupt:
+        return 0
+    except BatchFailed as exc:
+        print(f"lakecdc: error: {exc}", file=sys.stderr)
+        return 1
+    if not any(s.runs for s in result.summaries):
+        print(result.render())
+    return 0
 
 
 def _contract(args: argparse.Namespace) -> int:
@@ -412,13 +608,28 @@ def _contract(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     import lakecdc
     from lakecdc.contracts import load_contracts
-    from lakecdc.quality import check_changes, check_tables, results_json
+    from lakecdc.quality import check_changes, check_tables, data_docs_index, results_json
 
+    if args.unblock:
+        from lakecdc.quality import unblock
+
+        for table in args.unblock:
+            done = unblock(args.target, table)
+            print(f"{table}: {'unblocked: its next merge runs' if done else 'was not blocked'}")
+        return 0
+    if not args.contract:
+        raise ConfigError("check needs --contract FILE_OR_DIR (or --unblock TABLE)")
     spark = lakecdc.get_spark()
-    results = check_tables(args.target, load_contracts(args.contract), spark=spark, tables=args.table or None)
+    contracts = load_contracts(args.contract)
+    docs = not args.no_data_docs
+    results = check_tables(args.target, contracts, spark=spark, tables=args.table or None, data_docs=docs)
     if args.changes:
-        results += check_changes(lakecdc.read_changes(args.changes, format=args.format, spark=spark))
+        events = lakecdc.read_changes(args.changes, format=args.format, spark=spark)
+        results += check_changes(events, contracts=contracts, target=args.target, data_docs=docs)
     print(results_json(results) if args.json else "\n".join(r.line() for r in results))
+    index = data_docs_index(args.target)
+    if docs and not args.json and index.exists():
+        print(f"Data Docs: {index.resolve()}")
     return 1 if any(not r.success and r.severity == "fail" for r in results) else 0
 
 
@@ -446,6 +657,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "apply":
             return _apply(args)
+        if args.command == "stream":
+            return _stream(args)
         if args.command == "maintain":
             return _maintain(args)
         if args.command == "status":

@@ -33,6 +33,29 @@ integer: bigint, number: decimal(38,9), boolean, date, timestamp; object and arr
 A declared type wins over inference for every decoder, so a delimited file's text or a Canal
 string is typed as the contract says (a value that does not fit is quarantined, never rounded).
 
+**Accepted values and ranges** (checked by ``lakecdc check``, :mod:`lakecdc.quality`), per property:
+
+* ``logicalTypeOptions``: ``minimum`` / ``maximum`` (numbers; ISO dates or timestamps for date and
+  timestamp columns), ``exclusiveMinimum`` / ``exclusiveMaximum`` (a bound, as in ODCS v3.1, or
+  ``true`` to make ``minimum`` / ``maximum`` strict, as in v3.0), ``pattern`` (a regular
+  expression searched in the text, as Spark's ``rlike``: anchor it with ``^...$``), ``minLength`` /
+  ``maxLength``. ``enum`` (v3.2, ``[{value: ...}]``) gives the accepted values and ``unique: true``
+  unique values. Other standard options (``format``, ``multipleOf``, ...) are not checked.
+  These declare the column: severity ``warn`` by default, like ``required``; the property's own
+  ``customProperties: [{property: lakecdc.severity, value: fail}]`` makes them stop merges.
+* ``quality``: library rules, ODCS v3.1's ``metric`` (v3.0's ``rule`` too): ``invalidValues``
+  with ``arguments: {validValues: [...]}`` and/or ``{pattern: ...}`` (v3.0: ``rule: validValues``
+  with ``validValues: [...]``), ``nullValues``, ``duplicateValues`` (v3.0: ``duplicateCount``),
+  compared with the operators (``mustBe``, ``mustBeLessThan``, ``mustBeBetween``, ...) in ``unit``
+  rows (default) or percent of the rows; without an operator the metric must be 0. On a schema
+  object: ``rowCount`` and ``duplicateValues`` with ``arguments: {properties: [...]}``. ``severity``
+  ``error`` (also ``fail``, ``critical``) gives ``fail``, ``warning`` (``warn``, ``info``) ``warn``;
+  without one a rule is ``fail``: a quality rule is written to be enforced. ``text``, ``sql`` and
+  ``custom`` rules and the ``missingValues`` metric are not run by lakecdc.
+
+Mistakes (a range on a text column, a bound that is not a number, an unknown metric or option)
+are :class:`ConfigError` naming the file, line and field.
+
 ``lakecdc contract infer`` drafts a contract from a Delta table lakecdc wrote;
 ``lakecdc contract check`` compares a table with its contract (missing, extra or differently
 typed columns, other keys).
@@ -49,6 +72,7 @@ from typing import Any
 import yaml
 from pyspark.sql import types as T
 
+from lakecdc._rules import Rule, distinct_checks, property_rules, table_rules
 from lakecdc.errors import ConfigError
 
 _DECIMAL = re.compile(r"(?:decimal|numeric|number|dec)\s*\(\s*(\d+)\s*(?:,\s*(-?\d+)\s*)?\)", re.I)
@@ -82,6 +106,8 @@ class Contract:
     pk_update: str | None = None
     tombstone_retention: dt.timedelta | None = None
     target: str | None = None
+    #: accepted values, ranges and quality rules (see the module docstring)
+    rules: tuple[Rule, ...] = ()
 
     @property
     def types(self) -> dict[str, T.DataType]:
@@ -112,7 +138,10 @@ def load_contract(path: str | Path) -> list[Contract]:
     from lakecdc.jobs import _Where
 
     where = _Where(str(path), text)
-    data = yaml.safe_load(text) or {}
+    try:
+        data = yaml.safe_load(text) or {}
+    except ValueError as exc:  # a well-formed but impossible value, e.g. the date 2024-13-01
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
     if not isinstance(data, dict):
         raise where.error((), "expected an ODCS data contract (a mapping with apiVersion, kind, schema)")
     if data.get("kind") not in (None, "DataContract"):
@@ -131,13 +160,15 @@ def load_contract(path: str | Path) -> list[Contract]:
         props = obj.get("properties")
         if not isinstance(props, list) or not props:
             raise where.error((*at, "properties"), "expected a list of properties (columns)")
-        columns, keyed, required = [], [], []
+        columns, keyed, required, rules = [], [], [], []
         for j, prop in enumerate(props):
             pat = (*at, "properties", str(j))
             if not isinstance(prop, dict) or not prop.get("name"):
                 raise where.error(pat, "expected a property with a name")
             name = str(prop["name"])
-            columns.append((name, spark_type(prop.get("physicalType"), prop.get("logicalType"))))
+            dtype = spark_type(prop.get("physicalType"), prop.get("logicalType"))
+            columns.append((name, dtype))
+            rules += property_rules(prop, name, dtype, pat, where)
             if prop.get("primaryKey"):
                 position = prop.get("primaryKeyPosition", len(keyed) + 1)
                 if not isinstance(position, int):
@@ -145,11 +176,12 @@ def load_contract(path: str | Path) -> list[Contract]:
                 keyed.append((position, name))
             if prop.get("required"):
                 required.append(name)
+        rules += table_rules(obj.get("quality"), {n for n, _ in columns}, (*at, "quality"), where)
         own = {**_lakecdc_section(data.get("customProperties"), (), where),
                **_lakecdc_section(obj.get("customProperties"), (*at,), where)}
         out.append(Contract(
             source_table=str(obj.get("physicalName") or obj["name"]), path=str(path), columns=tuple(columns),
-            keys=tuple(n for _, n in sorted(keyed)), required=tuple(required), **own,
+            keys=tuple(n for _, n in sorted(keyed)), required=tuple(required), rules=distinct_checks(rules), **own,
         ))
     return out
 
@@ -236,7 +268,7 @@ def infer_contract(source_table: str, schema: T.StructType, keys: tuple[str, ...
     short = source_table.split(".")[-1]
     props = []
     for f in schema.fields:
-        if f.name.startswith("_cdc_"):
+        if _bookkeeping(f.name):
             continue
         prop: dict[str, Any] = {"name": f.name, "logicalType": _logical(f.dataType), "physicalType": _physical(f.dataType)}
         if f.name in keys:
@@ -250,10 +282,15 @@ def infer_contract(source_table: str, schema: T.StructType, keys: tuple[str, ...
     }
 
 
+def _bookkeeping(column: str) -> bool:
+    """lakecdc's own columns: ``_cdc_*`` and a history table's validity columns."""
+    return column.startswith("_cdc_") or column in ("__START_AT", "__END_AT")
+
+
 def check_contract(contract: Contract, schema: T.StructType, keys: tuple[str, ...] | None) -> list[str]:
     """What differs between a Delta table (``schema``, recorded ``keys``) and its contract."""
     problems = []
-    actual = {f.name.lower(): f for f in schema.fields if not f.name.startswith("_cdc_")}
+    actual = {f.name.lower(): f for f in schema.fields if not _bookkeeping(f.name)}
     declared = {n.lower(): (n, t) for n, t in contract.columns}
     for low, (name, dtype) in declared.items():
         if low not in actual:

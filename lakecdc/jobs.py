@@ -2,6 +2,7 @@
 
     lakecdc run jobs/sample.yaml             # apply what is new, maintain when due, print a summary
     lakecdc run jobs/sample.yaml --watch     # the same every --interval (default 60s) until stopped
+    lakecdc run jobs/sample.yaml --stream    # each source as a Structured Streaming query (lakecdc.streaming)
 
 A job file::
 
@@ -18,18 +19,34 @@ A job file::
         QASOURCE.TCUSTORD: [CUST_CODE, ORDER_DATE, PRODUCT_CODE, ORDER_ID]
       column_list: {}                  # DLT's column_list / except_column_list, per table
       except_column_list: {}
+      stored_as_scd_type: {QASOURCE.TCUSTORD: 2}   # SCD type 2 history tables (or 2: every table)
+      track_history_column_list: {}    # history tables: only these columns open a new version,
+      track_history_except_column_list: {}   # or all but these (per table; lakecdc.history)
+      paths: {QASOURCE.TCUSTMER: sales/customers}   # a table's Delta table elsewhere than <target>/<table>
+      pk_update: {QASOURCE.TCUSTORD: update}        # per table, over the job's pk_update
+      tombstone_retention: {QASOURCE.TCUSTORD: 30d} # per table, over the job's retention
     pk_update: delete-insert           # or update / abend
     tombstone_retention: 7d            # how long a deleted key blocks late events
     apply_as_truncates: true
     complete_transactions: false       # Debezium: whole transactions only
     min_file_age: 30s                  # files changed more recently wait for the next run
     contracts: data_contracts          # ODCS contracts: keys and column types
+    checks: true                       # after each run, the contracts' data-quality checks on the tables it
+                                       # changed; a failed 'fail' check blocks that table's next merge
+    change_data_feed: false            # true, or a list of tables: Delta's Change Data Feed on
     maintenance:                       # optional: lakecdc maintain, automatically
       every_runs: 12                   # after this many runs that changed something ...
       max_files: 200                   # ... or as soon as a table has more files than this
       zorder: keys                     # or a list of columns, or leave out for compaction
       target_file_size: 128MB
       vacuum_retention: 7d
+    stream:                            # optional: settings of lakecdc run --stream
+      trigger: available-now           # or once, or an interval such as "30 seconds" (runs until stopped)
+      max_files_per_trigger: 500       # default: every new file in one batch
+      checkpoint: lake/_lakecdc/jobs/sample.stream   # the default; source N uses <checkpoint>/source-N
+
+With ``--stream`` every source must be one directory (a landing directory; no globs) and
+``min_file_age`` must be 0: a stream takes each file once, when it lands (see lakecdc.streaming).
 
 Relative paths are read from the directory the command runs in. A mistake in the file (an
 unknown key, a wrong type, a missing ``target``) is reported with its line before anything runs.
@@ -50,10 +67,14 @@ import yaml
 from lakecdc.errors import ConfigError
 
 _TOP = {"name", "target", "sources", "tables", "pk_update", "tombstone_retention", "apply_as_truncates",
-        "complete_transactions", "maintenance", "engine", "contracts", "min_file_age"}
+        "complete_transactions", "maintenance", "engine", "contracts", "min_file_age", "stream", "change_data_feed",
+        "checks"}
 _SOURCE = {"input", "format", "options", "gg_properties", "gg_handler"}
-_TABLES = {"include", "exclude", "keys", "column_list", "except_column_list"}
+_TABLES = {"include", "exclude", "keys", "column_list", "except_column_list", "stored_as_scd_type",
+           "track_history_column_list", "track_history_except_column_list", "paths", "pk_update",
+           "tombstone_retention"}
 _MAINTENANCE = {"every_runs", "max_files", "zorder", "target_file_size", "vacuum_retention", "tombstone_retention"}
+_STREAM = {"trigger", "max_files_per_trigger", "checkpoint"}
 
 
 @dataclass(frozen=True)
@@ -70,6 +91,16 @@ class Maintenance:
     zorder: str | list[str] | None = None
     target_file_size: int | None = None
     vacuum_retention: dt.timedelta | None = dt.timedelta(days=7)
+
+
+@dataclass(frozen=True)
+class Streaming:
+    """How ``lakecdc run --stream`` runs the job's sources."""
+
+    trigger: str = "available-now"
+    max_files_per_trigger: int | None = None
+    #: root of the sources' checkpoints (default ``<target>/_lakecdc/jobs/<name>.stream``)
+    checkpoint: str | None = None
 
 
 @dataclass(frozen=True)
@@ -95,6 +126,20 @@ class Job:
     contracts: str | None = None
     #: files changed less than this long ago are left for a later run
     min_file_age: dt.timedelta = dt.timedelta(0)
+    stream: Streaming = field(default_factory=Streaming)
+    #: per table (names or patterns): 2 for an SCD type 2 history table (lakecdc.history)
+    stored_as_scd_type: dict[str, int] = field(default_factory=dict)
+    track_history_column_list: dict[str, list[str]] = field(default_factory=dict)
+    track_history_except_column_list: dict[str, list[str]] = field(default_factory=dict)
+    #: True, or the tables whose Delta tables get Change Data Feed
+    change_data_feed: bool | tuple[str, ...] = False
+    #: per source table: its Delta table's path (relative to the target, absolute or a URI), its
+    #: pk_update and its tombstone retention, over the job-wide settings
+    table_paths: dict[str, str] = field(default_factory=dict)
+    pk_update_by_table: dict[str, str] = field(default_factory=dict)
+    retention_by_table: dict[str, dt.timedelta] = field(default_factory=dict)
+    #: run the contracts' data-quality checks on the tables a run changed (lakecdc.quality)
+    checks: bool = False
 
 
 class _Where:
@@ -171,7 +216,24 @@ def load_job(path: str | Path) -> Job:
             raise where.error(at, "expected a pattern or a list of patterns such as QASOURCE.*")
         return tuple(items)
 
+    def table_map(obj: Any, at: tuple[str, ...], convert: Callable[..., Any]) -> dict[str, Any]:
+        if obj is None:
+            return {}
+        if not isinstance(obj, dict):
+            raise where.error(at, "expected {TABLE: VALUE}")
+        return {str(k): convert(v, (*at, str(k))) if convert is not str else str(v) for k, v in obj.items()}
+
+    def pk_mode(value: Any, at: tuple[str, ...]) -> str:
+        if value not in ("delete-insert", "update", "abend"):
+            raise where.error(at, f"{value!r}: use delete-insert, update or abend")
+        return str(value)
+
     check_keys(data, _TOP, ())
+    checks = data.get("checks", False)
+    if not isinstance(checks, bool):
+        raise where.error(("checks",), "expected true or false")
+    if checks and not data.get("contracts"):
+        raise where.error(("checks",), "checks come from data contracts: set contracts: too")
     if not data.get("target"):
         raise where.error(("target",), "missing: the root directory of the Delta tables")
     raw_sources = data.get("sources")
@@ -212,6 +274,31 @@ def load_job(path: str | Path) -> Job:
             zorder=m.get("zorder"), target_file_size=size,
             vacuum_retention=None if str(vacuum).lower() == "none" else duration(vacuum, ("maintenance", "vacuum_retention")),
         )
+    scd = tables.get("stored_as_scd_type") or {}
+    if not isinstance(scd, dict):
+        scd = {"*": scd}
+    for table, kind in scd.items():
+        if kind not in (1, 2):
+            key = ("tables", "stored_as_scd_type", *((str(table),) if table != "*" else ()))
+            raise where.error(key, f"{kind!r}: use 1 (current state) or 2 (SCD type 2 history)")
+    cdf = data.get("change_data_feed", False)
+    if not isinstance(cdf, bool):
+        cdf = patterns(cdf, ("change_data_feed",))
+    streaming = Streaming()
+    if data.get("stream") is not None:
+        from lakecdc.streaming import parse_trigger
+
+        st = check_keys(data["stream"], _STREAM, ("stream",))
+        trigger = str(st.get("trigger", "available-now"))
+        try:
+            parse_trigger(trigger)
+        except ConfigError as exc:
+            raise where.error(("stream", "trigger"), str(exc)) from None
+        most = st.get("max_files_per_trigger")
+        if most is not None and (not isinstance(most, int) or isinstance(most, bool) or most < 1):
+            raise where.error(("stream", "max_files_per_trigger"), f"{most!r}: expected a number of files, 1 or more")
+        streaming = Streaming(trigger=trigger, max_files_per_trigger=most,
+                              checkpoint=str(st["checkpoint"]) if st.get("checkpoint") else None)
     return Job(
         name=str(data.get("name") or Path(path).stem), path=str(path), target=str(data["target"]),
         sources=tuple(sources), include=patterns(tables.get("include"), ("tables", "include")),
@@ -225,7 +312,17 @@ def load_job(path: str | Path) -> Job:
         complete_transactions=bool(data.get("complete_transactions", False)),
         engine=str(data.get("engine", "auto")), maintenance=maintenance,
         contracts=str(data["contracts"]) if data.get("contracts") else None,
-        min_file_age=duration(data.get("min_file_age", "0"), ("min_file_age",)),
+        min_file_age=duration(data.get("min_file_age", "0"), ("min_file_age",)), stream=streaming,
+        stored_as_scd_type={str(t): int(k) for t, k in scd.items()},
+        track_history_column_list=table_lists(tables.get("track_history_column_list"), ("tables", "track_history_column_list")),
+        track_history_except_column_list=table_lists(
+            tables.get("track_history_except_column_list"), ("tables", "track_history_except_column_list")),
+        change_data_feed=cdf,
+        table_paths=table_map(tables.get("paths"), ("tables", "paths"), str),
+        pk_update_by_table=table_map(tables.get("pk_update"), ("tables", "pk_update"), pk_mode),
+        retention_by_table=table_map(tables.get("tombstone_retention"), ("tables", "tombstone_retention"),
+                                     lambda v, at: duration(v, at)),
+        checks=checks,
     )
 
 
@@ -236,14 +333,21 @@ class JobResult:
     job: str
     summaries: list[Any]
     maintained: list[Any]
+    checks: list[Any] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return all(s.ok for s in self.summaries)
+        """Every table applied and no 'fail' check failed."""
+        return all(s.ok for s in self.summaries) and not any(
+            not c.success and c.severity == "fail" for c in self.checks)
 
     def render(self) -> str:
         parts = [f"job {self.job}"]
         parts += [s.render() for s in self.summaries]
+        if self.checks:
+            failed = [c for c in self.checks if not c.success]
+            parts.append(f"checks: {len(self.checks) - len(failed)} of {len(self.checks)} passed")
+            parts += [f"  {c.line()}" for c in failed]
         if self.maintained:
             parts.append("maintenance:")
             parts += [f"  {r.line()}" for r in self.maintained]
@@ -261,22 +365,116 @@ def run_job(job: Job, *, spark: Any = None, progress: Callable[[str], None] | No
         if missing:
             raise ConfigError(f"{job.path}: input {missing[0]!r} does not exist")
         summaries.append(lakecdc.apply(
-            inputs, job.target, format=src.format, options=src.options, keys=job.keys, pk_update=job.pk_update,  # type: ignore[arg-type]
-            spark=spark, engine=job.engine, tombstone_retention=job.tombstone_retention,
-            column_list=job.column_list, except_column_list=job.except_column_list,
-            apply_as_truncates=job.apply_as_truncates, complete_transactions=job.complete_transactions,
-            include_tables=job.include, exclude_tables=job.exclude, contracts=job.contracts,
-            min_file_age=job.min_file_age.total_seconds(), progress=progress,
+            inputs, job.target, format=src.format, options=src.options, spark=spark, progress=progress,
+            min_file_age=job.min_file_age.total_seconds(), **_settings(job),
         ))
-    maintained = []
-    if job.maintenance is not None and _maintenance_due(job, summaries):
-        maintained = lakecdc.maintain(
-            job.target, zorder=job.maintenance.zorder, target_file_size=job.maintenance.target_file_size,
-            vacuum_retention=job.maintenance.vacuum_retention, tombstone_retention=job.tombstone_retention,
-            engine="delta-rs" if job.engine == "auto" else job.engine, spark=spark, progress=progress,
-        )
-        _state_path(job).write_text(json.dumps({"runs_since": 0}))
-    return JobResult(job.name, summaries, maintained)
+    checked = _check_if_asked(job, summaries, spark=spark, progress=progress)
+    return JobResult(job.name, summaries, _maintain_if_due(job, summaries, spark=spark, progress=progress), checked)
+
+
+def _check_if_asked(job: Job, summaries: list[Any], *, spark: Any, progress: Callable[[str], None] | None) -> list[Any]:
+    """The contracts' checks on the tables this run changed (a failed 'fail' check blocks the
+    table's next merge: see lakecdc.quality)."""
+    if not job.checks or job.contracts is None:
+        return []
+    from lakecdc.contracts import load_contracts
+    from lakecdc.quality import check_tables
+
+    contracts = load_contracts(job.contracts)
+    changed = sorted({t.source_table for s in summaries for t in s.tables
+                      if t.source_table in contracts and (t.inserted or t.updated or t.deleted)})
+    if not changed:
+        return []
+    if progress:
+        progress(f"checking {len(changed)} table(s) against their contracts")
+    return check_tables(job.target, contracts, spark=spark, tables=changed)
+
+
+def _settings(job: Job) -> dict[str, Any]:
+    """The job's settings as keyword arguments of lakecdc.apply (and lakecdc.stream)."""
+    pk_update: Any = {**job.pk_update_by_table, "*": job.pk_update} if job.pk_update_by_table else job.pk_update
+    retention: Any = ({**job.retention_by_table, "*": job.tombstone_retention} if job.retention_by_table
+                      else job.tombstone_retention)
+    return dict(
+        keys=job.keys, pk_update=pk_update, engine=job.engine, tombstone_retention=retention,
+        table_paths=job.table_paths or None,
+        column_list=job.column_list, except_column_list=job.except_column_list,
+        apply_as_truncates=job.apply_as_truncates, complete_transactions=job.complete_transactions,
+        include_tables=job.include, exclude_tables=job.exclude, contracts=job.contracts,
+        stored_as_scd_type=job.stored_as_scd_type, track_history_column_list=job.track_history_column_list or None,
+        track_history_except_column_list=job.track_history_except_column_list or None,
+        change_data_feed=job.change_data_feed,
+    )
+
+
+def _maintain_if_due(job: Job, summaries: list[Any], *, spark: Any, progress: Callable[[str], None] | None) -> list[Any]:
+    if job.maintenance is None or not _maintenance_due(job, summaries):
+        return []
+    import lakecdc
+
+    maintained = lakecdc.maintain(
+        job.target, zorder=job.maintenance.zorder, target_file_size=job.maintenance.target_file_size,
+        vacuum_retention=job.maintenance.vacuum_retention, tombstone_retention=job.tombstone_retention,
+        engine="delta-rs" if job.engine == "auto" else job.engine, spark=spark, progress=progress,
+    )
+    _state_path(job).write_text(json.dumps({"runs_since": 0}))
+    return maintained
+
+
+def _prefixed(progress: Callable[[str], None] | None, prefix: str) -> Callable[[str], None] | None:
+    if progress is None:
+        return None
+    return lambda msg: progress(prefix + msg)
+
+
+def stream_job(
+    job: Job, *, trigger: str | None = None, spark: Any = None, progress: Callable[[str], None] | None = None,
+    report: Callable[[JobResult], None] | None = None,
+) -> JobResult:
+    """Run every source of ``job`` as a Structured Streaming query into the job's target.
+
+    Each batch is applied as :func:`run_job` applies a source (the same settings, the same ledger),
+    then reported, then the tables are maintained when due. An available-now or once ``trigger``
+    (default: the job's ``stream.trigger``) returns when every source is done; an interval runs
+    until a batch fails or the caller is interrupted (the queries are stopped either way).
+    Returns what each source applied in total.
+    """
+    from lakecdc.session import get_spark
+    from lakecdc.streaming import ChangeStream, StreamBatch, stream
+
+    if job.min_file_age:
+        raise ConfigError(f"{job.path}: min_file_age: a stream takes each file once, when it lands; "
+                          "set it to 0 for --stream (make files land whole: write, then rename)")
+    for i, src in enumerate(job.sources):
+        if len(src.inputs) != 1 or not Path(src.inputs[0]).is_dir():
+            raise ConfigError(f"{job.path}: sources.{i}.input: --stream reads one landing directory per source; "
+                              f"found {list(src.inputs)}")
+    root = Path(job.stream.checkpoint or Path(job.target) / "_lakecdc" / "jobs" / f"{job.name}.stream")
+    spark = spark or get_spark()  # resolved here: the batches run on the streams' own threads
+    several = len(job.sources) > 1
+
+    def on_batch(batch: StreamBatch) -> None:  # runs while no other batch of this process applies
+        maintained = _maintain_if_due(job, [batch.summary], spark=spark, progress=progress)
+        if report:
+            report(JobResult(job.name, [batch.summary], maintained))
+
+    handles: list[ChangeStream] = []
+    try:
+        for i, src in enumerate(job.sources):
+            say = _prefixed(progress, f"source {i}: ") if several else progress
+            handles.append(stream(
+                src.inputs[0], job.target, format=src.format, options=src.options,
+                checkpoint=root / f"source-{i}", trigger=trigger or job.stream.trigger,
+                max_files_per_trigger=job.stream.max_files_per_trigger, spark=spark, on_batch=on_batch,
+                progress=say, **_settings(job),
+            ))
+        running = list(handles)
+        while running:  # the first failure, from whichever source, ends the job
+            running = [h for h in running if not h.await_termination(1.0)]
+    finally:
+        for h in handles:
+            h.stop()
+    return JobResult(job.name, [h.total for h in handles], [])
 
 
 def _state_path(job: Job) -> Path:

@@ -10,35 +10,77 @@ every declared column exists (GX)         fail      a contract column the table 
 key columns not null (GX)                 fail      a NULL in a key column
 key unique (GX, compound when several)    fail      two rows with one key
 required columns not null (GX)            warn      a NULL where the contract says ``required``
+accepted values and ranges (GX)           warn      a value outside the property's
+                                                    ``logicalTypeOptions`` (range, pattern, length),
+                                                    ``enum`` or ``unique``; ``lakecdc.severity`` on
+                                                    the property makes them ``fail``
+quality rules (GX)                        fail      the contract's ``quality`` rules (``invalidValues``
+                                                    / ``validValues``, ``nullValues``,
+                                                    ``duplicateValues``, ``rowCount``) beyond their
+                                                    limits; their ``severity: warning`` gives ``warn``
 schema matches the contract               warn      retyped or undeclared columns (``contract check``)
 row count reconciles with the last run    fail      rows before + inserted - deleted != rows after
 ========================================  ========  ==================================================
 
-:func:`check_changes` validates an incoming change stream (``lakecdc.read_changes``): ops valid,
-keys present, ``op_ts`` parseable and not in the future.
+(:mod:`lakecdc.contracts` describes the ODCS fields.) :func:`check_changes` validates an
+incoming change stream (``lakecdc.read_changes``):
 
-Results go to the Delta table ``<target>/_lakecdc_checks`` (one row per check and run) and to the
-caller; ``lakecdc check`` prints them and exits 1 when a ``fail`` check failed.
+========================================  ========  ==================================================
+op is I/U/D/T/R, op_ts parsed, table      fail      an unknown op, an unparseable ``op_ts``, no table
+op_ts not in the future                   fail      a commit time after now
+messages carry their keys                 warn      a row event without key columns (neither the
+                                                    message nor a contract names them)
+seq increases per key within a file       warn      for one table and key, in one input file in file
+                                                    order, an event whose ``seq`` is below the one
+                                                    before (out-of-order delivery)
+seq not repeated per key within a file    warn      ... equal to the one before (a duplicate)
+changed columns are present (masks)       warn      only for formats with column masks (Qlik's
+                                                    ``source['present_columns']`` /
+                                                    ``['changed_columns']``): a changed column the
+                                                    mask says was not captured
+present columns are the image's (masks)   fail      the row image (after, or before for a delete)
+                                                    lacks a column the mask says was captured, or
+                                                    has one it says was not
+========================================  ========  ==================================================
+
+**Where results go.** The Delta table ``<target>/_lakecdc_checks`` (one row per check and run),
+the caller, and GX Data Docs HTML at ``<target>/_lakecdc/data_docs/index.html`` (a GX file
+context under ``<target>/_lakecdc/gx/``; ``data_docs=False`` validates in memory, faster).
+
+**A failed ``fail`` check blocks the table.** :func:`check_tables` writes
+``<target>/_lakecdc/blocked/<table>.json`` naming the failed checks, and removes it once they
+pass again. :func:`blocked_tables` lists the blocked tables with a one-line reason; the next
+merge of a blocked table does not run (``lakecdc.apply`` reports it failed with that reason and
+keeps its changes for a later run; the other tables merge). Fix the table and run ``lakecdc
+check`` again, or accept it as it is with ``lakecdc check --unblock TABLE`` (:func:`unblock`).
+``lakecdc check`` prints the results and exits 1 when a ``fail`` check failed.
+
+Example:
+    >>> results = check_tables("lake/", load_contracts("data_contracts/"), spark=spark)  # doctest: +SKIP
+    >>> [r.line() for r in results if not r.success]                                     # doctest: +SKIP
+    ['FAIL QASOURCE.TCUSTORD: key (CUST_CODE, ORDER_ID) unique (2 unexpected)']
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import json
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from lakecdc._gx import DOCS_DIR, Suite, Validator
 from lakecdc.contracts import Contract, check_contract
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
     from lakecdc.merge.delta_rs import DeltaRsEngine
 
 CHECKS_APP_ID = "lakecdc-checks"
+CHANGES = "changes"
 
 
 @dataclass(frozen=True)
@@ -59,62 +101,31 @@ class CheckResult:
         return f"{mark} {self.source_table}: {self.check}{extra}{detail}"
 
 
-def _gx_suite(name: str, contract: Contract) -> tuple[Any, dict[str, str]]:
-    """The GX suite for a merged table, and each expectation's severity by its description."""
-    import great_expectations as gx
+def table_suite(name: str, contract: Contract) -> Suite:
+    """The GX suite for a merged table (see the module docstring)."""
     import great_expectations.expectations as gxe
 
-    _context()
-    suite = gx.ExpectationSuite(name=name)
-    severity: dict[str, str] = {}
-
-    def add(expectation: Any, label: str, level: str) -> None:
-        expectation.description = label
-        suite.add_expectation(expectation)
-        severity[label] = level
-
+    suite = Suite(name)
     for column, _ in contract.columns:
-        add(gxe.ExpectColumnToExist(column=column), f"column {column} exists", "fail")
+        suite.add(gxe.ExpectColumnToExist(column=column), f"column {column} exists", "fail")
     for column in contract.keys:
-        add(gxe.ExpectColumnValuesToNotBeNull(column=column), f"key column {column} not null", "fail")
+        suite.add(gxe.ExpectColumnValuesToNotBeNull(column=column), f"key column {column} not null", "fail")
     if len(contract.keys) == 1:
-        add(gxe.ExpectColumnValuesToBeUnique(column=contract.keys[0]), f"key {contract.keys[0]} unique", "fail")
+        suite.add(gxe.ExpectColumnValuesToBeUnique(column=contract.keys[0]), f"key {contract.keys[0]} unique", "fail")
     elif contract.keys:
-        add(gxe.ExpectCompoundColumnsToBeUnique(column_list=list(contract.keys)),
-            f"key ({', '.join(contract.keys)}) unique", "fail")
+        suite.add(gxe.ExpectCompoundColumnsToBeUnique(column_list=list(contract.keys)),
+                  f"key ({', '.join(contract.keys)}) unique", "fail")
     for column in contract.required:
         if column not in contract.keys:
-            add(gxe.ExpectColumnValuesToNotBeNull(column=column), f"required column {column} not null", "warn")
-    return suite, severity
+            suite.add(gxe.ExpectColumnValuesToNotBeNull(column=column), f"required column {column} not null", "warn")
+    for rule in contract.rules:
+        suite.add_rule(rule)
+    return suite
 
 
-def _context() -> Any:
-    """A fresh in-memory GX context, made the active one (suites need one), without progress bars."""
-    import logging
-
-    import great_expectations as gx
-
-    logging.getLogger("great_expectations").setLevel(logging.ERROR)
-    ctx = gx.get_context(mode="ephemeral")
-    with contextlib.suppress(Exception):  # cosmetic only
-        ctx.variables.progress_bars = {"globally": False}  # type: ignore[assignment]
-    return ctx
-
-
-def _validate(df: DataFrame, suite: Any, severity: dict[str, str], table: str) -> list[CheckResult]:
-    import great_expectations as gx
-
-    ctx = gx.get_context()
-    asset = ctx.data_sources.add_spark("lakecdc").add_dataframe_asset(table)
-    batch = asset.add_batch_definition_whole_dataframe("whole").get_batch(batch_parameters={"dataframe": df})
-    outcome = batch.validate(ctx.suites.add(suite))
-    out = []
-    for r in outcome.results:
-        label = r.expectation_config.description or r.expectation_config.type
-        unexpected = (r.result or {}).get("unexpected_count")
-        out.append(CheckResult(table, label, severity.get(label, "fail"), bool(r.success),
-                               int(unexpected) if unexpected is not None else None))
-    return out
+def _validate(validator: Validator, df: DataFrame, suite: Suite, table: str) -> list[CheckResult]:
+    return [CheckResult(table, o.check, o.severity, o.success, o.unexpected, o.details)
+            for o in validator.run(df, suite)]
 
 
 def _reconcile(engine: DeltaRsEngine, target: str, table: str, path: str) -> CheckResult | None:
@@ -149,14 +160,20 @@ def _rows_at(engine: DeltaRsEngine, path: str, version: int) -> int:
 
 def check_tables(
     target: str, contracts: dict[str, Contract], *, spark: SparkSession, tables: list[str] | None = None,
-    record: bool = True,
+    record: bool = True, data_docs: bool = True,
 ) -> list[CheckResult]:
-    """Validate each table that has a contract (see the module docstring); keep the results."""
+    """Validate each table that has a contract (see the module docstring).
+
+    With ``record`` (the default) the results are appended to ``<target>/_lakecdc_checks``, each
+    checked table is blocked or unblocked (:func:`blocked_tables`) and, with ``data_docs``, the
+    Data Docs under ``<target>/_lakecdc/data_docs/`` are updated. ``record=False`` writes nothing.
+    """
     from lakecdc.merge.delta_rs import DeltaRsEngine
     from lakecdc.state import known_tables, table_path
 
     engine = DeltaRsEngine()
     known = known_tables(target)
+    validator = Validator(_root(target) if record and data_docs else None)
     out: list[CheckResult] = []
     for table in tables or sorted(known):
         contract = contracts.get(table)
@@ -164,47 +181,184 @@ def check_tables(
             out.append(CheckResult(table, "has a data contract", "warn", False, details="no contract: nothing to check"))
             continue
         path = table_path(target, table)
-        suite, severity = _gx_suite(f"{table} merged", contract)
-        out += _validate(engine.read(spark, path), suite, severity, table)
+        rows = engine.read(spark, path)
+        if "__END_AT" in rows.columns:  # a history table: the contract describes its current versions
+            rows = rows.where("__END_AT IS NULL")
+        mine = _validate(validator, rows, table_suite(f"{table} merged", contract), table)
         drift = check_contract(contract, engine.schema(path), known.get(table))
-        out.append(CheckResult(table, "schema matches the contract", "warn", not drift, len(drift) or None, "; ".join(drift)))
+        mine.append(CheckResult(table, "schema matches the contract", "warn", not drift, len(drift) or None,
+                                "; ".join(drift)))
         reconciled = _reconcile(engine, target, table, path)
         if reconciled is not None:
-            out.append(reconciled)
+            mine.append(reconciled)
+        if record:
+            _set_blocked(target, table, [r for r in mine if r.severity == "fail" and not r.success])
+        out += mine
     if record and out:
         _record(engine, target, out)
+        validator.build_docs()
     return out
 
 
-def check_changes(events: DataFrame, *, now: dt.datetime | None = None) -> list[CheckResult]:
-    """Validate an incoming change stream (canonical events of ``lakecdc.read_changes``)."""
-    import great_expectations as gx
+# -- the change stream -------------------------------------------------------------------------
+
+
+def _stream_columns(events: DataFrame, contracts: dict[str, Contract]) -> DataFrame:
+    """The events with the derived columns the change-stream suite checks (NULL: not judged)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    keyed = {t: list(c.keys) for t, c in contracts.items() if c.keys}
+    keys: Column = F.col("keys")
+    if keyed:
+        declared = F.create_map(*[x for t, k in keyed.items() for x in (F.lit(t), F.array(*map(F.lit, k)))])
+        keys = F.coalesce(keys, declared[F.col("table")])
+    out = events.withColumn("key_columns", F.when(F.col("op") != "T", keys))
+    if {"_file", "_row"} <= set(events.columns):
+        values = F.transform(F.col("key_columns"), lambda k: F.coalesce(F.col("after")[k], F.col("before")[k]))
+        key = F.array_join(values, "\u0001", "\u0000")
+        order = [c for c in ("_block", "_row") if c in events.columns]
+        previous = F.lag("seq").over(Window.partitionBy("table", key, "_file").orderBy(*order))
+        out = out.withColumn("seq_vs_previous", F.when(F.col("key_columns").isNull() | previous.isNull(), None)
+                             .when(F.col("seq") > previous, "higher").when(F.col("seq") == previous, "equal")
+                             .otherwise("lower"))
+    source = F.col("source")
+    image = F.coalesce(F.col("after"), F.col("before"))
+    present, changed = F.split(source["present_columns"], ","), F.split(source["changed_columns"], ",")
+    out = out.withColumn("changed_columns_present", F.when(
+        source["changed_columns"].isNotNull() & image.isNotNull(),
+        F.forall(changed, lambda c: F.array_contains(F.coalesce(present, F.map_keys(image)), c))))
+    return out.withColumn("present_columns_are_image", F.when(
+        source["present_columns"].isNotNull() & image.isNotNull(),
+        F.array_sort(present) == F.array_sort(F.map_keys(image))))
+
+
+def changes_suite(now: dt.datetime, *, ordered: bool, masks: bool) -> Suite:
+    """The GX suite for a change stream prepared by :func:`_stream_columns`."""
     import great_expectations.expectations as gxe
+
+    suite = Suite(CHANGES)
+    suite.add(gxe.ExpectColumnValuesToBeInSet(column="op", value_set=["I", "U", "D", "T", "R"]), "op is I/U/D/T/R",
+              "fail")
+    suite.add(gxe.ExpectColumnValuesToNotBeNull(column="op_ts"), "op_ts parsed", "fail")
+    suite.add(gxe.ExpectColumnValuesToNotBeNull(column="table"), "table named", "fail")
+    suite.add(gxe.ExpectColumnValuesToBeBetween(column="op_ts", max_value=now), "op_ts not in the future", "fail")
+    suite.add(gxe.ExpectColumnValuesToNotBeNull(column="key_columns", row_condition=_not_truncate()),
+              "messages carry their keys", "warn")
+    if ordered:
+        suite.add(gxe.ExpectColumnValuesToNotBeInSet(column="seq_vs_previous", value_set=["lower"]),
+                  "seq increases per key within a file", "warn")
+        suite.add(gxe.ExpectColumnValuesToNotBeInSet(column="seq_vs_previous", value_set=["equal"]),
+                  "seq not repeated per key within a file", "warn")
+    if masks:
+        suite.add(gxe.ExpectColumnValuesToBeInSet(column="changed_columns_present", value_set=[True]),
+                  "changed columns are present (masks)", "warn")
+        suite.add(gxe.ExpectColumnValuesToBeInSet(column="present_columns_are_image", value_set=[True]),
+                  "present columns are the image's (masks)", "fail")
+    return suite
+
+
+def _not_truncate() -> object:
+    from great_expectations.expectations.row_conditions import Column as GxColumn
+
+    return GxColumn("op") != "T"
+
+
+def check_changes(
+    events: DataFrame, *, now: dt.datetime | None = None, contracts: dict[str, Contract] | None = None,
+    target: str | None = None, record: bool = True, data_docs: bool = True,
+) -> list[CheckResult]:
+    """Validate an incoming change stream (canonical events of ``lakecdc.read_changes``).
+
+    ``contracts`` give the keys of tables whose messages carry none. With a ``target`` (and
+    ``record``) the results are appended to ``<target>/_lakecdc_checks`` and, with ``data_docs``,
+    shown in its Data Docs; they block no table.
+    """
     from pyspark.sql import functions as F
 
     rows = events.where(F.col("op").isNotNull() & F.col("_error").isNull())
-    _context()
-    suite = gx.ExpectationSuite(name="changes")
-    severity = {}
-    for exp, label, level in (
-        (gxe.ExpectColumnValuesToBeInSet(column="op", value_set=["I", "U", "D", "T", "R"]), "op is I/U/D/T/R", "fail"),
-        (gxe.ExpectColumnValuesToNotBeNull(column="op_ts"), "op_ts parsed", "fail"),
-        (gxe.ExpectColumnValuesToNotBeNull(column="table"), "table named", "fail"),
-    ):
-        exp.description = label
-        suite.add_expectation(exp)
-        severity[label] = level
-    out = _validate(rows, suite, severity, "changes")
-    now = now or dt.datetime.now(dt.timezone.utc)
-    stats = rows.agg(
-        F.sum(F.when(F.col("op_ts") > F.lit(now), 1).otherwise(0)).alias("future"),
-        F.sum(F.when((F.col("op") != "T") & F.col("keys").isNull(), 1).otherwise(0)).alias("keyless"),
-    ).first()
-    future, keyless = int(stats["future"] or 0), int(stats["keyless"] or 0)
-    out.append(CheckResult("changes", "op_ts not in the future", "fail", future == 0, future or None))
-    out.append(CheckResult("changes", "messages carry their keys", "warn", keyless == 0, keyless or None,
-                           "keys must come from --key or a contract"))
+    prepared = _stream_columns(rows, contracts or {})
+    masks = "present_columns_are_image" in prepared.columns and bool(
+        prepared.where(F.col("changed_columns_present").isNotNull()
+                       | F.col("present_columns_are_image").isNotNull()).limit(1).count())
+    suite = changes_suite(now or dt.datetime.now(dt.timezone.utc), ordered="seq_vs_previous" in prepared.columns,
+                          masks=masks)
+    validator = Validator(_root(target) if target and record and data_docs else None)
+    out = _validate(validator, prepared, suite, CHANGES)
+    for i, r in enumerate(out):
+        if r.check == "messages carry their keys" and not r.success:
+            out[i] = CheckResult(r.source_table, r.check, r.severity, False, r.unexpected,
+                                 "keys must come from --key or a contract")
+    if target and record:
+        from lakecdc.merge.delta_rs import DeltaRsEngine
+
+        _record(DeltaRsEngine(), target, out)
+        validator.build_docs()
     return out
+
+
+# -- blocked tables ----------------------------------------------------------------------------
+
+
+def _root(target: str) -> Path:
+    return Path(target) / "_lakecdc"
+
+
+def _blocked_file(target: str, table: str) -> Path:
+    from lakecdc.state import table_dir
+
+    return _root(target) / "blocked" / f"{table_dir(table)}.json"
+
+
+def _set_blocked(target: str, table: str, failed: list[CheckResult]) -> None:
+    path = _blocked_file(target, table)
+    if not failed:
+        path.unlink(missing_ok=True)
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    state = {"table": table, "checked_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+             "checks": [r.check + (f" ({r.unexpected} unexpected)" if r.unexpected else "") for r in failed]}
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state, indent=2))
+    tmp.replace(path)
+
+
+def blocked_tables(target: str) -> dict[str, str]:
+    """The tables whose next merge must not run, each with a one-line reason.
+
+    Example:
+        >>> blocked_tables("lake/")                                                    # doctest: +SKIP
+        {'S.T': "blocked by data quality since 2024-05-01T10:00:00+00:00: fail check(s) key ID unique (1
+        unexpected); fix the table and run 'lakecdc check' again, or accept it with 'lakecdc check
+        --target lake/ --unblock S.T'"}
+    """
+    folder = _root(target) / "blocked"
+    out: dict[str, str] = {}
+    for f in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        state = json.loads(f.read_text())
+        table = state["table"]
+        out[table] = (f"blocked by data quality since {state['checked_at']}: fail check(s) "
+                      f"{'; '.join(state['checks'])}; fix the table and run 'lakecdc check' again, or accept "
+                      f"it with 'lakecdc check --target {target} --unblock {table}'")
+    return out
+
+
+def unblock(target: str, table: str) -> bool:
+    """Accept ``table`` as it is: its next merge runs. False when it was not blocked. Recorded in
+    ``_lakecdc_checks`` as the check ``unblocked by hand``."""
+    from lakecdc.merge.delta_rs import DeltaRsEngine
+
+    reason = blocked_tables(target).get(table)
+    if reason is None:
+        return False
+    _blocked_file(target, table).unlink()
+    _record(DeltaRsEngine(), target, [CheckResult(table, "unblocked by hand", "warn", True, details=reason)])
+    return True
+
+
+def data_docs_index(target: str) -> Path:
+    """Where the Data Docs' index page of ``target`` is (it exists once a check wrote docs)."""
+    return _root(target) / DOCS_DIR / "index.html"
 
 
 def _record(engine: DeltaRsEngine, target: str, results: list[CheckResult]) -> None:
@@ -213,9 +367,10 @@ def _record(engine: DeltaRsEngine, target: str, results: list[CheckResult]) -> N
     schema = pa.schema([("source_table", pa.string()), ("check", pa.string()), ("severity", pa.string()),
                         ("success", pa.bool_()), ("unexpected", pa.int64()), ("details", pa.string()),
                         ("checked_at", pa.timestamp("us", tz="UTC"))])
-    version = int(now.timestamp() * 1000)
-    engine.append(f"{target}/_lakecdc_checks", pa.Table.from_pylist(rows, schema=schema), version=version,
-                  app_id=CHECKS_APP_ID)
+    path = f"{target}/_lakecdc_checks"
+    done = engine.committed_version(path, CHECKS_APP_ID)
+    version = max(int(now.timestamp() * 1_000_000), (done or 0) + 1)  # two records in one microsecond stay two
+    engine.append(path, pa.Table.from_pylist(rows, schema=schema), version=version, app_id=CHECKS_APP_ID)
 
 
 def results_json(results: list[CheckResult]) -> str:

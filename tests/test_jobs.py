@@ -96,3 +96,36 @@ def test_lakecdc_run_cli(spark, tmp_path, capsys):
     bad = write_job(tmp_path, "target: x\nsources:\n  - input: y\n    format: ogg-json\n    colour: red\n")
     assert main(["run", str(bad)]) == 2
     assert "job.yaml:5: sources.0.colour: unknown key" in capsys.readouterr().err
+
+
+def test_per_table_settings_and_checks_after_each_run(spark, tmp_path):
+    """tables.paths / pk_update / tombstone_retention per table, and checks: true running the
+    contracts' checks on the tables a run changed."""
+    landing = tmp_path / "landing"
+    write_jsonl(landing / "1.json", [
+        ogg("S.A", "I", "00:00:01", 1, after={"ID": 1, "V": "a"}, keys=["ID"]),
+        ogg("S.B", "I", "00:00:02", 2, after={"ID": 1, "V": "a"}, keys=["ID"]),
+    ])
+    contracts = tmp_path / "contracts"
+    contracts.mkdir()
+    (contracts / "a.yaml").write_text(
+        "apiVersion: v3.0.2\nkind: DataContract\nschema:\n  - name: A\n    physicalName: S.A\n    properties:\n"
+        "      - {name: ID, physicalType: bigint, primaryKey: true}\n      - {name: V, physicalType: string}\n")
+    job = write_job(tmp_path, (
+        f"target: {tmp_path / 'lake'}\nsources:\n  - {{input: {landing}, format: ogg-json}}\n"
+        f"contracts: {contracts}\nchecks: true\n"
+        "tables:\n  paths: {S.A: mine/a}\n  pk_update: {S.B: update}\n  tombstone_retention: {S.B: 30d}\n"))
+    loaded = load_job(job)
+    assert loaded.table_paths == {"S.A": "mine/a"} and loaded.pk_update_by_table == {"S.B": "update"}
+    assert loaded.retention_by_table["S.B"].days == 30
+    result = run_job(loaded, spark=spark)
+    assert result.ok and rows(tmp_path / "lake" / "mine" / "a") == [{"ID": 1, "V": "a"}]
+    assert {c.source_table for c in result.checks} == {"S.A"} and all(c.success for c in result.checks)
+    assert "checks: " in result.render()
+    write_jsonl(landing / "2.json", [ogg("S.B", "U", "00:00:03", 3, before={"ID": 1, "V": "a"},
+                                         after={"ID": 2, "V": "a"}, keys=["ID"])])
+    s = run_job(loaded, spark=spark).summaries[0].table("S.B")
+    assert (s.inserted, s.updated, s.deleted) == (0, 1, 0)   # pk_update=update for S.B
+    bad = write_job(tmp_path, f"target: x\nsources:\n  - {{input: {landing}, format: ogg-json}}\nchecks: true\n")
+    with pytest.raises(ConfigError, match=":4: checks: checks come from data contracts"):
+        load_job(bad)

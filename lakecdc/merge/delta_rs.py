@@ -26,6 +26,8 @@ from lakecdc.merge.source import BatchSource
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from lakecdc.merge.history_plan import HistoryPlan
+
 
 class DeltaRsEngine:
     """Runs merge plans and small appends with delta-rs; reads tables for Spark."""
@@ -42,11 +44,22 @@ class DeltaRsEngine:
     def exists(self, path: str) -> bool:
         return DeltaTable.is_deltatable(path, storage_options=self.storage_options or None)
 
-    def create(self, path: str, schema: T.StructType, *, name: str | None = None) -> None:
+    def create(
+        self, path: str, schema: T.StructType, *, name: str | None = None, properties: Mapping[str, str] | None = None,
+    ) -> None:
         DeltaTable.create(
             path, to_arrow_schema(schema), mode="ignore", name=name,
+            configuration=dict(properties) if properties else None,
             storage_options=self.storage_options or None,
         )
+
+    def properties(self, path: str) -> dict[str, str]:
+        """The table's properties (``delta.enableChangeDataFeed``, ...)."""
+        return dict(self.table(path).metadata().configuration)
+
+    def set_properties(self, path: str, properties: Mapping[str, str]) -> None:
+        """Set table properties in one commit (the protocol is raised when a property needs it)."""
+        self.table(path).alter.set_table_properties(dict(properties))
 
     def schema(self, path: str) -> T.StructType:
         return to_spark_schema(pa.schema(self.table(path).schema().to_arrow()))
@@ -123,6 +136,36 @@ class DeltaRsEngine:
             files_removed=int(metrics.get("num_target_files_removed", 0)),
             files_scanned=int(metrics.get("num_target_files_scanned", 0)),
             files_skipped=int(metrics.get("num_target_files_skipped_during_scan", 0)),
+        )
+
+    def merge_history(self, plan: HistoryPlan, source: pa.Table) -> MergeResult:
+        """Run a history table's ``plan`` with ``source`` (its versions) in one idempotent commit."""
+        props = CommitProperties(
+            app_transactions=[Transaction(app_id=plan.app_id, version=plan.version)],
+            custom_metadata=dict(plan.metadata),
+        )
+        merger = self.table(plan.path).merge(
+            source, plan.predicate(), source_alias="s", target_alias="t",
+            streamed_exec=False, commit_properties=props,
+        )
+        merger = (
+            merger.when_matched_update(updates=plan.update_set(), predicate=plan.update_condition())
+            .when_not_matched_insert(updates=plan.insert_values(), predicate=plan.insert_condition())
+        )
+        by_source = plan.by_source_condition()
+        if by_source is not None:
+            merger = merger.when_not_matched_by_source_update(updates=plan.by_source_set(), predicate=by_source)
+        try:
+            metrics = merger.execute()
+        except CommitFailedError as exc:
+            raise CommitConflict(f"table {plan.table!r} at {plan.path}: {exc}") from exc
+        return MergeResult(
+            table=plan.table, engine=self.name, version=self.version(plan.path),
+            inserted=int(metrics.get("num_target_rows_inserted", 0)),
+            updated=int(metrics.get("num_target_rows_updated", 0)),
+            deleted=int(metrics.get("num_target_rows_deleted", 0)),
+            files_added=int(metrics.get("num_target_files_added", 0)),
+            files_removed=int(metrics.get("num_target_files_removed", 0)),
         )
 
     def append(self, path: str, data: pa.Table, *, version: int, app_id: str = APP_ID) -> None:

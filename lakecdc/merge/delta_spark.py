@@ -22,11 +22,12 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakecdc.merge.arrow_types import to_arrow_schema, to_spark_schema
-from lakecdc.merge.plan import APP_ID, MergePlan, MergeResult, quote
+from lakecdc.merge.plan import APP_ID, MergePlan, MergeResult, quote, sql_literal
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from lakecdc.merge.history_plan import HistoryPlan
     from lakecdc.merge.source import BatchSource
 
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
@@ -70,13 +71,25 @@ class DeltaSparkEngine:
 
         return bool(DeltaTable.isDeltaTable(self.spark, path))
 
-    def create(self, path: str, schema: T.StructType, *, name: str | None = None) -> None:
+    def create(
+        self, path: str, schema: T.StructType, *, name: str | None = None, properties: Mapping[str, str] | None = None,
+    ) -> None:
         from delta.tables import DeltaTable
 
         builder = DeltaTable.createIfNotExists(self.spark).location(path).addColumns(schema)
         if name:
             builder = builder.comment(f"lakecdc target for source table {name}")
+        for key, value in (properties or {}).items():
+            builder = builder.property(key, value)
         builder.execute()
+
+    def properties(self, path: str) -> dict[str, str]:
+        row = self.spark.sql(f"DESCRIBE DETAIL delta.{quote(path)}").select("properties").first()
+        return dict(row[0] or {}) if row else {}
+
+    def set_properties(self, path: str, properties: Mapping[str, str]) -> None:
+        pairs = ", ".join(f"{sql_literal(k)} = {sql_literal(v)}" for k, v in properties.items())
+        self.spark.sql(f"ALTER TABLE delta.{quote(path)} SET TBLPROPERTIES ({pairs})")
 
     def schema(self, path: str) -> T.StructType:
         return self._delta(path).toDF().schema
@@ -116,6 +129,30 @@ class DeltaSparkEngine:
         by_source = plan.by_source_delete_condition()
         if by_source is not None:
             merger = merger.whenNotMatchedBySourceDelete(condition=by_source)
+        with txn_confs(self.spark, plan.app_id, plan.version, plan.metadata):
+            merger.execute()
+        last = self._delta(plan.path).history(1).first()
+        metrics = (last["operationMetrics"] if last else None) or {}
+        return MergeResult(
+            table=plan.table, engine=self.name, version=int(last["version"]) if last else None,
+            inserted=int(metrics.get("numTargetRowsInserted", 0)),
+            updated=int(metrics.get("numTargetRowsUpdated", 0)),
+            deleted=int(metrics.get("numTargetRowsDeleted", 0)),
+            files_added=int(metrics.get("numTargetFilesAdded", 0)),
+            files_removed=int(metrics.get("numTargetFilesRemoved", 0)),
+        )
+
+    def merge_history(self, plan: HistoryPlan, source: pa.Table) -> MergeResult:
+        """A history table's plan (see :mod:`lakecdc.merge.history_plan`) with Delta's own MERGE."""
+        df = self.spark.createDataFrame(source)
+        merger = (
+            self._delta(plan.path).alias("t").merge(df.alias("s"), plan.predicate())
+            .whenMatchedUpdate(condition=plan.update_condition(), set=plan.update_set())
+            .whenNotMatchedInsert(condition=plan.insert_condition(), values=plan.insert_values())
+        )
+        by_source = plan.by_source_condition()
+        if by_source is not None:
+            merger = merger.whenNotMatchedBySourceUpdate(condition=by_source, set=plan.by_source_set())
         with txn_confs(self.spark, plan.app_id, plan.version, plan.metadata):
             merger.execute()
         last = self._delta(plan.path).history(1).first()

@@ -1,0 +1,356 @@
+"""``stream``: the ``apply`` pipeline as a Spark Structured Streaming query over a landing directory.
+
+The streaming source only *discovers* files: a ``binaryFile`` stream over the landing directory,
+of which only the ``path`` column is selected, so Spark lists new files and never reads their
+contents (the plan's ``ReadSchema`` is ``struct<path:string>``). Each micro-batch hands its
+file names to ``foreachBatch``, which calls :func:`lakecdc.apply` on exactly those files: decoding,
+consolidation, quarantine, the ledger and the summary are the one pipeline ``apply`` runs.
+
+Exactly once, twice over:
+
+* Spark's checkpoint (``<target>/_lakecdc/stream-checkpoint`` by default) remembers which files
+  each batch held and which batches committed; a restart goes on from there;
+* lakecdc's ledger (``<target>/_lakecdc/runs``) remembers every file applied. When Spark replays
+  a batch (a crash after the MERGE, before the checkpoint's commit), ``apply`` finds its files in
+  the ledger and applies nothing; a batch interrupted inside ``apply`` is resumed on exactly its
+  files. Even a lost checkpoint only costs a re-listing: every file already applied is skipped.
+
+A batch in which a table failed (``summary.ok`` is False) stops the query with
+:class:`BatchFailed`; the batch is not committed to the checkpoint, so the next start runs it
+again, and ``apply`` resumes the unfinished run on its files (fix the cause first, e.g. a key).
+
+Files must appear whole in the landing directory (write elsewhere or under a ``.``/``_`` name,
+then rename), as for any Spark file stream: a file is taken once, as it is when listed. Lines a
+writer appends to a file after that are not seen by the stream (``apply`` over the directory
+applies them; ``min_file_age`` is ``apply``'s answer to writers that append in place).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import inspect
+import os
+import re
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lakecdc.apply import _combine, apply
+from lakecdc.changes import PK_UPDATE_MODES
+from lakecdc.contracts import load_contracts
+from lakecdc.decoders import get_decoder
+from lakecdc.errors import ConfigError, LakecdcError
+from lakecdc.session import get_spark
+from lakecdc.summary import RunSummary
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+Progress = Callable[[str], None]
+
+#: The checkpoint of a target's stream, unless ``checkpoint=`` says otherwise.
+DEFAULT_CHECKPOINT = Path("_lakecdc") / "stream-checkpoint"
+
+#: Spark's ``maxFileAge`` for the landing directory: in practice, never.
+MAX_FILE_AGE = "36500d"
+
+#: The apply settings a stream passes on to every batch (everything but inputs, target, format,
+#: options, spark and progress, which the stream sets itself).
+APPLY_SETTINGS: tuple[str, ...] = tuple(
+    name for name in inspect.signature(apply).parameters
+    if name not in ("inputs", "target", "format", "options", "spark", "progress")
+)
+
+# apply sets session settings for its duration (lakecdc.session.job_conf) and a target's ledger
+# expects one writer: batches of all the streams of this process apply one at a time.
+_APPLY_LOCK = threading.Lock()
+
+_UNITS = {"ms": 0.001, "millisecond": 0.001, "s": 1, "sec": 1, "second": 1, "m": 60, "min": 60,
+          "minute": 60, "h": 3600, "hour": 3600}
+
+
+def parse_trigger(trigger: str | dt.timedelta) -> dict[str, Any]:
+    """The keyword of ``DataStreamWriter.trigger`` for a lakecdc trigger.
+
+    ``available-now``: every file there now, in one or more batches (``max_files_per_trigger``),
+    then stop; ``once``: every file there now in one batch, then stop (Spark deprecates it in
+    favour of available-now); ``"10 seconds"``, ``"5 minutes"``, ``"30s"`` or a timedelta: a batch
+    every interval, for as long as the query runs.
+
+    >>> parse_trigger("available-now")
+    {'availableNow': True}
+    >>> parse_trigger("90s")
+    {'processingTime': '90000 milliseconds'}
+    """
+    if isinstance(trigger, dt.timedelta):
+        seconds = trigger.total_seconds()
+    else:
+        text = trigger.strip().lower()
+        if text in ("available-now", "available_now", "availablenow"):
+            return {"availableNow": True}
+        if text == "once":
+            return {"once": True}
+        m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([a-z]+)", text)
+        unit = m.group(2) if m else ""
+        if unit not in _UNITS and unit.endswith("s"):
+            unit = unit[:-1]  # seconds, mins, hours
+        if not m or unit not in _UNITS:
+            raise ConfigError(
+                f"trigger {trigger!r}: use available-now, once, or a processing-time interval "
+                "such as '10 seconds', '5 minutes' or '30s'"
+            )
+        seconds = float(m.group(1)) * _UNITS[unit]
+    if seconds < 0:
+        raise ConfigError(f"trigger {trigger!r}: the interval cannot be negative")
+    return {"processingTime": f"{round(seconds * 1000)} milliseconds"}
+
+
+@dataclass(frozen=True)
+class StreamBatch:
+    """One micro-batch: its Spark batch id, the files it held and what ``apply`` did with them."""
+
+    batch_id: int
+    files: tuple[str, ...]
+    summary: RunSummary
+    #: everything the query applied since it started, this batch included
+    total: RunSummary
+
+
+class BatchFailed(LakecdcError):
+    """A table of a batch failed; the other tables were applied, the batch was not committed."""
+
+    def __init__(self, batch: StreamBatch) -> None:
+        self.batch = batch
+        errors = "; ".join(f"{t.source_table}: {t.error}" for t in batch.summary.tables if t.error)
+        super().__init__(
+            f"batch {batch.batch_id} ({len(batch.files)} file(s)): {errors or 'a table failed'}; the other "
+            "tables were applied. The stream stopped before committing the batch: fix the cause and start "
+            "it again, it resumes the batch on the same files (nothing is applied twice)"
+        )
+
+
+class ChangeStream:
+    """A running :func:`stream`: the Spark query, its last batch and the total so far.
+
+    Use it as a context manager to stop the query on the way out::
+
+        with lakecdc.stream("landing/", "lake/", trigger="10 seconds") as s:
+            s.await_termination()
+    """
+
+    def __init__(self, *, target: str, format: str) -> None:
+        self.target = target
+        self.format = format
+        self.query: StreamingQuery | None = None
+        #: the last batch that ran (None before the first)
+        self.last_batch: StreamBatch | None = None
+        #: how many batches ran since the query started
+        self.batches = 0
+        self._total: RunSummary | None = None
+        self._error: BaseException | None = None
+
+    @property
+    def total(self) -> RunSummary:
+        """Everything this query applied so far, as one summary (the tables' counts added up)."""
+        return self._total or RunSummary(target=self.target, format=self.format)
+
+    @property
+    def is_active(self) -> bool:
+        return self.query is not None and self.query.isActive
+
+    def await_termination(self, timeout: float | None = None) -> bool | None:
+        """Wait until the query stops (an available-now or once query stops by itself).
+
+        Raises the batch's own error (:class:`BatchFailed`, :class:`~lakecdc.PrimaryKeyUpdateError`,
+        ...) when a batch failed and stopped the query.
+        """
+        with self._errors():
+            return self._spark_query().awaitTermination(timeout)
+
+    def process_all_available(self) -> None:
+        """Block until every file in the landing directory now has been applied (tests, notebooks)."""
+        with self._errors():
+            self._spark_query().processAllAvailable()
+
+    def stop(self) -> None:
+        """Stop the query (call it between batches; an interrupted batch is resumed by the next start)."""
+        if self.query is not None:
+            self.query.stop()
+
+    def __enter__(self) -> ChangeStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _spark_query(self) -> StreamingQuery:
+        if self.query is None:
+            raise LakecdcError("the stream has not started")
+        return self.query
+
+    @contextlib.contextmanager
+    def _errors(self) -> Iterator[None]:
+        """Raise the batch's own error rather than Spark's StreamingQueryException around it."""
+        from pyspark.errors import StreamingQueryException
+
+        try:
+            yield
+        except StreamingQueryException as exc:
+            if self._error is not None:
+                raise self._error from exc
+            raise
+
+    def _record(self, batch_id: int, files: list[str], s: RunSummary) -> StreamBatch:
+        before = self._total
+        self._total = s if before is None else _combine(
+            [before, s], target=s.target, fmt=s.format, engine=s.engine, seconds=before.seconds + s.seconds,
+        )
+        self.last_batch = StreamBatch(batch_id, tuple(files), s, self._total)
+        self.batches += 1
+        return self.last_batch
+
+
+def _local_path(uri: str) -> str:
+    """A ``file:`` path of Spark's listing as ``list_inputs`` spells it (absolute, resolved).
+
+    Hadoop writes local paths unencoded (``file:/landing/a b.json``), so the rest is taken as is.
+    """
+    for prefix in ("file://", "file:"):
+        if uri.startswith(prefix):
+            return str(Path(uri[len(prefix):]).resolve())
+    return uri
+
+
+def stream(
+    landing: str | os.PathLike[str],
+    target: str | os.PathLike[str],
+    *,
+    format: str = "ogg-json",
+    options: Mapping[str, str] | None = None,
+    checkpoint: str | os.PathLike[str] | None = None,
+    trigger: str | dt.timedelta = "available-now",
+    max_files_per_trigger: int | None = None,
+    path_glob_filter: str | None = None,
+    spark: SparkSession | None = None,
+    on_batch: Callable[[StreamBatch], None] | None = None,
+    progress: Progress | None = None,
+    **apply_settings: Any,
+) -> ChangeStream:
+    """Start a Structured Streaming query that applies the files landing under ``landing`` to ``target``.
+
+    Each micro-batch runs :func:`lakecdc.apply` on the batch's new files, with the same settings
+    (``keys``, ``pk_update``, ``column_list``, ``include_tables``, ``contracts``, ``engine``, ...:
+    see :data:`APPLY_SETTINGS`), so a stream and ``apply`` runs build the same tables and share one
+    ledger: a file is applied once whichever of them took it.
+
+    Args:
+        landing: the directory files land in (read recursively; names starting with ``.`` or ``_``
+            are ignored, as ``apply`` does).
+        target: root directory; each source table becomes ``<target>/<table>``.
+        format / options: as for ``apply``.
+        checkpoint: Spark's checkpoint directory; default ``<target>/_lakecdc/stream-checkpoint``.
+            One per landing directory: give another one to stream a second landing directory into
+            the same target.
+        trigger: ``available-now`` (default: what is there now, then stop), ``once`` (the same in one
+            batch) or a processing-time interval (``"10 seconds"``, ``"5 minutes"``): runs until stopped.
+        max_files_per_trigger: at most this many files per batch (Spark's ``maxFilesPerTrigger``;
+            ``once`` ignores it). Default: every new file in one batch (one MERGE per table).
+        path_glob_filter: only file names matching this glob (Spark's ``pathGlobFilter``, e.g. ``*.json``).
+        spark: the session; default the active one, else an embedded local one.
+        on_batch: called with each :class:`StreamBatch` after its ``apply`` (a failed one too), while
+            no other lakecdc stream of this process writes; an exception it raises stops the query
+            (the next start replays the batch, and the ledger applies nothing of it again).
+        progress: called with short messages (``batch 3: ...``), as ``apply`` does.
+        **apply_settings: the other keyword arguments of :func:`lakecdc.apply`.
+
+    Returns:
+        A started :class:`ChangeStream`; ``await_termination()`` waits for it (and raises a failed
+        batch's error), ``last_batch`` / ``total`` hold the summaries.
+
+    Example:
+        >>> s = lakecdc.stream("landing/", "lake/", format="ogg-json")          # doctest: +SKIP
+        >>> s.await_termination(); print(s.total.render())                      # doctest: +SKIP
+        >>> s = lakecdc.stream("landing/", "lake/", trigger="30 seconds")       # doctest: +SKIP
+    """
+    unknown = sorted(set(apply_settings) - set(APPLY_SETTINGS))
+    if unknown:
+        raise ConfigError(f"stream() got unknown setting(s) {', '.join(unknown)}; apply settings are "
+                          f"{', '.join(APPLY_SETTINGS)}")
+    pk_update = apply_settings.get("pk_update", "delete-insert")
+    if pk_update not in PK_UPDATE_MODES:
+        raise ConfigError(f"pk_update {pk_update!r} is not one of {', '.join(PK_UPDATE_MODES)}")
+    if apply_settings.get("min_file_age"):
+        raise ConfigError(
+            "min_file_age: a stream takes each file once, when Spark lists it, so it cannot leave a young "
+            "file for later; make files land whole (write them elsewhere or under a name starting with '.', "
+            "then rename them into the landing directory), or use lakecdc.apply / lakecdc run --watch, "
+            "which wait for files to settle and also apply lines appended to a file later"
+        )
+    if max_files_per_trigger is not None and max_files_per_trigger < 1:
+        raise ConfigError(f"max_files_per_trigger {max_files_per_trigger}: expected a number of files, 1 or more")
+    trigger_kw = parse_trigger(trigger)
+    get_decoder(format, options)  # an unknown format or option fails now, not in the first batch
+    contracts = apply_settings.get("contracts")
+    if contracts is not None and not isinstance(contracts, Mapping):
+        apply_settings["contracts"] = load_contracts(contracts)  # read (and checked) once, at the start
+    landing_path = Path(landing).resolve()
+    if not landing_path.exists():
+        raise FileNotFoundError(f"input {str(landing)!r} does not exist")
+    if not landing_path.is_dir():
+        raise ConfigError(f"stream input {str(landing)!r} is a file; a stream reads a directory "
+                          "(use lakecdc.apply for given files)")
+    target_s = str(Path(target).resolve())
+    checkpoint_s = str(Path(checkpoint).resolve() if checkpoint else Path(target_s) / DEFAULT_CHECKPOINT)
+    spark = spark or get_spark()
+    say = progress or (lambda _msg: None)
+    handle = ChangeStream(target=target_s, format=format)
+
+    def run_batch(batch_df: DataFrame, batch_id: int) -> None:
+        try:
+            files = sorted({_local_path(row[0]) for row in batch_df.collect()})
+            if not files:
+                return
+            with _APPLY_LOCK:
+                say(f"batch {batch_id}: {len(files)} new file(s)")
+                summary = apply(
+                    files, target_s, format=format, options=options, spark=spark,
+                    progress=lambda msg: say(f"batch {batch_id}: {msg}"), **apply_settings,
+                )
+                batch = handle._record(batch_id, files, summary)
+                if on_batch is not None:
+                    on_batch(batch)
+                if not summary.ok:
+                    raise BatchFailed(batch)
+        except BaseException as exc:
+            handle._error = exc  # await_termination raises it instead of Spark's wrapper
+            raise
+
+    reader = (
+        spark.readStream.format("binaryFile")
+        .schema("path STRING, modificationTime TIMESTAMP, length BIGINT, content BINARY")
+        .option("recursiveFileLookup", "true")
+        # Spark ignores a file older than the newest it has seen minus maxFileAge (7 days by default):
+        # a change file copied in with its old timestamp would be skipped, silently. Files are never
+        # too old to apply; the price is the source's memory of the files it has seen.
+        .option("maxFileAge", MAX_FILE_AGE)
+    )
+    if max_files_per_trigger is not None:
+        reader = reader.option("maxFilesPerTrigger", str(max_files_per_trigger))
+    if path_glob_filter:
+        reader = reader.option("pathGlobFilter", path_glob_filter)
+    say(f"streaming {landing_path} into {target_s} ({format}, trigger {trigger}, checkpoint {checkpoint_s})")
+    handle.query = (
+        # file: paths, as apply reads them (a bare path would be the cluster's default filesystem);
+        # Hadoop takes them unencoded, spaces and all
+        reader.load(f"file:{landing_path}").select("path")
+        .writeStream.queryName(f"lakecdc {format} {landing_path} -> {target_s}")
+        .option("checkpointLocation", f"file:{checkpoint_s}")
+        .trigger(**trigger_kw)
+        .foreachBatch(run_batch)
+        .start()
+    )
+    return handle
