@@ -30,9 +30,11 @@ from pathlib import Path
 from typing import Any
 
 try:
-    from tests.oracle import Event, Oracle, PrimaryKeyUpdateError
+    from tests.oracle import Event
+    from tests.scenario_driver import Rendered, drive
 except ModuleNotFoundError:  # tests/ is on sys.path, not the repository root
-    from oracle import Event, Oracle, PrimaryKeyUpdateError  # type: ignore[no-redef]
+    from oracle import Event  # type: ignore[no-redef]
+    from scenario_driver import Rendered, drive  # type: ignore[no-redef]
 
 ES_BASE_ID = 100_000
 MAX_ROWS = 3
@@ -230,69 +232,16 @@ def run_rendered_scenario(
     spark: Any, sc: Any, workdir: Path, *, fmt: str, render: RunRenderer, options: Mapping[str, str] | None = None,
     max_runs: int = 3, expect_skipped: Callable[[int], dict[str, int]] | None = None,
 ) -> None:
-    """Apply each rendered run of ``sc`` with ``lakecdc.apply`` (all files so far) and compare every
-    table and count with the oracle fed the events the messages stand for. Runs beyond
-    ``max_runs`` are delivered together as the last run. With ``pk_update='abend'`` a run holding a
-    primary-key update must fail naming it and commit nothing."""
-    import pytest
-    from hypothesis import note
-    from hypothesis.control import currently_in_test_context
+    """:func:`scenario_driver.drive` over text runs (``render(run, number) -> (text, seen)``); with
+    ``expect_skipped`` each run's skipped records per table are checked too."""
 
-    import lakecdc
-
-    try:
-        from tests.test_property import (
-            SUMMARY_FIELDS,
-            assert_counts,
-            assert_names_a_pk_update,
-            assert_targets_match,
-            delta_tables_under,
-            describe,
-        )
-    except ModuleNotFoundError:
-        from test_property import (  # type: ignore[no-redef]
-            SUMMARY_FIELDS,
-            assert_counts,
-            assert_names_a_pk_update,
-            assert_targets_match,
-            delta_tables_under,
-            describe,
-        )
-
-    say = note if currently_in_test_context() else print
-    say(describe(sc))
-    target = workdir / "target"
-    runs_dir = workdir / "runs"
-    runs_dir.mkdir(parents=True, exist_ok=True)
-    oracle = Oracle()
-    targets: dict[str, str] = {}
-    applied: list[str] = []
-    runs = [list(r) for r in sc.runs[: max_runs - 1]]
-    if len(sc.runs) >= max_runs:
-        runs.append([i for r in sc.runs[max_runs - 1 :] for i in r])
-    kwargs = dict(format=fmt, keys=sc.keys(), pk_update=sc.pk_update, options=dict(options or {}), spark=spark)
-    for number, run in enumerate(runs, start=1):
+    def rendered(run: list[int], number: int) -> Rendered:
         text, seen = render(run, number)
-        path = runs_dir / f"run-{number:04d}.json"
-        path.write_text(text, encoding="utf-8")
-        say(f"run {number}:\n{text}")
-        applied.append(str(path))
-        try:
-            expected = oracle.apply_run(seen, pk_update=sc.pk_update)
-        except PrimaryKeyUpdateError:
-            committed = delta_tables_under(target)
-            with pytest.raises(lakecdc.PrimaryKeyUpdateError) as info:
-                lakecdc.apply(list(applied), str(target), **kwargs)
-            assert_names_a_pk_update(str(info.value), seen)
-            assert delta_tables_under(target) == committed, f"run {number} abended but committed something"
-            assert_targets_match(oracle, targets, f"the failed run {number}")
-            return
-        summary = lakecdc.apply(list(applied), str(target), **kwargs)
-        actual = {t.source_table: {f: getattr(t, f, None) for f in SUMMARY_FIELDS} for t in summary.tables}
-        for table, entry in actual.items():
-            targets[table] = str(entry["target"])
-        assert_counts(number, sc, seen, expected, actual)
-        assert_targets_match(oracle, targets, f"run {number}")
+        return Rendered(text, ".json", seen)
+
+    def skipped_as_expected(number: int, _run: list[int], summary: Any) -> None:
         if expect_skipped is not None:
             skipped = {t.source_table: t.skipped for t in summary.tables if t.skipped}
             assert skipped == expect_skipped(number), f"run {number}: skipped {skipped}"
+
+    drive(spark, sc, workdir, fmt=fmt, render=rendered, options=options, max_runs=max_runs, check=skipped_as_expected)

@@ -32,9 +32,11 @@ import fastavro
 from fastavro.schema import load_schema
 
 try:
-    from tests.oracle import Event, Oracle, PrimaryKeyUpdateError
+    from tests.oracle import Event
+    from tests.scenario_driver import Rendered, drive
 except ModuleNotFoundError:  # tests/ is on sys.path, not the repository root
-    from oracle import Event, Oracle, PrimaryKeyUpdateError  # type: ignore[no-redef]
+    from oracle import Event  # type: ignore[no-redef]
+    from scenario_driver import Rendered, drive  # type: ignore[no-redef]
 
 SCHEMA_DIR = Path(__file__).resolve().parents[1] / "lakecdc" / "decoders" / "schemas" / "dts"
 NS = "com.alibaba.dts.formats.avro."
@@ -253,74 +255,24 @@ def _values(image: Mapping[str, Any] | None, spec: Any, columns: list[str], salt
 
 
 def run_dts_scenario(spark: Any, sc: Any, workdir: Path, *, max_runs: int = 3) -> None:
-    """Apply each rendered run of ``sc`` (all files so far) with ``lakecdc.apply``; after every run
-    the tables, the counts and the skipped records equal what the oracle and the markers say. Runs
-    beyond ``max_runs`` are delivered together as the last. With ``pk_update='abend'`` a run
-    holding a primary-key update must fail naming it and commit nothing."""
-    import pytest
-    from hypothesis import note
-    from hypothesis.control import currently_in_test_context
-
-    import lakecdc
-
-    try:
-        from tests.test_property import (
-            SUMMARY_FIELDS,
-            assert_counts,
-            assert_names_a_pk_update,
-            assert_targets_match,
-            delta_tables_under,
-            describe,
-        )
-    except ModuleNotFoundError:
-        from test_property import (  # type: ignore[no-redef]
-            SUMMARY_FIELDS,
-            assert_counts,
-            assert_names_a_pk_update,
-            assert_targets_match,
-            delta_tables_under,
-            describe,
-        )
-
-    say = note if currently_in_test_context() else print
-    say(describe(sc))
+    """:func:`scenario_driver.drive` over DTS runs (framings in turn); after every run the skipped
+    records are checked too: heartbeats and BEGIN markers without a table, truncates per table."""
     history = DtsHistory.of(sc)
-    target, landing = workdir / "target", workdir / "runs"
-    landing.mkdir(parents=True, exist_ok=True)
-    oracle, targets, applied = Oracle(), {}, []
-    runs = [list(r) for r in sc.runs[: max_runs - 1]]
-    if len(sc.runs) >= max_runs:
-        runs.append([i for r in sc.runs[max_runs - 1 :] for i in r])
-    kwargs = dict(format="dts-avro", keys=sc.keys(), pk_update=sc.pk_update, spark=spark)
-    for number, run in enumerate(runs, start=1):
-        content, suffix, seen, markers = history.render(run, number)
-        path = landing / f"run-{number:04d}{suffix}"
-        if isinstance(content, str):
-            path.write_text(content, encoding="utf-8")
-        else:
-            path.write_bytes(content)
-        applied.append(str(path))
-        try:
-            expected = oracle.apply_run(seen, pk_update=sc.pk_update)
-        except PrimaryKeyUpdateError:
-            committed = delta_tables_under(target)
-            with pytest.raises(lakecdc.PrimaryKeyUpdateError) as info:
-                lakecdc.apply(list(applied), str(target), **kwargs)
-            assert_names_a_pk_update(str(info.value), seen)
-            assert delta_tables_under(target) == committed, f"run {number} abended but committed something"
-            assert_targets_match(oracle, targets, f"the failed run {number}")
-            return
-        summary = lakecdc.apply(list(applied), str(target), **kwargs)
-        actual = {t.source_table: {f: getattr(t, f, None) for f in SUMMARY_FIELDS} for t in summary.tables}
-        targets.update({t: str(a["target"]) for t, a in actual.items()})
-        assert_counts(number, sc, seen, expected, actual)
-        assert_targets_match(oracle, targets, f"run {number} ({FRAMINGS[(number - 1) % 3]})")
-        truncates = {}
+    markers_of: dict[int, int] = {}
+
+    def rendered(run: list[int], number: int) -> Rendered:
+        content, suffix, seen, markers_of[number] = history.render(run, number)
+        return Rendered(content, suffix, seen, shown=f"{FRAMINGS[(number - 1) % len(FRAMINGS)]}: {seen}")
+
+    def skipped_as_marked(number: int, run: list[int], summary: Any) -> None:
+        truncates: dict[str, int] = {}
         for i in run:
             if history.views[i] is None:
                 truncates[sc.events[i].table] = truncates.get(sc.events[i].table, 0) + 1
-        assert (summary.skipped_unrouted, summary.quarantined_unrouted) == (markers, 0), f"run {number}"
+        assert (summary.skipped_unrouted, summary.quarantined_unrouted) == (markers_of[number], 0), f"run {number}"
         assert {t.source_table: t.skipped for t in summary.tables if t.skipped} == truncates, f"run {number}"
+
+    drive(spark, sc, workdir, fmt="dts-avro", render=rendered, max_runs=max_runs, check=skipped_as_marked)
 
 
 __all__ = ["DtsHistory", "encode", "kcat", "length_prefixed", "ocf", "record", "run_dts_scenario"]

@@ -34,28 +34,14 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 try:
-    from tests.oracle import Event, Oracle, pk_update_keys
-    from tests.test_property import (
-        SUMMARY_FIELDS,
-        Scenario,
-        TableSpec,
-        assert_counts,
-        assert_targets_match,
-        describe,
-    )
+    from tests.oracle import Event, pk_update_keys
+    from tests.scenario_driver import Rendered, drive
+    from tests.test_property import Scenario, TableSpec
 except ModuleNotFoundError:  # tests/ is on sys.path, not the repository root
-    from oracle import Event, Oracle, pk_update_keys  # type: ignore[no-redef]
-    from test_property import (  # type: ignore[no-redef]
-        SUMMARY_FIELDS,
-        Scenario,
-        TableSpec,
-        assert_counts,
-        assert_targets_match,
-        describe,
-    )
+    from oracle import Event, pk_update_keys  # type: ignore[no-redef]
+    from scenario_driver import Rendered, drive  # type: ignore[no-redef]
+    from test_property import Scenario, TableSpec  # type: ignore[no-redef]
 
 _CURRENT_TS_BASE = datetime(2016, 10, 5, 10, 15, 51)
 _MISSING = object()
@@ -212,63 +198,18 @@ def run_row_scenario(
     with ``abend`` the run must fail naming it and commit nothing. Runs beyond ``max_runs`` are
     delivered together as the last run (to bound the test's time).
     """
-    from hypothesis import note
-    from hypothesis.control import currently_in_test_context
-
-    import lakecdc
-
-    try:
-        from tests.oracle import PrimaryKeyUpdateError
-        from tests.test_property import assert_names_a_pk_update, delta_tables_under
-    except ModuleNotFoundError:
-        from oracle import PrimaryKeyUpdateError  # type: ignore[no-redef]
-        from test_property import assert_names_a_pk_update, delta_tables_under  # type: ignore[no-redef]
 
     def oracle_events(event: Event) -> list[Event]:
         if rejoin and pk_update_handling == "delete-insert" and event.op == "U" and pk_update_keys(event):
             return [Event(event.table, "U", event.op_ts, event.pos, 0, event.before, event.after, event.keys)]
         return row_events(event, pk_update_handling=pk_update_handling)
 
-    if not currently_in_test_context():
-        note = print  # noqa: F811 - outside Hypothesis, show the scenario in the captured output
-    note(describe(sc))
-    note(f"format={fmt} options={dict(options or {})} pkUpdateHandling={pk_update_handling}")
-    target = workdir / "target"
-    runs_dir = workdir / "runs"
-    runs_dir.mkdir(parents=True, exist_ok=True)
-    oracle = Oracle()
-    targets: dict[str, str] = {}
-    applied: list[str] = []
-    runs = [list(r) for r in sc.runs[: max_runs - 1]]
-    if len(sc.runs) >= max_runs:
-        runs.append([i for r in sc.runs[max_runs - 1 :] for i in r])
-    kwargs = dict(format=fmt, keys=sc.keys(), pk_update=sc.pk_update, options=dict(options or {}), spark=spark)
-    for number, run in enumerate(runs, start=1):
+    def rendered(run: list[int], _number: int) -> Rendered:
         run_events = [r for i in run for r in row_events(sc.events[i], pk_update_handling=pk_update_handling)]
-        seen = [r for i in run for r in oracle_events(sc.events[i])]
-        path = runs_dir / f"run-{number:04d}{suffix}"
         data = render(run_events)
-        if isinstance(data, bytes):
-            path.write_bytes(data)
-        else:
-            path.write_text(data, encoding="utf-8")
-        applied.append(str(path))
-        try:
-            expected = oracle.apply_run(seen, pk_update=sc.pk_update)
-        except PrimaryKeyUpdateError:
-            committed = delta_tables_under(target)
-            with pytest.raises(lakecdc.PrimaryKeyUpdateError) as info:
-                lakecdc.apply(list(applied), str(target), **kwargs)
-            assert_names_a_pk_update(str(info.value), seen)
-            assert delta_tables_under(target) == committed, f"run {number} abended but committed something"
-            assert_targets_match(oracle, targets, f"the failed run {number}")
-            return
-        summary = lakecdc.apply(list(applied), str(target), **kwargs)
-        actual = {t.source_table: {f: getattr(t, f, None) for f in SUMMARY_FIELDS} for t in summary.tables}
-        for table, entry in actual.items():
-            targets[table] = str(entry["target"])
-        assert_counts(number, sc, seen, expected, actual)
-        assert_targets_match(oracle, targets, f"run {number}")
+        return Rendered(data, suffix, [r for i in run for r in oracle_events(sc.events[i])])
+
+    drive(spark, sc, workdir, fmt=fmt, render=rendered, options={**(options or {})}, max_runs=max_runs)
 
 
 def key_change_scenario() -> Scenario:

@@ -45,8 +45,10 @@ from fastavro import parse_schema, schemaless_writer
 
 try:
     from tests.oracle import Event
+    from tests.scenario_driver import Rendered, drive
 except ModuleNotFoundError:  # tests/ is on sys.path, not the repository root
     from oracle import Event  # type: ignore[no-redef]
+    from scenario_driver import Rendered, drive  # type: ignore[no-redef]
 
 ENVELOPE = {
     "type": "record", "name": "MessageEnvelope", "fields": [
@@ -292,71 +294,17 @@ def render_run(messages: Sequence[QlikMessage | None], tables: Sequence[Table], 
 
 
 def run_qlik_scenario(spark: Any, sc: Any, workdir: Any, *, fmt: str, max_runs: int = 3) -> None:
-    """Apply each rendered run of ``sc`` with ``lakecdc.apply`` (all files so far) and compare the
-    tables and counts with the oracle fed what the messages say; runs beyond ``max_runs`` are
-    delivered together. The metadata messages come in run 1 only (counted as skipped there)."""
-    import pytest
-    from hypothesis import note
-    from hypothesis.control import currently_in_test_context
-
-    import lakecdc
-
-    try:
-        from tests.oracle import Oracle, PrimaryKeyUpdateError
-        from tests.test_property import (
-            SUMMARY_FIELDS,
-            assert_counts,
-            assert_names_a_pk_update,
-            assert_targets_match,
-            delta_tables_under,
-            describe,
-        )
-    except ModuleNotFoundError:
-        from oracle import Oracle, PrimaryKeyUpdateError  # type: ignore[no-redef]
-        from test_property import (  # type: ignore[no-redef]
-            SUMMARY_FIELDS,
-            assert_counts,
-            assert_names_a_pk_update,
-            assert_targets_match,
-            delta_tables_under,
-            describe,
-        )
-
-    say = note if currently_in_test_context() else print
-    say(describe(sc))
+    """:func:`scenario_driver.drive` over Qlik runs; the metadata messages come in run 1 only
+    (counted as skipped there, nothing skipped after)."""
     tables = {s.name: Table.of(s, keyed=sc.primary_keys) for s in sc.specs}
     messages = render_history(sc.events, tables)
-    target = workdir / "target"
-    runs_dir = workdir / "runs"
-    runs_dir.mkdir(parents=True, exist_ok=True)
-    oracle = Oracle()
-    targets: dict[str, str] = {}
-    applied: list[str] = []
-    runs = [list(r) for r in sc.runs[: max_runs - 1]]
-    if len(sc.runs) >= max_runs:
-        runs.append([i for r in sc.runs[max_runs - 1 :] for i in r])
-    kwargs = dict(format=fmt, keys=sc.keys(), pk_update=sc.pk_update, spark=spark)
-    for number, run in enumerate(runs, start=1):
+
+    def rendered(run: list[int], number: int) -> Rendered:
         data, seen, suffix = render_run(messages, list(tables.values()), run, number, avro=fmt == "qlik-avro")
-        path = runs_dir / f"run-{number:04d}{suffix}"
-        path.write_bytes(data)
-        say(f"run {number}: {[(e.op, e.pos, e.idx, e.before, e.after) for e in seen]}")
-        applied.append(str(path))
-        try:
-            expected = oracle.apply_run(seen, pk_update=sc.pk_update)
-        except PrimaryKeyUpdateError:
-            committed = delta_tables_under(target)
-            with pytest.raises(lakecdc.PrimaryKeyUpdateError) as info:
-                lakecdc.apply(list(applied), str(target), **kwargs)
-            assert_names_a_pk_update(str(info.value), seen)
-            assert delta_tables_under(target) == committed, f"run {number} abended but committed something"
-            assert_targets_match(oracle, targets, f"the failed run {number}")
-            return
-        summary = lakecdc.apply(list(applied), str(target), **kwargs)
-        actual = {t.source_table: {f: getattr(t, f, None) for f in SUMMARY_FIELDS} for t in summary.tables}
-        for table, entry in actual.items():
-            targets[table] = str(entry["target"])
-        assert_counts(number, sc, seen, expected, actual)
-        assert_targets_match(oracle, targets, f"run {number}")
+        return Rendered(data, suffix, seen)
+
+    def metadata_skipped_once(number: int, _run: list[int], summary: Any) -> None:
         skipped = {t.source_table: t.skipped for t in summary.tables if t.skipped}
         assert skipped == ({name: 1 for name in tables} if number == 1 else {}), f"run {number}: skipped {skipped}"
+
+    drive(spark, sc, workdir, fmt=fmt, render=rendered, max_runs=max_runs, check=metadata_skipped_once)
