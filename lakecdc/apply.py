@@ -426,7 +426,7 @@ def _run(
     per_table: dict[str | None, int] = {}
     for q in quarantined:
         per_table[q.table] = per_table.get(q.table, 0) + 1
-    for name in [*skipped, *held_counts]:
+    for name in [*skipped, *held_counts, *per_table]:  # (a table whose every record was quarantined too)
         if name is not None and name not in summaries:
             summaries[name] = TableSummary(name, table_path(target, name), status="applied")
     for name, s in list(summaries.items()):

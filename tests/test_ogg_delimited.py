@@ -271,6 +271,24 @@ def test_apply_quarantines_bad_records_and_applies_the_rest(spark, tmp_path):
     ]
 
 
+def test_schema_files_in_the_landing_directory_name_the_columns_in_every_run(spark, tmp_path):
+    """GoldenGate writes ``<table>.schema.json`` beside its data files: the first run's inputs hold
+    it, a later run's do not (already applied), and both runs find the column names. A table whose
+    every record was quarantined still has its line in the summary."""
+    landing, target = tmp_path / "landing", tmp_path / "lake"
+    landing.mkdir()
+    write_json_schema(landing, "S.T", {"ID": "integer", "A": "string"})
+    # (S.U has no schema: its one record is quarantined, and the summary still names S.U)
+    (landing / "a.txt").write_text("I|S.T|2020-01-01 00:00:01.000000|x|1|1|one\nI|S.U|2020-01-01 00:00:01.000000|x|2|1|u\n")
+    opts = {"fieldDelimiter": "|"}
+    s1 = lakecdc.apply(landing, target, format="ogg-delimited", keys={"S.T": ["ID"]}, options=opts, spark=spark)
+    (landing / "b.txt").write_text("U|S.T|2020-01-01 00:00:02.000000|x|2|1|uno\nI|S.T|2020-01-01 00:00:03.000000|x|3|2|two\n")
+    s2 = lakecdc.apply(landing, target, format="ogg-delimited", keys={"S.T": ["ID"]}, options=opts, spark=spark)
+    assert (s1.table("S.T").quarantined, s2.table("S.T").quarantined, s2.table("S.T").events) == (0, 0, 2)
+    assert (s1.table("S.U").events, s1.table("S.U").quarantined, s1.quarantined_unrouted) == (0, 1, 0)
+    assert table_rows(s2.table("S.T").target, "ID") == [{"ID": 1, "A": "uno"}, {"ID": 2, "A": "two"}]
+
+
 def test_options_are_checked():
     with pytest.raises(ConfigError, match="unknown option.*includeColumnName\\b.*known: .*includeColumnNames"):
         get_decoder("ogg-delimited", {"includeColumnName": "true"})

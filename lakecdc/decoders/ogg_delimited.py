@@ -38,7 +38,8 @@ positional and the names come from table metadata, given by either
 
 * ``schemaDirectory`` / ``schemaFile``: GoldenGate JSON schemas ``<table>.schema.json`` (seed
   13.3.5; the JSON formatter writes them, op- or row-modeled form), matched by their ``title``;
-  ``*.schema.json`` files among the inputs are used the same way (and not read as data); or
+  ``*.schema.json`` files among the inputs or beside them are used the same way (and not read as
+  data); or
 * ``columns``: ``TABLE=COL1,COL2,...`` entries separated by ``;``, e.g.
   ``columns=GG.TCUSTORD=CUST_CODE,ORDER_DATE,PRODUCT_CODE,ORDER_ID,PRODUCT_PRICE,PRODUCT_AMOUNT,TRANSACTION_ID``.
   This option overrides schema files for the tables it names.
@@ -361,7 +362,7 @@ class OggDelimitedDecoder(Decoder):
 
         n_values = F.size(f) - n_meta
         rest = F.slice(f, n_meta + 1, F.greatest(n_values, F.lit(0)))
-        names, values, shape_error = self._columns(data, table, rest, n_values)
+        names, values, shape_error = self._columns(files, table, rest, n_values)
         image = self._image(names, values)
         has_image = op.isin("I", "U", "D", "R")
         checks: list[tuple[Column, Column | str]] = [

@@ -169,7 +169,9 @@ def read_table_schema(path: str) -> TableSchema:
 
 
 def schema_files(directory: str, files: str, inputs: Iterable[str]) -> list[str]:
-    """Schema files named by the options (a directory, a comma-separated list) or found among inputs."""
+    """Schema files named by the options (a directory, a comma-separated list), found among the
+    inputs, or lying beside them (GoldenGate writes ``<table>.schema.json`` next to its data files;
+    a later run, whose inputs no longer include the schema files, still finds them there)."""
     out: list[str] = []
     if directory:
         d = Path(directory)
@@ -181,7 +183,11 @@ def schema_files(directory: str, files: str, inputs: Iterable[str]) -> list[str]
             if not Path(f).is_file():
                 raise ConfigError(f"schemaFile {f!r} does not exist")
             out.append(f)
+    inputs = list(inputs)
     out += [f for f in inputs if f.endswith(SCHEMA_SUFFIX)]
+    for folder in dict.fromkeys(os.path.dirname(os.path.abspath(f)) for f in inputs if "://" not in f):
+        if os.path.isdir(folder):
+            out += sorted(str(p) for p in Path(folder).glob(f"*{SCHEMA_SUFFIX}"))
     return list(dict.fromkeys(os.path.abspath(p) for p in out))
 
 
