@@ -16,7 +16,8 @@ pytestmark = pytest.mark.spark
 
 def test_there_are_notebooks():
     names = [p.name for p in NOTEBOOKS]
-    assert {"01_quickstart.ipynb", "02_maintenance.ipynb", "03_monitoring.ipynb"} <= set(names)
+    assert {"01_quickstart.ipynb", "02_maintenance.ipynb", "03_monitoring.ipynb", "04_goldengate.ipynb",
+            "05_debezium.ipynb", "06_dts.ipynb", "07_qlik.ipynb", "08_data_quality.ipynb"} <= set(names)
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
@@ -37,3 +38,15 @@ def test_notebook_runs_end_to_end(path):
         assert before >= 10 and after == 1
     if path.stem == "03_monitoring":
         assert "QASOURCE.TCUSTMER" in text and "lag" in text
+    if path.stem == "04_goldengate":  # the key change joined back and completed from the old row
+        assert "ogg-delimited" in text and "customer 30 kept TIER: bronze" in text and "none (nothing new)" in text
+    if path.stem == "05_debezium":  # a transaction cut by a file waits, then applies whole
+        assert "held: {'public.customers': 1" in text and "customer 2 kept notes: VIP since 2019" in text
+    if path.stem == "06_dts":
+        assert "['SALES.INVOICES', 'shop.customers', 'shop.orders', 'shop.payments']" in text
+        assert "tables in one target: 4 - nothing new on the second pass" in text
+    if path.stem == "07_qlik":
+        assert "columnMask 05" in text and "the columnMask kept Bob's TIER: silver" in text
+    if path.stem == "08_data_quality":
+        assert "FAIL QASOURCE.TCUSTMER: key CUST_CODE unique (2 unexpected)" in text
+        assert "blocked by data quality since" in text
