@@ -39,9 +39,10 @@ import sys
 import threading
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import fastavro
 import psutil
@@ -182,20 +183,25 @@ def floor_avro_ocf(encoded: Encoded) -> int:
     return rows
 
 
-def floor_avro_messages(encoded: Encoded) -> int:
-    """fastavro's ``schemaless_reader`` over each length-prefixed message (one thread)."""
-    avsc = Path(encoded.options["schemaDirectory"]) / f"{formats.TABLE}.avsc"
-    schema = fastavro.parse_schema(json.loads(avsc.read_text()))
+def count_length_prefixed(files: Sequence[str | Path], schema: Any, skip: int = 0) -> int:
+    """fastavro's ``schemaless_reader`` over each message of files of length-prefixed messages
+    (4 bytes big-endian each), after ``skip`` header bytes of each message (one thread)."""
     rows = 0
-    for path in encoded.files:
+    for path in files:
         data = Path(path).read_bytes()
         pos = 0
         while pos < len(data):
             (n,) = struct.unpack_from(">I", data, pos)
-            fastavro.schemaless_reader(io.BytesIO(data[pos + 4 : pos + 4 + n]), schema, None)
+            fastavro.schemaless_reader(io.BytesIO(data[pos + 4 + skip : pos + 4 + n]), schema, None)
             pos += 4 + n
             rows += 1
     return rows
+
+
+def floor_avro_messages(encoded: Encoded) -> int:
+    """fastavro's ``schemaless_reader`` over each length-prefixed message (one thread)."""
+    avsc = Path(encoded.options["schemaDirectory"]) / f"{formats.TABLE}.avsc"
+    return count_length_prefixed(encoded.files, fastavro.parse_schema(json.loads(avsc.read_text())))
 
 
 def floor_xml(encoded: Encoded) -> int:
@@ -333,7 +339,9 @@ class Outcome:
         return self.floor.median_cpu / self.lakecdc.median_cpu if self.lakecdc.median_cpu else float("nan")
 
 
-def measure(spark: SparkSession, encoded: Encoded, scratch: Path, warmup: int, repeat: int) -> Outcome:
+def measure(spark: SparkSession, encoded: Encoded, scratch: Path, warmup: int, repeat: int,
+            floors: list[Floor] | None = None) -> Outcome:
+    """lakecdc and each floor (``floors``, else :data:`FLOORS` of the encoding) on one encoding."""
     files = [str(f) for f in encoded.files]
     staging = scratch / encoded.name
 
@@ -348,11 +356,11 @@ def measure(spark: SparkSession, encoded: Encoded, scratch: Path, warmup: int, r
 
     print(f"\n== {encoded.name}: {encoded.description}; {encoded.bytes / MB:,.1f} MB in {len(files)} file(s)")
     lakecdc = timed(f"lakecdc {encoded.decoder}", decode, encoded.events, warmup, repeat)
-    floors = {
+    measured = {
         floor.name: timed(f"floor ({floor.name})", lambda floor=floor: floor.run(encoded), encoded.events, warmup, repeat)
-        for floor in FLOORS[encoded.name]
+        for floor in (FLOORS[encoded.name] if floors is None else floors)
     }
-    return Outcome(encoded, lakecdc, floors)
+    return Outcome(encoded, lakecdc, measured)
 
 
 # -- reporting ---------------------------------------------------------------------------------------
@@ -412,32 +420,40 @@ def ensure_formats(workload: Workload, workdir: Path, seed: int, names: list[str
     return loaded  # type: ignore[return-value]
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def parse_decode_args(argv: list[str] | None, description: str, encodings: Sequence[str], *,
+                      convert_only: bool = False) -> argparse.Namespace:
+    """The command line of the decode benchmarks (this module's, :mod:`bench.converted`'s)."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--events", type=int, required=True)
     parser.add_argument("--keys", type=int, required=True)
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/lakecdc-bench"))
-    parser.add_argument("--formats", default=",".join(formats.ENCODINGS), help="comma-separated encodings, in order")
+    parser.add_argument("--formats", default=",".join(encodings), help="comma-separated encodings, in order")
     parser.add_argument("--repeat", type=int, default=1, help="timed runs per contender; the median is reported")
     parser.add_argument("--warmup", type=int, default=1, help="untimed runs per contender before the timed ones")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--write-results", action="store_true", help="record the table in bench/RESULTS.md")
+    if convert_only:
+        parser.add_argument("--convert-only", action="store_true", help="only build the encodings (cached)")
     args = parser.parse_args(argv)
-    unknown = set(args.formats.split(",")) - set(formats.ENCODINGS)
+    unknown = set(args.formats.split(",")) - set(encodings)
     if unknown:
-        parser.error(f"unknown formats {sorted(unknown)}; choose from {list(formats.ENCODINGS)}")
+        parser.error(f"unknown formats {sorted(unknown)}; choose from {list(encodings)}")
     if args.repeat < 1 or args.warmup < 0:
         parser.error("--repeat must be at least 1 and --warmup at least 0")
     return args
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = parse_args(argv)
-    pa.set_cpu_count(2)  # the 2 cores Spark's local[2] gets
-    args.workdir.mkdir(parents=True, exist_ok=True)
-    workload = ensure_workload(args.workdir, args.events, args.keys, args.seed)
-    encodings = ensure_formats(workload, args.workdir, args.seed, args.formats.split(","))
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    return parse_decode_args(argv, __doc__.split("\n\n")[0], list(formats.ENCODINGS))
 
+
+def run_and_report(
+    workload: Workload, encodings: list[Encoded], args: argparse.Namespace, *, command: str, heading: str,
+    floors: Callable[[Encoded], list[Floor]] | None = None, intro: str = "",
+) -> list[Outcome]:
+    """Start Spark, time a first job, measure every encoding (``floors`` of each, else
+    :data:`FLOORS`), print the table and, with ``args.write_results``, write the ``heading``
+    section of RESULTS.md (``intro``: what the encodings are, first in its text)."""
     started = time.perf_counter()
     spark = start_spark()
     startup = time.perf_counter() - started
@@ -451,11 +467,10 @@ def main(argv: list[str] | None = None) -> None:
     )
     print(spark_line)
     machine = machine_markdown(spark)
-    command = "python -m bench.decode " + " ".join(sys.argv[1:] if argv is None else argv)
-
     print(f"\nWorkload: {workload_markdown(workload)}")
     with OtherLoad() as other:
-        outcomes = [measure(spark, e, scratch, args.warmup, args.repeat) for e in encodings]
+        outcomes = [measure(spark, e, scratch, args.warmup, args.repeat, None if floors is None else floors(e))
+                    for e in encodings]
     table = table_markdown(outcomes)
     details = details_markdown(outcomes)
     load_line = f"Other work took {other.share:.0%} of the machine's CPU time meanwhile."
@@ -464,15 +479,27 @@ def main(argv: list[str] | None = None) -> None:
         when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
         runs = f"median of {args.repeat} timed runs" if args.repeat > 1 else "one timed run"
         runs += f" after {args.warmup} warm-up run{'s' if args.warmup != 1 else ''} per contender"
+        lead = f"{intro}; every" if intro else "Every"
         write_results(
-            HEADING,
-            f"Measured {when}, {runs}, with `{command}`. Every lakecdc run decoded exactly "
+            heading,
+            f"Measured {when}, {runs}, with `{command}`. {lead} lakecdc run decoded exactly "
             f"{workload.events:,} events, none with `_error`; ratio = floor seconds / lakecdc seconds, "
             f"target >= 0.33 (within 3x).\n\n"
             f"- Machine: {machine}.\n- Workload: {workload_markdown(workload)}.\n- {spark_line}\n- {load_line}\n\n"
             f"{table}\n\n{details}\n",
         )
     spark.stop()
+    return outcomes
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    pa.set_cpu_count(2)  # the 2 cores Spark's local[2] gets
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    workload = ensure_workload(args.workdir, args.events, args.keys, args.seed)
+    encodings = ensure_formats(workload, args.workdir, args.seed, args.formats.split(","))
+    command = "python -m bench.decode " + " ".join(sys.argv[1:] if argv is None else argv)
+    run_and_report(workload, encodings, args, command=command, heading=HEADING)
 
 
 if __name__ == "__main__":

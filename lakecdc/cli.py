@@ -8,7 +8,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lakecdc.decoders import DECODERS
 from lakecdc.errors import ConfigError, LakecdcError
@@ -217,13 +217,22 @@ def _add_settings_flags(p: argparse.ArgumentParser) -> None:
                         "DLT's track_history_except_column_list; repeatable")
     p.add_argument("--change-data-feed", nargs="?", const="*", default=None, metavar="TABLE[,TABLE...]",
                    help="enable Delta's Change Data Feed on every table (or on these tables)")
+    p.add_argument("--sequence-by", action="append", default=[], metavar="[TABLE=]FIELD[,FIELD...]",
+                   help="order changes by these fields instead of the format's seq (DLT's sequence_by): op_ts, pos, "
+                        "source.<name> or a column (the after image's value; a delete's before image), compared by "
+                        "the column's type, or as :int / :ts / :str (source.scn:int); the format's seq breaks ties; "
+                        "an event without a value is quarantined. Without TABLE= for every table; repeatable. A table "
+                        "keeps the sequence_by it was built with")
+    p.add_argument("--parallel-tables", type=int, default=None, metavar="N",
+                   help="prepare and merge up to N tables at once (default 4; 1: one after the other)")
     p.add_argument("--contract", metavar="PATH",
                    help="ODCS data contract(s): a YAML file or a directory of them (keys and column types)")
     p.add_argument("--config", metavar="FILE",
                    help="YAML with any of: format, keys {table: [cols]}, pk_update, options {name: value}, "
                         "column_list / except_column_list {table: [cols]}, apply_as_truncates, tombstone_retention, "
                         "complete_transactions, stored_as_scd_type (2 or {table: 2}), track_history_column_list / "
-                        "track_history_except_column_list {table: [cols]}, change_data_feed (true or [tables])")
+                        "track_history_except_column_list {table: [cols]}, change_data_feed (true or [tables]), "
+                        "sequence_by ([fields] or {table: [fields]}), parallel_tables")
     p.add_argument("--engine", choices=["auto", "delta-rs", "delta-spark"], default="auto",
                    help="Delta engine (auto: delta-spark when its JVM classes are present, else delta-rs)")
 
@@ -313,6 +322,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="with --stream: overrides the job's stream.trigger (default available-now)")
     rp.add_argument("--interval", metavar="DURATION", default="60s", help="time between runs with --watch (default 60s)")
     rp.add_argument("--max-runs", type=int, metavar="N", help="with --watch: stop after N runs")
+    rp.add_argument("--parallel-tables", type=int, metavar="N",
+                    help="prepare and merge up to N tables at once (over the job's parallel_tables)")
     rp.add_argument("--summary-json", metavar="FILE", help="also write the last run's summary as JSON")
     rp.add_argument("--quiet", action="store_true", help="print only the summary")
 
@@ -384,6 +395,8 @@ def _apply_settings(args: argparse.Namespace) -> tuple[str, dict]:
     truncates = not args.ignore_truncates and bool(config.get("apply_as_truncates", True))
     retention = parse_duration(args.tombstone_retention or str(config.get("tombstone_retention", "7d")))
     history = _history_flags(args, config)
+    sequence_by = _sequence_flags(args.sequence_by, config.get("sequence_by"))
+    parallel = args.parallel_tables if args.parallel_tables is not None else config.get("parallel_tables")
     # --min-file-age is apply's only: a stream takes each file once, when it is listed
     min_age = getattr(args, "min_file_age", None)
     return fmt, dict(
@@ -392,8 +405,29 @@ def _apply_settings(args: argparse.Namespace) -> tuple[str, dict]:
         complete_transactions=args.complete_transactions or bool(config.get("complete_transactions", False)),
         contracts=args.contract or config.get("contracts"),
         min_file_age=min_age if min_age is not None else float(config.get("min_file_age", 0)),
+        sequence_by=sequence_by, parallel_tables=parallel,
         **history,
     )
+
+
+def _sequence_flags(values: list[str], configured: Any) -> Any:
+    """``--sequence-by [TABLE=]FIELD,...`` (over --config's ``sequence_by``) as lakecdc.apply's
+    ``sequence_by``: a list of fields, or ``{table: fields}`` with ``"*"`` for every table."""
+    out: dict[str, Any] = {}
+    if isinstance(configured, dict):
+        out.update({str(t): v for t, v in configured.items()})
+    elif configured:
+        out["*"] = configured
+    for v in values:
+        table, sep, fields = v.partition("=")
+        if not sep:
+            table, fields = "*", v
+        if not table.strip() or not [f for f in fields.split(",") if f.strip()]:
+            raise ConfigError(f"--sequence-by {v!r}: expected [TABLE=]FIELD[,FIELD...], e.g. S.ORDERS=UPDATED_AT")
+        out[table.strip()] = fields
+    if not out:
+        return None
+    return out["*"] if list(out) == ["*"] else out
 
 
 def _history_flags(args: argparse.Namespace, config: dict) -> dict:
@@ -518,6 +552,10 @@ def _run_job(args: argparse.Namespace) -> int:
     from lakecdc.jobs import load_job, run_job, watch
 
     job = load_job(args.job)
+    if args.parallel_tables is not None:
+        import dataclasses
+
+        job = dataclasses.replace(job, parallel_tables=args.parallel_tables)
     started = time.perf_counter()
 
     def say(msg: str) -> None:

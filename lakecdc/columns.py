@@ -14,6 +14,12 @@ only booleans                          ``boolean``
 strings, objects, arrays, a mix, none  ``string`` (objects and arrays as JSON text)
 =====================================  ======================================================
 
+**Binary columns.** Image values are text, so bytes travel as **base64** (the one text form of
+bytes in lakecdc's images: Debezium's and DTS's own, and what the Avro decoders and the Qlik JSON
+decoder, whose messages hold hex digits, render them as). A column typed ``binary`` (declared by
+its decoder: DTS ``BinaryObject`` and ``binary`` character sets, Qlik ``BYTES``/``BLOB``; or by a
+contract) holds the decoded bytes; text that is not base64 does not fit it.
+
 Typing a value never rounds or truncates silently: a value that does not fit its column's type
 exactly (``12.5`` into ``bigint``, ``1.234`` into ``decimal(38,2)``, ``"abc"`` into ``bigint``)
 is reported so that its record goes to the quarantine with the reason.
@@ -166,6 +172,9 @@ def typed_sql(raw: str, dtype: T.DataType) -> tuple[str, str | None]:
     """
     if isinstance(dtype, T.StringType):
         return raw, None
+    if isinstance(dtype, T.BinaryType):  # bytes travel as base64 text (see the module docstring)
+        value = f"try_to_binary({raw}, 'base64')"
+        return value, f"({raw} IS NULL OR {value} IS NOT NULL)"
     value = f"try_cast({raw} AS {dtype.simpleString()})"
     if isinstance(dtype, T.DecimalType):
         # fits: the integer digits fit (the cast is not NULL) and nothing is rounded away: plain

@@ -21,6 +21,8 @@ One YAML file per source table under ``data_contracts/`` (or any directory / fil
       - {property: lakecdc.tombstone_retention, value: 30d}     # how long its deletes block late events
       - {property: lakecdc.target, value: sales/orders}         # its Delta table (relative to the target root,
                                                                 # absolute, or a URI)
+      - {property: lakecdc.sequence_by, value: "UPDATED_AT"}    # order its changes by these fields (comma
+                                                                # list; see lakecdc.sequence)
 
 ``customProperties`` may sit at the top (for every table of the file) or on a schema object (for
 that table). A per-table setting given to ``apply`` itself wins over the contract's.
@@ -74,6 +76,7 @@ from pyspark.sql import types as T
 
 from lakecdc._rules import Rule, distinct_checks, property_rules, table_rules
 from lakecdc.errors import ConfigError
+from lakecdc.sequence import SeqField, parse_sequence_by
 
 _DECIMAL = re.compile(r"(?:decimal|numeric|number|dec)\s*\(\s*(\d+)\s*(?:,\s*(-?\d+)\s*)?\)", re.I)
 _SIMPLE: dict[str, T.DataType] = {
@@ -106,6 +109,8 @@ class Contract:
     pk_update: str | None = None
     tombstone_retention: dt.timedelta | None = None
     target: str | None = None
+    #: the fields that order its changes (``lakecdc.sequence_by``; () the format's order)
+    sequence_by: tuple[SeqField, ...] = ()
     #: accepted values, ranges and quality rules (see the module docstring)
     rules: tuple[Rule, ...] = ()
 
@@ -186,7 +191,7 @@ def load_contract(path: str | Path) -> list[Contract]:
     return out
 
 
-_OWN = ("lakecdc.pk_update", "lakecdc.tombstone_retention", "lakecdc.target")
+_OWN = ("lakecdc.pk_update", "lakecdc.tombstone_retention", "lakecdc.target", "lakecdc.sequence_by")
 
 
 def _lakecdc_section(props: Any, at: tuple[str, ...], where: Any) -> dict[str, Any]:
@@ -216,6 +221,12 @@ def _lakecdc_section(props: Any, at: tuple[str, ...], where: Any) -> dict[str, A
         elif name == "lakecdc.tombstone_retention":
             try:
                 out["tombstone_retention"] = parse_duration(str(value))
+            except ConfigError as exc:
+                raise where.error((*pat, "value"), str(exc)) from None
+        elif name == "lakecdc.sequence_by":
+            try:
+                out["sequence_by"] = parse_sequence_by(value if isinstance(value, list) else str(value or ""),
+                                                       what="lakecdc.sequence_by")
             except ConfigError as exc:
                 raise where.error((*pat, "value"), str(exc)) from None
         else:

@@ -64,8 +64,9 @@ from lakecdc.summary import TableSummary
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from lakecdc.apply import ApplySettings, _Shape
     from lakecdc.merge.delta_rs import DeltaRsEngine
+    from lakecdc.profile import TableShape
+    from lakecdc.settings import ApplySettings
 
 #: The table property that turns on Delta's Change Data Feed.
 CHANGE_DATA_FEED = {"delta.enableChangeDataFeed": "true"}
@@ -108,7 +109,7 @@ def history_settings(
     track_history_except_column_list: Mapping[str, Sequence[str] | str] | Sequence[str] | str | None,
     change_data_feed: bool | Sequence[str] | str,
 ) -> dict[str, Any]:
-    """The :class:`~lakecdc.apply.ApplySettings` fields of ``apply``'s history arguments, checked."""
+    """The :class:`~lakecdc.settings.ApplySettings` fields of ``apply``'s history arguments, checked."""
     types = {"*": stored_as_scd_type} if isinstance(stored_as_scd_type, int) else dict(stored_as_scd_type or {})
     for table, kind in types.items():
         if kind not in (1, 2):
@@ -145,7 +146,7 @@ def is_history(schema: T.StructType) -> bool:
     return END_AT in schema.fieldNames()
 
 
-def history_shape(settings: ApplySettings, table: str, path: str, shape: _Shape) -> _Shape:
+def history_shape(settings: ApplySettings, table: str, path: str, shape: TableShape) -> TableShape:
     """``shape`` checked against the storage asked for: a history table's validity columns are
     taken out of its source columns; a table cannot change between current state and history."""
     wanted = settings.scd_type(table) == 2
@@ -354,8 +355,8 @@ class HistoryPrepared:
     seen_columns: bool
 
 
-def _layout(shape: _Shape, inferred: dict[str, T.DataType]) -> tuple[Layout, T.StructType]:
-    """The table's layout and new columns, as ``apply._prepare`` builds them."""
+def _layout(shape: TableShape, inferred: dict[str, T.DataType]) -> tuple[Layout, T.StructType]:
+    """The table's layout and new columns, as ``prepare.prepare_table`` builds them."""
     types = {f.name: f.dataType for f in shape.existing.fields}
     types.update(inferred)
     columns = tuple(c for c in shape.columns if c in types or c in shape.keys)
@@ -418,12 +419,12 @@ def _truncates(mine: DataFrame, prof: dict, watermark: str | None) -> tuple[list
 
 def prepare_history(
     spark: SparkSession, engine: DeltaRsEngine, settings: ApplySettings, target: str, table: str,
-    prof: dict, shape: _Shape, inferred: dict[str, T.DataType], events: DataFrame,
+    prof: dict, shape: TableShape, inferred: dict[str, T.DataType], events: DataFrame,
 ) -> tuple[HistoryPrepared, DataFrame | None]:
     """Fold one history table's events into versions (collected as Arrow) and count what was left
     out; also returns the records that did not fit (for the quarantine), or None."""
     from lakecdc._pkhistory import replay_pk_keys
-    from lakecdc.apply import _raise_abend
+    from lakecdc.prepare import raise_abend
 
     path = table_path(target, table)
     mine = events.where((F.col("table") == table) & F.col("_error").isNull() & F.col("op").isNotNull())
@@ -442,7 +443,7 @@ def prepare_history(
         full = drop_stale(widen(mine, layout, full=True), layout, stored, watermark).where(F.col("_op") != "T")
         ok = full.where(F.col("_error").isNull() & ~F.col("_stale"))
         if settings.pk_update_for(table) == "abend":
-            _raise_abend(table, ok, layout)
+            raise_abend(table, ok, layout)
         touched = pk_touched(ok, layout)
         moved = ok.join(touched, layout.key_cols, "left_semi")
         replayed = replay_pk_keys(moved, layout, touched, open_rows=open_rows, stored=stored, truncates=truncates,
@@ -475,7 +476,7 @@ def commit_history(
 ) -> TableSummary:
     """MERGE one history table's versions exactly once (the run's app transaction), then record its
     tombstones and truncate mark, as the current-state commit does."""
-    from lakecdc.apply import retry_conflicts
+    from lakecdc.prepare import retry_conflicts
 
     layout = prep.layout
     cdf = settings.wants_change_data_feed(prep.table)

@@ -25,7 +25,11 @@ A job file::
       paths: {QASOURCE.TCUSTMER: sales/customers}   # a table's Delta table elsewhere than <target>/<table>
       pk_update: {QASOURCE.TCUSTORD: update}        # per table, over the job's pk_update
       tombstone_retention: {QASOURCE.TCUSTORD: 30d} # per table, over the job's retention
+      sequence_by: {QASOURCE.TCUSTORD: [UPDATED_AT]} # per table, over the job's sequence_by
     pk_update: delete-insert           # or update / abend
+    sequence_by: [op_ts, pos]          # order changes by these fields (lakecdc.sequence); default:
+                                       # the format's order
+    parallel_tables: 2                 # tables prepared and merged at once (default: lakecdc.apply's)
     tombstone_retention: 7d            # how long a deleted key blocks late events
     apply_as_truncates: true
     complete_transactions: false       # Debezium: whole transactions only
@@ -68,11 +72,11 @@ from lakecdc.errors import ConfigError
 
 _TOP = {"name", "target", "sources", "tables", "pk_update", "tombstone_retention", "apply_as_truncates",
         "complete_transactions", "maintenance", "engine", "contracts", "min_file_age", "stream", "change_data_feed",
-        "checks"}
+        "checks", "sequence_by", "parallel_tables"}
 _SOURCE = {"input", "format", "options", "gg_properties", "gg_handler"}
 _TABLES = {"include", "exclude", "keys", "column_list", "except_column_list", "stored_as_scd_type",
            "track_history_column_list", "track_history_except_column_list", "paths", "pk_update",
-           "tombstone_retention"}
+           "tombstone_retention", "sequence_by"}
 _MAINTENANCE = {"every_runs", "max_files", "zorder", "target_file_size", "vacuum_retention", "tombstone_retention"}
 _STREAM = {"trigger", "max_files_per_trigger", "checkpoint"}
 
@@ -140,6 +144,11 @@ class Job:
     retention_by_table: dict[str, dt.timedelta] = field(default_factory=dict)
     #: run the contracts' data-quality checks on the tables a run changed (lakecdc.quality)
     checks: bool = False
+    #: fields ordering the changes (lakecdc.sequence): every table's, and per table over it
+    sequence_by: tuple[str, ...] = ()
+    sequence_by_table: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: tables prepared and merged at once (None: lakecdc.apply's default)
+    parallel_tables: int | None = None
 
 
 class _Where:
@@ -223,6 +232,16 @@ def load_job(path: str | Path) -> Job:
             raise where.error(at, "expected {TABLE: VALUE}")
         return {str(k): convert(v, (*at, str(k))) if convert is not str else str(v) for k, v in obj.items()}
 
+    def sequence(value: Any, at: tuple[str, ...]) -> tuple[str, ...]:
+        from lakecdc.sequence import parse_sequence_by
+
+        if not isinstance(value, (str, list)) or not value:
+            raise where.error(at, "expected a list of fields such as [UPDATED_AT] (op_ts, pos, source.<name>, a column)")
+        try:
+            return tuple(str(f) for f in parse_sequence_by(value))
+        except ConfigError as exc:
+            raise where.error(at, str(exc)) from None
+
     def pk_mode(value: Any, at: tuple[str, ...]) -> str:
         if value not in ("delete-insert", "update", "abend"):
             raise where.error(at, f"{value!r}: use delete-insert, update or abend")
@@ -281,6 +300,9 @@ def load_job(path: str | Path) -> Job:
         if kind not in (1, 2):
             key = ("tables", "stored_as_scd_type", *((str(table),) if table != "*" else ()))
             raise where.error(key, f"{kind!r}: use 1 (current state) or 2 (SCD type 2 history)")
+    parallel = data.get("parallel_tables")
+    if parallel is not None and (not isinstance(parallel, int) or isinstance(parallel, bool) or parallel < 1):
+        raise where.error(("parallel_tables",), f"{parallel!r}: expected a number of tables, 1 or more")
     cdf = data.get("change_data_feed", False)
     if not isinstance(cdf, bool):
         cdf = patterns(cdf, ("change_data_feed",))
@@ -323,6 +345,9 @@ def load_job(path: str | Path) -> Job:
         retention_by_table=table_map(tables.get("tombstone_retention"), ("tables", "tombstone_retention"),
                                      lambda v, at: duration(v, at)),
         checks=checks,
+        sequence_by=sequence(data["sequence_by"], ("sequence_by",)) if data.get("sequence_by") is not None else (),
+        sequence_by_table=table_map(tables.get("sequence_by"), ("tables", "sequence_by"), sequence),
+        parallel_tables=parallel,
     )
 
 
@@ -404,6 +429,9 @@ def _settings(job: Job) -> dict[str, Any]:
         stored_as_scd_type=job.stored_as_scd_type, track_history_column_list=job.track_history_column_list or None,
         track_history_except_column_list=job.track_history_except_column_list or None,
         change_data_feed=job.change_data_feed,
+        sequence_by=({**job.sequence_by_table, **({"*": job.sequence_by} if job.sequence_by else {})}
+                     if job.sequence_by_table else (job.sequence_by or None)),
+        parallel_tables=job.parallel_tables,
     )
 
 

@@ -122,8 +122,8 @@ def maintain(
         tombstone_retention: deleted keys older than this stop blocking late events.
         engine: ``"delta-rs"`` (default), ``"delta-spark"`` or ``"auto"``.
     """
-    from lakecdc.apply import _make_engine
     from lakecdc.merge.delta_rs import DeltaRsEngine
+    from lakecdc.settings import make_engine
 
     say = progress or (lambda _msg: None)
     if engine is None or engine == "delta-rs":
@@ -131,7 +131,7 @@ def maintain(
     else:
         from lakecdc.session import get_spark
 
-        eng = _make_engine(engine, spark or get_spark(), storage_options)
+        eng = make_engine(engine, spark or get_spark(), storage_options)
     known = known_tables(target)
     wanted = list(tables) if tables else sorted(known)
     unknown = [t for t in wanted if t not in known]
@@ -171,7 +171,7 @@ def _maintain_one(
     target_file_size: int | None, vacuum_retention: dt.timedelta | None, force: bool, checkpoint: bool,
     tombstone_retention: dt.timedelta,
 ) -> MaintenanceReport:
-    from lakecdc.apply import retry_conflicts
+    from lakecdc.prepare import retry_conflicts
 
     path = table_path(target, table)
     started = time.perf_counter()

@@ -41,6 +41,12 @@ changed columns are present (masks)       warn      only for formats with column
 present columns are the image's (masks)   fail      the row image (after, or before for a delete)
                                                     lacks a column the mask says was captured, or
                                                     has one it says was not
+masks fit the table version (masks)       fail      a ``columnMask`` or ``changeMask`` (hex, in
+                                                    ``source``) sets a bit the record's table version
+                                                    has no column for (beyond its last ordinal, or
+                                                    between them): ``source['version_mask']``, the
+                                                    version's ordinals, lacks that bit (a mask longer
+                                                    than the version only by leading zeros fits)
 ========================================  ========  ==================================================
 
 **Where results go.** The Delta table ``<target>/_lakecdc_checks`` (one row per check and run),
@@ -228,9 +234,26 @@ def _stream_columns(events: DataFrame, contracts: dict[str, Contract]) -> DataFr
     out = out.withColumn("changed_columns_present", F.when(
         source["changed_columns"].isNotNull() & image.isNotNull(),
         F.forall(changed, lambda c: F.array_contains(F.coalesce(present, F.map_keys(image)), c))))
-    return out.withColumn("present_columns_are_image", F.when(
+    out = out.withColumn("present_columns_are_image", F.when(
         source["present_columns"].isNotNull() & image.isNotNull(),
         F.array_sort(present) == F.array_sort(F.map_keys(image))))
+    version = source["version_mask"]
+    masks = [source["columnMask"], source["changeMask"]]
+    return out.withColumn("masks_fit_version", F.when(
+        version.isNotNull() & (masks[0].isNotNull() | masks[1].isNotNull()),
+        _mask_within(masks[0], version) & _mask_within(masks[1], version)))
+
+
+def _mask_within(mask: Column, version: Column) -> Column:
+    """Whether the hex mask ``mask`` (NULL: no mask) sets only bits the hex mask ``version`` sets,
+    digit by digit (masks of any width: Replicate's are one number over as many bytes as needed)."""
+    from pyspark.sql import functions as F
+
+    width = F.greatest(F.length(mask), F.length(version))
+    digits = [F.split(F.lpad(m, width, "0"), "") for m in (mask, version)]
+    fits = F.forall(F.zip_with(*digits, lambda m, v: F.conv(m, 16, 10).cast("int").bitwiseAND(
+        F.bitwise_not(F.conv(v, 16, 10).cast("int"))) == 0), lambda ok: ok)
+    return mask.isNull() | (mask.rlike("^[0-9A-Fa-f]*$") & version.rlike("^[0-9A-Fa-f]+$") & fits)
 
 
 def changes_suite(now: dt.datetime, *, ordered: bool, masks: bool) -> Suite:
@@ -255,6 +278,8 @@ def changes_suite(now: dt.datetime, *, ordered: bool, masks: bool) -> Suite:
                   "changed columns are present (masks)", "warn")
         suite.add(gxe.ExpectColumnValuesToBeInSet(column="present_columns_are_image", value_set=[True]),
                   "present columns are the image's (masks)", "fail")
+        suite.add(gxe.ExpectColumnValuesToBeInSet(column="masks_fit_version", value_set=[True]),
+                  "masks fit the table version (masks)", "fail")
     return suite
 
 
@@ -279,8 +304,8 @@ def check_changes(
     rows = events.where(F.col("op").isNotNull() & F.col("_error").isNull())
     prepared = _stream_columns(rows, contracts or {})
     masks = "present_columns_are_image" in prepared.columns and bool(
-        prepared.where(F.col("changed_columns_present").isNotNull()
-                       | F.col("present_columns_are_image").isNotNull()).limit(1).count())
+        prepared.where(F.col("changed_columns_present").isNotNull() | F.col("present_columns_are_image").isNotNull()
+                       | F.col("masks_fit_version").isNotNull()).limit(1).count())
     suite = changes_suite(now or dt.datetime.now(dt.timezone.utc), ordered="seq_vs_previous" in prepared.columns,
                           masks=masks)
     validator = Validator(_root(target) if target and record and data_docs else None)

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lakecdc.apply import _combine, apply
+from lakecdc.apply import apply, combine_summaries
 from lakecdc.changes import PK_UPDATE_MODES
 from lakecdc.contracts import load_contracts
 from lakecdc.decoders import get_decoder
@@ -206,7 +206,7 @@ class ChangeStream:
 
     def _record(self, batch_id: int, files: list[str], s: RunSummary) -> StreamBatch:
         before = self._total
-        self._total = s if before is None else _combine(
+        self._total = s if before is None else combine_summaries(
             [before, s], target=s.target, fmt=s.format, engine=s.engine, seconds=before.seconds + s.seconds,
         )
         self.last_batch = StreamBatch(batch_id, tuple(files), s, self._total)

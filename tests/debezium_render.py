@@ -344,3 +344,111 @@ class WholeTransactions:
     def held(self) -> int:
         """Deliveries waiting for their transaction to complete."""
         return sum(len(v) for v in self.pending.values())
+
+
+# -- kcat's Avro deserialiser: Avro's JSON encoding -----------------------------------------------
+
+_AVRO_PRIMITIVES = {"null", "boolean", "int", "long", "float", "double", "bytes", "string"}
+
+
+def _avro_names(schema: Any, namespace: str, out: dict[str, Any]) -> None:
+    if isinstance(schema, list):
+        for s in schema:
+            _avro_names(s, namespace, out)
+    elif isinstance(schema, dict):
+        kind = schema.get("type")
+        if kind in ("record", "enum", "fixed"):
+            name = schema["name"]
+            ns = schema.get("namespace", namespace)
+            full = name if "." in name or not ns else f"{ns}.{name}"
+            out[full] = schema
+            for f in schema.get("fields", ()):
+                _avro_names(f["type"], full.rpartition(".")[0], out)
+        elif kind == "array":
+            _avro_names(schema["items"], namespace, out)
+        elif isinstance(kind, (dict, list)):
+            _avro_names(kind, namespace, out)
+
+
+def _avro_resolve(schema: Any, named: dict[str, Any]) -> Any:
+    return named.get(schema, schema) if isinstance(schema, str) else schema
+
+
+def _avro_kind(schema: Any) -> str:
+    kind = schema if isinstance(schema, str) else schema.get("type")
+    return kind if isinstance(kind, str) else _avro_kind(kind)
+
+
+def _avro_branch(branches: list[Any], value: Any, named: dict[str, Any]) -> Any:
+    """The union branch fastavro would write ``value`` with."""
+    wanted = ("null",) if value is None else ("boolean",) if isinstance(value, bool) else \
+        ("long", "int") if isinstance(value, int) else ("double", "float") if isinstance(value, float) else \
+        ("bytes", "fixed") if isinstance(value, bytes) else ("string", "enum") if isinstance(value, str) else \
+        ("record",) if isinstance(value, dict) else ("array",)
+    for kind in wanted:
+        for b in branches:
+            if _avro_kind(_avro_resolve(b, named)) == kind:
+                return b
+    raise ValueError(f"no union branch for {value!r}")
+
+
+def avro_json(schema: Any, value: Any, *, short_names: bool = True, named: dict[str, Any] | None = None) -> Any:
+    """``value`` (a datum of the Avro ``schema`` as fastavro writes it) in Avro's JSON encoding,
+    as kcat's Avro deserialiser prints it: a non-null union value as ``{"<branch>": value}`` (a
+    named branch by its short name as avro-c writes it, or with ``short_names=False`` its full
+    name as Java's encoder does), bytes as a string of one U+0000..U+00FF character per byte."""
+    if named is None:
+        named = {}
+        _avro_names(schema, "", named)
+    schema = _avro_resolve(schema, named)
+    if isinstance(schema, list):
+        if value is None:
+            return None
+        branch = _avro_branch(schema, value, named)
+        resolved = _avro_resolve(branch, named)
+        kind = _avro_kind(resolved)
+        if kind in ("record", "enum", "fixed"):
+            full = branch if isinstance(branch, str) and branch not in _AVRO_PRIMITIVES else \
+                next(n for n, s in named.items() if s is resolved)
+            label = full.rpartition(".")[2] if short_names else full
+        else:
+            label = kind
+        return {label: avro_json(branch, value, short_names=short_names, named=named)}
+    kind = _avro_kind(schema)
+    if kind == "record":
+        return {f["name"]: avro_json(f["type"], value.get(f["name"]), short_names=short_names, named=named)
+                for f in schema["fields"]}
+    if kind == "array":
+        return [avro_json(schema["items"], v, short_names=short_names, named=named) for v in value]
+    if kind in ("bytes", "fixed"):
+        return value.decode("latin-1")
+    return value
+
+
+def kcat_avro_json(avro: Any, run: Sequence[Event], *, short_names: bool = True) -> str:
+    """A run as ``kcat -C -s key=avro -s value=avro -J`` prints it: each record's key and value
+    in Avro's JSON encoding (:func:`avro_json`) with ``key_schema_id``/``value_schema_id``.
+    ``avro``: a ``debezium_avro_render.AvroRenderer`` (its schemas are registered as it goes)."""
+    from debezium_avro_render import datum, envelope_datum
+
+    lines: list[str] = []
+    for e in run:
+        topic = avro.base.topic(e.table)
+        ms = int(datetime.strptime(e.op_ts, "%Y-%m-%d %H:%M:%S.%f").replace(tzinfo=timezone.utc).timestamp() * 1000)
+        for n, (key, value) in enumerate(avro.records(e, int(e.pos))):
+            record: dict[str, Any] = {"topic": topic, "partition": 0, "offset": 2 * int(e.pos) + n, "tstype": "create",
+                                      "ts": ms, "broker": 1, "key": None}
+            if key is not None:
+                connect = avro.key_connect(e.table)
+                key_id = avro.register(connect, f"{topic}-key")
+                record["key"] = avro_json(avro.schemas[key_id], datum(connect, key), short_names=short_names)
+                record["key_schema_id"] = key_id
+            record["payload"] = None
+            if value is not None:
+                connect = avro.envelope_connect(e.table)
+                value_id = avro.register(connect, f"{topic}-value")
+                record["payload"] = avro_json(avro.schemas[value_id], envelope_datum(connect, value),
+                                              short_names=short_names)
+                record["value_schema_id"] = value_id
+            lines.append(_dump(record))
+    return "".join(line + "\n" for line in lines)

@@ -210,7 +210,7 @@ def test_every_value_kind_reads_as_exact_text_through_the_real_schema():
         "id": T.LongType(), "big": T.DecimalType(20, 0), "price": T.DecimalType(10, 2), "ratio": T.DoubleType(),
         "name": T.StringType(), "latin": T.StringType(), "created": T.TimestampType(), "born": T.DateType(),
         "at": T.TimestampNTZType(), "span": T.StringType(), "yr": T.LongType(), "zoned": T.TimestampType(),
-        "blob": T.StringType(), "doc": T.StringType(), "shape": T.StringType(), "shape_text": T.StringType(),
+        "blob": T.BinaryType(), "doc": T.StringType(), "shape": T.StringType(), "shape_text": T.StringType(),
         "gone": T.StringType(), "nothing": T.StringType(), "nul": T.StringType(),  # from the MySQL type code
     }
 
@@ -307,7 +307,7 @@ def test_every_value_kind_applies_with_its_type(spark, tmp_path):
         "id": 1, "big": Decimal("18446744073709551615"), "price": Decimal("17520.00"), "ratio": 0.1, "name": "中文",
         "latin": "café", "created": dt.datetime(2023, 10, 11, 0, 33, 28, 123456, tzinfo=dt.timezone.utc),
         "born": dt.date(2023, 10, 11), "at": dt.datetime(2023, 10, 11, 8, 33, 28, 500000), "span": "-838:59:59",
-        "yr": 2023, "zoned": dt.datetime(2023, 10, 11, 0, 33, 28, tzinfo=dt.timezone.utc), "blob": "AAH/",
+        "yr": 2023, "zoned": dt.datetime(2023, 10, 11, 0, 33, 28, tzinfo=dt.timezone.utc), "blob": b"\x00\x01\xff",
         "doc": '{"a": 1}', "shape": "AQEA", "shape_text": "POINT(1 2)", "nothing": None, "nul": None,
     }  # "gone" was never given a value: no column
 

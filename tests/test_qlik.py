@@ -139,8 +139,8 @@ def test_a_mask_bit_beyond_the_columns_is_refused():
         ("NUMERIC", 0, 4, T.DecimalType(38, 4)), ("NUMERIC", 40, 2, T.StringType()),
         ("REAL4", 0, 0, T.FloatType()), ("REAL8", 0, 0, T.DoubleType()), ("BOOLEAN", 0, 0, T.BooleanType()),
         ("DATE", 0, 0, T.DateType()), ("DATETIME", 0, 0, T.TimestampNTZType()), ("TIME", 0, 0, T.StringType()),
-        ("STRING", 0, 0, T.StringType()), ("WSTRING", 0, 0, T.StringType()), ("BYTES", 0, 0, T.StringType()),
-        ("BLOB", 0, 0, T.StringType()), ("CLOB", 0, 0, T.StringType()), ("NCLOB", 0, 0, T.StringType()),
+        ("STRING", 0, 0, T.StringType()), ("WSTRING", 0, 0, T.StringType()), ("BYTES", 0, 0, T.BinaryType()),
+        ("BLOB", 0, 0, T.BinaryType()), ("CLOB", 0, 0, T.StringType()), ("NCLOB", 0, 0, T.StringType()),
     ],
 )
 def test_metadata_types_map_to_exact_spark_types(kind, precision, scale, expected):

@@ -86,6 +86,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from lakecdc.decoders._debezium_ddl import declared_rows, history, order_of, table_changes, table_of
 from lakecdc.decoders._kafka_connect import (
     MISSING,
     ImageReader,
@@ -223,37 +224,40 @@ def transaction_marker(payload: Mapping[str, Any], extra: Sequence[tuple[str, st
     return marker._replace(txid=str(payload.get("id")))
 
 
-def _history(payload: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The schema-change record itself: the payload, or the ``historyRecord`` text it embeds."""
-    if payload.get("tableChanges") is None and isinstance(payload.get("historyRecord"), str):
-        try:
-            inner = json.loads(payload["historyRecord"])
-        except ValueError:
-            return payload
-        return inner if isinstance(inner, Mapping) else payload
-    return payload
-
-
 def schema_change(payload: Mapping[str, Any], settings: Settings, extra: Sequence[tuple[str, str | None]] = ()) -> Row:
-    """A schema-change record: skipped (no row change), but its first table change names the table
-    (``"db"."schema"."table"`` ids: the last two parts, as data events name tables) and gives
-    its key columns (``primaryKeyColumnNames``) with an order (``source.ts_ms``), so that a run
-    holding the DDL and then rows without key lines knows the keys. Columns come from the rows."""
-    record = _history(payload)
-    changes = [c for c in record.get("tableChanges") or [] if isinstance(c, Mapping)]
+    """A schema-change record: skipped (no row change), named by its first table change (its
+    ``id``'s last parts, as data events name tables), with its key columns
+    (``primaryKeyColumnNames``) ordered by ``source.ts_ms``, so that a run holding the DDL and then
+    rows without key lines knows the keys, and its columns as an ``after`` image of NULLs (by
+    ``position``) that the pipeline adds to the table: see :mod:`lakecdc.decoders._debezium_ddl`."""
+    record = history(payload)
+    changes = table_changes(payload)
     source = payload.get("source") if isinstance(payload.get("source"), Mapping) else {}
     ddl = _text(record.get("ddl"))
-    first = changes[0] if changes else {}
-    ident = _text(first.get("id")) or ""
-    parts = [p.strip('"`[]') for p in re.findall(r'"[^"]*"|`[^`]*`|\[[^\]]*\]|[^.]+', ident)]
-    table = ".".join(parts[-2:]) if parts and not settings.table_name else None
-    spec = first.get("table") if isinstance(first.get("table"), Mapping) else {}
-    keys = [str(k) for k in spec.get("primaryKeyColumnNames") or []] or None
-    ts = _text(source.get("ts_ms", payload.get("ts_ms")))  # numbers arrive as exact text (Num)
+    first = changes[0] if changes else None
+    table = table_of(first.ident, connector_of(source)) if first and not settings.table_name else None
     row = skipped("schema change", table=table, extra=[("ddl", ddl), *extra])
-    if table and keys and ts is not None and ts.isdigit():
-        row = row._replace(keys=keys, op_ts=int(ts) * 1000, pos="")
+    if first is None or not table:
+        return row
+    if first.kind != "DROP" and first.columns:
+        row = row._replace(after=[(c.name, None) for c in first.columns])
+    ts = _text(source.get("ts_ms", payload.get("ts_ms")))  # numbers arrive as exact text (Num)
+    if first.keys and ts is not None and ts.isdigit():
+        row = row._replace(keys=list(first.keys), op_ts=int(ts) * 1000, pos="")
     return row
+
+
+def schema_change_types(payload: Mapping[str, Any], settings: Settings) -> Iterator[tuple[str, str, str]]:
+    """The declared-types rows (:func:`~lakecdc.decoders._debezium_ddl.declared_rows`) of a
+    schema-change record, ordered by the connector's position, then the time (none with the
+    ``tableName`` option: the record names no table then)."""
+    if settings.table_name:
+        return
+    source = payload.get("source") if isinstance(payload.get("source"), Mapping) else {}
+    connector = connector_of(source)
+    pos, _positional = connector_position(source, connector, "I")
+    order = order_of(pos, op_ts_micros(payload, source))
+    yield from declared_rows(table_changes(payload), connector, order)
 
 
 def skipped(reason: str, *, table: str | None = None, extra: Sequence[tuple[str, str | None]] = ()) -> Row:
@@ -396,6 +400,8 @@ _FILE_NUMBER = re.compile(r"(.*?)(\d+)")
 def sortable(value: Any) -> str:
     """One position part as fixed-width text: a number zero-padded to 20 digits, an LSN
     (``00000025:00000d98:00a2``) to 16 lower-case hex digits per part, other text as it is."""
+    if type(value) is str and value.isdigit():  # the common case, fast
+        return value.rjust(_NUM_WIDTH, "0")
     text = _text(value)
     if text is None:
         return ""
@@ -538,13 +544,26 @@ def key_columns(key: Key | None, connector: str, settings: Settings, parse: Any)
     return out
 
 
+#: ``source.<member>`` per member name of the source blocks seen (made once: a hot path)
+_SOURCE_NAMES: dict[str, str] = {}
+
+
+def _source_name(member: str) -> str:
+    name = f"source.{member}"
+    if len(_SOURCE_NAMES) < 4096:
+        _SOURCE_NAMES[member] = name
+    return name
+
+
 def _source_pairs(payload: Mapping[str, Any], source: Mapping[str, Any], kafka: Pairs) -> Pairs:
-    out: Pairs = [(f"source.{k}", _source_text(v)) for k, v in source.items()]
+    names = _SOURCE_NAMES
+    out: Pairs = [(names.get(k) or _source_name(k), v if v is None or type(v) is str else _source_text(v))
+                  for k, v in source.items()]
     for name in ("ts_ms", "ts_us", "ts_ns"):
         if payload.get(name) is not None:
             out.append((name, _source_text(payload[name])))
     tx = payload.get("transaction")
-    if isinstance(tx, Mapping):
+    if tx is not None and isinstance(tx, Mapping):  # (None first: an ABC check is slow)
         out += [(f"transaction.{k}", _source_text(v)) for k, v in tx.items()]
     out += kafka
     return out
@@ -600,7 +619,7 @@ def decode_value(
     ``before``/``after`` readers of ``schema`` made once (:func:`image_readers`), for a caller
     that decodes many records of one schema object.
     """
-    schema_name = schema.get("name") if isinstance(schema, Mapping) else None
+    schema_name = schema.get("name") if schema is not None and isinstance(schema, Mapping) else None
 
     def hint() -> str | None:
         return name_from_topic(topic, settings) or name_from_topic(key.schema_name if key else None, settings)
@@ -664,7 +683,7 @@ def _envelope(
     else:
         seq = pos if positional else None
     tx = payload.get("transaction")
-    txid = _text(tx.get("id")) if isinstance(tx, Mapping) else None
+    txid = _text(tx.get("id")) if tx is not None and isinstance(tx, Mapping) else None
     txid = txid or _text(source.get("txId"))
     keys = _key_names(kcols, after or before)
     return Row(table=table, op=op, op_ts=op_ts, pos=pos, seq=seq, txid=txid, keys=keys,

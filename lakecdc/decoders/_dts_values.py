@@ -34,6 +34,7 @@ from lakecdc.decoders._kafka_connect import RecordError
 MYSQL_LONG = frozenset({1, 2, 3, 9, 13})
 MYSQL_WIDE = frozenset({8, 16})
 _STRING = T.StringType()
+_BINARY = T.BinaryType()
 _EPOCH = dt.datetime(1970, 1, 1)
 _OFFSET = re.compile(r"^(?:GMT|UTC)?([+-])(\d{1,2})(?::?(\d{2}))?$")
 
@@ -102,10 +103,12 @@ class Values:
         if kind == "Float":
             return double_text(float(value["value"])), T.DoubleType()
         if kind == "Character":
-            return self._character(value), _STRING
+            return self._character(value), (_BINARY if _is_binary(value) else _STRING)
         if kind in ("TextObject", "TextGeometry"):
             return str(value["value"]), _STRING
-        if kind in ("BinaryObject", "BinaryGeometry"):
+        if kind == "BinaryObject":
+            return base64.b64encode(bytes(value["value"])).decode("ascii"), _BINARY
+        if kind == "BinaryGeometry":  # WKB, kept as base64 text like Debezium's geometries
             return base64.b64encode(bytes(value["value"])).decode("ascii"), _STRING
         if kind == "Timestamp":
             return _timestamp_text(value["timestamp"], value.get("millis")), T.TimestampType()
@@ -113,6 +116,27 @@ class Values:
             return self._datetime(value)
         if kind == "TimestampWithTimeZone":
             return self._zoned(value)
+        raise ValueProblem("is not a DTS value kind")
+
+    def text(self, kind: str, value: Any) -> Any:
+        """The text (or None) of one union member: :meth:`render` without the type, for the rows
+        (types are asked for once per input, text once per value)."""
+        if kind == "Character":
+            return self._character(value)
+        if kind == "Integer" or kind == "Decimal":
+            return str(value["value"])
+        if kind == "DateTime":
+            return datetime_text(value, nanos=self.nanos)[0]
+        if kind == "Float":
+            return double_text(float(value["value"]))
+        if kind in ("TextObject", "TextGeometry"):
+            return str(value["value"])
+        if kind in ("BinaryObject", "BinaryGeometry"):
+            return base64.b64encode(bytes(value["value"])).decode("ascii")
+        if kind == "Timestamp":
+            return _timestamp_text(value["timestamp"], value.get("millis"))
+        if kind == "TimestampWithTimeZone":
+            return self._zoned(value)[0]
         raise ValueProblem("is not a DTS value kind")
 
     def _integer_type(self, type_number: int) -> T.DataType:
@@ -153,6 +177,11 @@ class Values:
         return f"{text}{offset}", (_STRING if _sub_micro(local, self.nanos) else T.TimestampType())
 
 
+def _is_binary(value: Mapping[str, Any]) -> bool:
+    """A ``Character`` of the ``binary`` character set (MySQL BINARY/VARBINARY): bytes, not text."""
+    return str(value.get("charset") or "").strip().lower() == "binary"
+
+
 def _decimal_type(precision: Any, scale: Any) -> T.DataType:
     if isinstance(precision, int) and isinstance(scale, int) and 0 < precision <= 38 and 0 <= scale <= precision:
         return T.DecimalType(precision, scale)
@@ -190,13 +219,14 @@ def _clock(h: int, mi: int | None, s: int | None) -> str:
 def datetime_text(value: Mapping[str, Any], *, nanos: bool = False) -> tuple[str | None, str]:
     """A DTS ``DateTime`` as ISO text of the pieces present, and its shape: ``timestamp``
     (``2023-10-11T08:33:28.123456``), ``date``, ``time`` (``-838:59:59``), ``year`` or ``other``."""
-    y, mo, d, h, mi, s, frac = (value.get(k) for k in ("year", "month", "day", "hour", "minute", "second", "millis"))
-    if all(v is None for v in (y, mo, d, h, mi, s, frac)):
-        return None, "null"
+    get = value.get
+    y, mo, d, h, mi, s, frac = get("year"), get("month"), get("day"), get("hour"), get("minute"), get("second"), get("millis")
     fraction = _fraction(frac, nanos=nanos)
-    if y is not None and mo is not None and d is not None:
+    if y is not None and mo is not None and d is not None:  # DATE and DATETIME first: the common ones
         date = f"{'-' if y < 0 else ''}{abs(y):04d}-{abs(mo):02d}-{abs(d):02d}"
         return (date, "date") if h is None else (f"{date}T{_clock(h, mi, s)}{fraction}", "timestamp")
+    if y is None and mo is None and d is None and h is None and mi is None and s is None and frac is None:
+        return None, "null"
     if h is not None:
         negative = any(isinstance(v, int) and v < 0 for v in (h, mi, s, frac))
         return f"{'-' if negative else ''}{_clock(h, mi, s)}{fraction}", "time"

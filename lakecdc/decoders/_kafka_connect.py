@@ -231,6 +231,8 @@ def column_text(value: Any, field: Mapping[str, Any] | None, placeholders: froze
     if name == DECIMAL:
         if isinstance(value, Num):
             return value
+        if type(value) is int:  # a JSON integer (msgspec gives ints, not Num)
+            return Num(value)
         scale = _int((field.get("parameters") or {}).get("scale", "0"), f"{what}: Decimal scale")
         return decimal_text(_unscaled(value, f"{what} (Decimal)"), scale)
     if name == VARIABLE_SCALE_DECIMAL:
@@ -265,8 +267,8 @@ def spark_type(field: Mapping[str, Any]) -> T.DataType | None:
     with p from ``connect.decimal.precision`` (else 38; a precision or scale above 38 stays a
     string); Date: date; Timestamp, MicroTimestamp, ZonedTimestamp: timestamp (UTC, microseconds);
     NanoTimestamp and every Time type: string (Spark has no nanoseconds and no time of day);
-    VariableScaleDecimal: inferred from the values (its scale varies per row); bytes (base64 text)
-    and geometries: string; everything else: string.
+    VariableScaleDecimal: inferred from the values (its scale varies per row); bytes and geometries
+    (their WKB): binary (the image text is base64, decoded when typed); everything else: string.
     """
     name = field.get("name")
     kind = field.get("type")
@@ -284,7 +286,9 @@ def spark_type(field: Mapping[str, Any]) -> T.DataType | None:
     if name in ("org.apache.kafka.connect.data.Timestamp", "io.debezium.time.Timestamp",
                 "io.debezium.time.MicroTimestamp", ZONED_TIMESTAMP):
         return T.TimestampType()
-    if name in _TIMESTAMPS or name in _TIMES or name in _GEOMETRY:
+    if name in _GEOMETRY:
+        return T.BinaryType()
+    if name in _TIMESTAMPS or name in _TIMES:
         return T.StringType()
     if kind in _INT_TYPES:
         return _INT_TYPES[kind]
@@ -296,6 +300,8 @@ def spark_type(field: Mapping[str, Any]) -> T.DataType | None:
         return T.FloatType()
     if kind == "boolean":
         return T.BooleanType()
+    if kind == "bytes" and name is None:
+        return T.BinaryType()
     return T.StringType()
 
 
@@ -310,7 +316,7 @@ def column_name(name: str, field: Mapping[str, Any] | None) -> str:
 
 def image_fields(schema: Mapping[str, Any] | None, image: str) -> dict[str, Mapping[str, Any]] | None:
     """The ``before``/``after`` struct's fields by name, from an envelope's Connect schema."""
-    if not isinstance(schema, Mapping):
+    if schema is None or not isinstance(schema, Mapping):
         return None
     for f in schema.get("fields") or ():
         if isinstance(f, Mapping) and f.get("field") == image and isinstance(f.get("fields"), list):
@@ -343,10 +349,17 @@ def column_converter(field: Mapping[str, Any] | None, placeholders: frozenset[st
         marks = frozenset(p.encode("utf-8") for p in placeholders)
 
         def decimal(value: Any) -> Any:
-            if type(value) is bytes:
+            kind = type(value)
+            if kind is bytes:
                 if value in marks:
                     return MISSING
                 return decimal_text(int.from_bytes(value, "big", signed=True), scale)
+            if kind is str and value not in placeholders:  # base64, as the JSON converter writes it
+                try:
+                    raw = binascii.a2b_base64(value, strict_mode=True)
+                except (binascii.Error, ValueError):
+                    return general(value)  # column_text names what is wrong
+                return decimal_text(int.from_bytes(raw, "big", signed=True), scale)
             return general(value)
 
         return decimal
@@ -381,6 +394,10 @@ class ImageReader:
         #: the objects hold every field, in schema order (records fastavro decodes with the
         #: schema): read by position
         self.ordered = tuple(self.columns.values()) if ordered else None
+        #: the field names in schema order: an object whose members are exactly these, in this
+        #: order (what the JSON converter writes), is read by position too
+        self.names = tuple(self.columns)
+        self.by_name = tuple(self.columns.values())
 
     def pairs(self, obj: Any, image: str) -> Pairs | None:
         """Same as ``image_pairs(obj, fields, placeholders, image)``."""
@@ -391,6 +408,9 @@ class ImageReader:
         ordered = self.ordered
         if ordered is not None and len(obj) == len(ordered):  # by position: every field, in order
             return [(column, text) for (column, convert), value in zip(ordered, obj.values(), strict=True)
+                    if (text := None if value is None else convert(value)) is not MISSING]
+        if tuple(obj) == self.names:  # every field, in schema order
+            return [(column, text) for (column, convert), value in zip(self.by_name, obj.values(), strict=True)
                     if (text := None if value is None else convert(value)) is not MISSING]
         out = []
         columns = self.columns
@@ -413,10 +433,33 @@ def image_pairs(obj: Any, fields: Mapping[str, Mapping[str, Any]] | None, placeh
         return None
     if not isinstance(obj, dict):
         raise RecordError(f"'{image}' is not an object: {compact_json(obj)[:80]}")
+    if not fields:
+        return _plain_pairs(obj, placeholders)
     out: Pairs = []
     for name, value in obj.items():
         f = fields.get(name) if fields else None
         text = column_text(value, f, placeholders, name)
         if text is not MISSING:
             out.append((column_name(name, f), text))
+    return out
+
+
+def _plain_pairs(obj: dict[str, Any], placeholders: frozenset[str]) -> Pairs:
+    """``image_pairs`` without a schema: strings and integers (the common values) inline, every
+    other value through :func:`column_text`."""
+    out: Pairs = []
+    append = out.append
+    for name, value in obj.items():
+        kind = type(value)
+        if value is None:
+            append((name, None))
+        elif kind is str or kind is Num:
+            if value not in placeholders:
+                append((name, value))
+        elif kind is int:
+            append((name, Num(value)))
+        else:
+            text = column_text(value, None, placeholders, name)
+            if text is not MISSING:
+                append((name, text))
     return out

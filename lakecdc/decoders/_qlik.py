@@ -15,6 +15,7 @@ itself is explained there; this module holds the rules:
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import re
@@ -32,6 +33,9 @@ OPERATIONS: dict[str, str] = {"REFRESH": "R", "INSERT": "I", "UPDATE": "U", "DEL
 _HEX = re.compile(r"[0-9A-Fa-f]+")
 _DIGITS = re.compile(r"[0-9]+")
 _COUNTER = re.compile(r"[0-9]{1,18}")
+#: column types whose values are bytes (JSON: hex digits; Avro: ``bytes``), typed binary
+BINARY_TYPES = frozenset({"BYTES", "BLOB"})
+_MASKS_KEPT = 4096  # distinct masks remembered per table version
 #: headers copied into ``source`` as text, in this order
 HEADER_NAMES = ("operation", "changeSequence", "timestamp", "streamPosition", "transactionId",
                 "transactionEventCounter", "transactionLastEvent", "externalSchemaId", "changeMask", "columnMask")
@@ -110,6 +114,28 @@ class TableVersion:
     def keys(self) -> tuple[str, ...]:
         """Primary-key (or unique-index) columns in key position order."""
         return tuple(c.name for c in sorted((c for c in self.columns if c.key_position > 0), key=lambda c: c.key_position))
+
+    @cached_property
+    def top_ordinal(self) -> int:
+        return max(c.ordinal for c in self.columns)
+
+    @cached_property
+    def mask_names(self) -> dict[int, list[str]]:
+        """Masks met so far and their columns (:func:`mask_columns`; a version's messages repeat
+        a few masks)."""
+        return {}
+
+    @cached_property
+    def binary_columns(self) -> frozenset[str]:
+        """Columns of a binary type (:data:`BINARY_TYPES`)."""
+        return frozenset(c.name for c in self.columns if c.type in BINARY_TYPES)
+
+    @cached_property
+    def ordinal_mask(self) -> str:
+        """The ordinals this version has, as a mask in hex (``0FFF`` for ordinals 1..12): what a
+        ``columnMask``/``changeMask`` of its messages may set (``source['version_mask']``)."""
+        bits = sum(1 << (c.ordinal - 1) for c in self.columns)
+        return f"{bits:0{-(-bits.bit_length() // 8) * 2}X}"
 
     @property
     def layout(self) -> tuple[tuple[tuple[str, int], ...], tuple[str, ...]]:
@@ -240,6 +266,8 @@ def spark_type(column: Column) -> T.DataType:
         if p <= 0 and 0 <= s <= 38:  # no declared precision: the widest exact decimal of its scale
             return T.DecimalType(38, s)
         return T.StringType()  # more than 38 digits: exact text
+    if kind in BINARY_TYPES:
+        return T.BinaryType()
     return {
         "REAL4": T.FloatType(), "REAL8": T.DoubleType(), "BOOLEAN": T.BooleanType(),
         "DATE": T.DateType(), "DATETIME": T.TimestampNTZType(),
@@ -283,12 +311,17 @@ def mask_columns(mask: int, tv: TableVersion, name: str, raw: Any) -> list[str]:
 
     A bit above the last ordinal means the message was not written with this version.
     """
-    top = max(c.ordinal for c in tv.columns)
-    if mask >> top:
+    known = tv.mask_names.get(mask)
+    if known is not None:
+        return known
+    if mask >> tv.top_ordinal:
         raise BadRecord(
             f"'{name}' '{mask_text(raw)}' marks ordinal {mask.bit_length()}, but {tv.table} version {tv.version} "
             f"has {len(tv.columns)} column(s): the message was not written with that metadata", tv.table)
-    return [c.name for c in tv.columns if mask >> (c.ordinal - 1) & 1]
+    found = [c.name for c in tv.columns if mask >> (c.ordinal - 1) & 1]
+    if len(tv.mask_names) < _MASKS_KEPT:
+        tv.mask_names[mask] = found
+    return found
 
 
 # -- finding a data message's table version -------------------------------------------------------
@@ -306,6 +339,7 @@ class DataMessage:
     topic: str | None = None
     key: str | None = None  # the Kafka key as text
     extra: Pairs = field(default_factory=list)  # kafka.* pairs
+    hex_bytes: bool = False  # binary values are hex digits (JSON), not base64 already (Avro)
 
     def columns(self) -> frozenset[str]:
         return frozenset({*(self.data or {}), *(self.before or {})})
@@ -393,6 +427,8 @@ class Catalog:
 
 
 def header_text(value: Any) -> str | None:
+    if type(value) is str:  # the common case, first
+        return value
     if isinstance(value, (bytes, bytearray)):
         return mask_text(value)
     text = plain_text(value)
@@ -415,7 +451,7 @@ def data_row(m: DataMessage, catalog: Catalog) -> Row:
                         "or DELETE)", catalog.hint(m))
     tv = catalog.version_for(m)
     for image, values in (("data", m.data), ("beforeData", m.before)):
-        extra = sorted(set(values or {}) - tv.names)
+        extra = sorted(set(values) - tv.names) if values and not tv.names.issuperset(values) else None
         if extra:
             raise BadRecord(f"'{image}' has column(s) {', '.join(extra)} that {tv.table} version {tv.version} "
                             "does not have: the message was not written with that metadata", tv.table)
@@ -429,15 +465,38 @@ def data_row(m: DataMessage, catalog: Catalog) -> Row:
         raise BadRecord(f"headers.transactionEventCounter '{counter}' is not a whole number", tv.table)
     present, changed = _masks(h, tv)
     keep = frozenset(present) if present is not None else None
-    before, after = _images(op, operation, _image(m.data, keep), _image(m.before, keep), tv.table)
+    data, before_data = m.data, m.before
+    if m.hex_bytes and tv.binary_columns:
+        data, before_data = _hex_to_base64(data, tv, "data"), _hex_to_base64(before_data, tv, "beforeData")
+    before, after = _images(op, operation, _image(data, keep), _image(before_data, keep), tv.table)
     source: Pairs = [(name, header_text(h.get(name))) for name in HEADER_NAMES if name in h]
     source += [("changed_columns", ",".join(changed) if changed is not None else None),
                ("present_columns", ",".join(present) if present is not None else None),
+               ("version_mask", tv.ordinal_mask if present is not None or changed is not None else None),
                ("table_version", str(tv.version)), ("schema_id", tv.schema_id),
                ("messageSchemaId", m.schema_id), *m.extra]
     txid = header_text(h.get("transactionId")) or None
     return Row(tv.table, op, header_text(h.get("timestamp")) or None, sequence or None, counter, None, txid,
                list(tv.keys) or None, before, after, [(k, v) for k, v in source if v not in (None, "")], None)
+
+
+def _hex_to_base64(values: Mapping[str, str | None] | None, tv: TableVersion, image: str) -> Mapping[str, str | None] | None:
+    """``values`` with the binary columns' hex digits (how Replicate's JSON writes bytes) as base64
+    (how lakecdc's images carry bytes, :mod:`lakecdc.columns`)."""
+    if values is None:
+        return None
+    out = dict(values)
+    for column in tv.binary_columns:
+        text = out.get(column)
+        if text is None:
+            continue
+        try:
+            out[column] = base64.b64encode(bytes.fromhex(text)).decode("ascii")
+        except ValueError:
+            raise BadRecord(f"'{image}.{column}' ({next(c.type for c in tv.columns if c.name == column)}) "
+                            f"'{text[:40]}' is not hexadecimal (Replicate writes bytes as hex digits in JSON)",
+                            tv.table) from None
+    return out
 
 
 def _masks(h: Mapping[str, Any], tv: TableVersion) -> tuple[list[str] | None, list[str] | None]:
@@ -473,8 +532,10 @@ def text_image(values: Any, name: str) -> dict[str, str | None] | None:
         raise BadRecord(f"'{name}' is not an object: {compact_json(values)[:80]}")
     out: dict[str, str | None] = {}
     for k, v in values.items():
-        text = plain_text(v)
-        out[str(k)] = None if text is None else str(text)
+        if type(v) is not str and v is not None:  # numbers, booleans, objects: their exact text
+            text = plain_text(v)
+            v = None if text is None else str(text)
+        out[k] = v
     return out
 
 

@@ -88,7 +88,8 @@ def data_message(body: Any, schema_id: Any, *, topic: str | None, key: str | Non
         raise BadRecord("data message: 'headers' missing (expected operation, changeSequence, timestamp, ...)")
     sid = None if schema_id is None else str(schema_id).strip() or None
     return DataMessage(headers, text_image(body.get("data"), "data"), text_image(body.get("beforeData"), "beforeData"),
-                       schema_id=sid, named_table=named_table(body), topic=topic, key=key, extra=list(extra or []))
+                       schema_id=sid, named_table=named_table(body), topic=topic, key=key, extra=list(extra or []),
+                       hex_bytes=True)
 
 
 def json_value(text: str) -> tuple[Decoded, Pairs, str | None, str | None]:

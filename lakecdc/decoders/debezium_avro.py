@@ -57,13 +57,11 @@ fallback only when ``source`` names no table. Column names are the field names (
 * ``framing=single``: each (non-OCF) file is one wire-format message.
 
 **Schemas** (option ``schemaDirectory``, needed for wire-format messages, a directory or one JSON
-file): ``<id>.avsc`` files (the schema whose id is the file name), and schema-registry exports:
-``*.json`` files each holding what ``curl $REGISTRY/subjects/<subject>/versions/<version>``
-returns (``{"subject", "version", "id", "schema": "<the schema as JSON text>"}``), a list of such
-objects (``curl $REGISTRY/schemas``), or ``{"schema": ...}`` as ``/schemas/ids/<id>`` returns it,
-in a file named ``<id>.json``. Non-Avro entries (``schemaType`` JSON/PROTOBUF) are skipped; schema
-references are refused. The subject (``<topic>-value``) names the topic for messages that name
-no table otherwise. OCF files need no directory.
+file): ``<id>.avsc`` files and schema-registry exports (``/subjects/<subject>/versions/<n>``
+objects, lists of them, ``/schemas/ids/<id>``), schema ``references`` resolved by subject and
+version from the same export: see :mod:`lakecdc.decoders._debezium_registry`. The subject
+(``<topic>-value``) names the topic for messages that name no table otherwise. OCF files need no
+directory. How files are cut and framed: :mod:`lakecdc.decoders._kafka_files`.
 
 **Options**: as ``debezium-json`` (``sequenceBy``, ``tableName``,
 ``unavailable.value.placeholder``, ``topic.prefix``, and the Debezium properties it ignores),
@@ -75,7 +73,9 @@ Converter properties (``schema.registry.url``, ``key.converter``, ``value.conver
 **Types** (:meth:`DebeziumAvroDecoder.column_types`): from the writer schemas' ``after``/``before``
 records, with the Kafka Connect types of :func:`lakecdc.decoders._kafka_connect.spark_type`
 (Decimal: ``decimal(p, s)``; MicroTimestamp: ``timestamp``; ...), per table as the records name
-it. ``VariableScaleDecimal`` columns are inferred from their values (:meth:`variant_images`).
+it; columns only a schema-change record names (``tableChanges``) take the DDL's type (see
+:mod:`lakecdc.decoders._debezium_ddl`). ``VariableScaleDecimal`` columns are inferred from their
+values (:meth:`variant_images`).
 
 **Bad input** does not stop the batch: a message with the wrong magic byte, an unknown schema
 id, too few bytes (a cut length prefix, a short header), bytes the schema does not read exactly,
@@ -87,35 +87,17 @@ Decoding runs in the executors (``mapInArrow``, fastavro).
 
 from __future__ import annotations
 
-import base64
-import binascii
 import functools
-import io
-import itertools
-import json
-import mmap
 import os
-import struct
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import pyarrow as pa
-from fastavro import parse_schema, schemaless_reader
+from fastavro import parse_schema
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakecdc.decoders._avro import (
-    MAGIC,
-    Mismatch,
-    iter_length_prefixed,
-    iter_ocf_blocks,
-    plan_ocf_splits,
-    read_at,
-    read_ocf_header,
-    text_converter,
-)
+from lakecdc.decoders._avro import MAGIC, Mismatch, plan_ocf_splits, read_at, read_ocf_header, text_converter
 from lakecdc.decoders._debezium import (
     SETTINGS_OPTIONS,
     Images,
@@ -125,15 +107,22 @@ from lakecdc.decoders._debezium import (
     decode_value,
     envelope_table,
     failed,
-    gc_paused,
     image_readers,
     name_from_topic,
     non_row_reason,
+    schema_change_types,
     settings_from_options,
     skipped,
 )
+from lakecdc.decoders._debezium_ddl import merge_declared
+from lakecdc.decoders._debezium_registry import (
+    Registry,
+    _pairs_as_key,
+    connect_schema,
+    load_registry,
+    without_logical_types,
+)
 from lakecdc.decoders._kafka_connect import (
-    DECIMAL,
     Num,
     Pairs,
     RecordError,
@@ -142,282 +131,38 @@ from lakecdc.decoders._kafka_connect import (
     image_fields,
     spark_type,
 )
-from lakecdc.decoders.base import Decoder
-from lakecdc.decoders.debezium_json import (
-    PARSED_SCHEMA,
-    DebeziumJsonDecoder,
-    _json_image,
-    _kafka_pairs,
-    _same_table,
-    canonical,
-    parse_json,
+from lakecdc.decoders._kafka_files import (
+    _HEADER,
+    _MIN_SPLIT,
+    _SIDECARS,
+    _TYPES_SCHEMA,
+    _VARIANT_SCHEMA,
+    DECODED_SCHEMA,
+    SPLIT_BYTES,
+    Message,
+    Out,
+    RowReader,
+    Split,
+    _first_byte,
+    _sidecar_of,
+    decode_batches,
+    kcat_message,
+    kcat_messages,
+    message_splits,
+    ocf_records,
+    read_messages,
+    type_batches,
+    variant_batches,
 )
+from lakecdc.decoders.base import Decoder
+from lakecdc.decoders.debezium_json import DebeziumJsonDecoder, _same_table, canonical, parse_json
 from lakecdc.errors import ConfigError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 FRAMINGS = ("auto", "length-prefixed", "single", "kcat")
-#: Upper bound of one task's share of a large file (OCF: cut at blocks; messages: at messages).
-SPLIT_BYTES = 128 << 20
-_MIN_SPLIT = 4 << 20
-_BATCH_ROWS = 4096
-_HEADER = 5  # magic byte + schema id
-_SIDECARS = (".keys.avro", ".headers.avro")
-_PREFIX = struct.Struct(">I")
 
-_MAP = pa.map_(pa.string(), pa.string())
-DECODED_SCHEMA = T.StructType(
-    [*PARSED_SCHEMA.fields, T.StructField("_offset", T.LongType()), T.StructField("_raw", T.StringType())]
-)
-_ARROW_DECODED = pa.schema(
-    [
-        ("_file", pa.string()), ("_block", pa.int64()), ("_row", pa.int64()),
-        ("x_table", pa.string()), ("x_op", pa.string()), ("x_op_ts", pa.int64()), ("x_pos", pa.string()),
-        ("x_seq", pa.string()), ("x_txid", pa.string()), ("x_keys", pa.list_(pa.string())),
-        ("x_before", _MAP), ("x_after", _MAP), ("x_source", _MAP), ("x_error", pa.string()),
-        ("_offset", pa.int64()), ("_raw", pa.string()),
-    ]
-)
-_TYPES_SCHEMA = T.StructType(
-    [T.StructField("table", T.StringType()), T.StructField("column", T.StringType()), T.StructField("type", T.StringType())]
-)
-_VARIANT_SCHEMA = T.StructType(
-    [T.StructField("table", T.StringType()), T.StructField("before", T.StringType()), T.StructField("after", T.StringType())]
-)
-
-
-# -- the schema directory ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Registry:
-    """Writer schemas by schema id, as ``schemaDirectory`` holds them."""
-
-    path: str
-    schemas: dict[int, Any] = field(default_factory=dict)
-    subjects: dict[int, str] = field(default_factory=dict)
-
-    def label(self, schema_id: int) -> str:
-        subject = self.subjects.get(schema_id)
-        return f"schema id {schema_id}" + (f" (subject {subject})" if subject else "")
-
-    def unknown(self, schema_id: int) -> str:
-        ids = sorted(self.schemas)
-        known = ", ".join(map(str, ids[:10])) + (", ..." if len(ids) > 10 else "")
-        return (f"schema id {schema_id} is not in schemaDirectory '{self.path}' "
-                f"({'ids ' + known if ids else 'which holds no schema'}); export it from the schema registry")
-
-    def topic(self, schema_id: int) -> str | None:
-        """The topic of a ``<topic>-value`` / ``<topic>-key`` subject (TopicNameStrategy)."""
-        subject = self.subjects.get(schema_id) or ""
-        for suffix in ("-value", "-key"):
-            if subject.endswith(suffix):
-                return subject[: -len(suffix)]
-        return None
-
-    def key_ids(self) -> frozenset[int]:
-        """Ids of record-key schemas (records named ``*.Key``)."""
-        return frozenset(i for i, s in self.schemas.items() if _pairs_as_key(_record_name(s)))
-
-
-def _record_name(schema: Any) -> str | None:
-    """The Connect name (else the Avro full name) of a record schema, else None."""
-    if isinstance(schema, list):
-        named = [b for b in schema if isinstance(b, dict)]
-        return _record_name(named[0]) if len(named) == 1 else None
-    if not isinstance(schema, dict) or schema.get("type") not in ("record", "error"):
-        return None
-    return schema.get("connect.name") or _qualified(schema, "")
-
-
-def _pairs_as_key(name: str | None) -> bool:
-    return bool(name) and name.endswith(".Key")  # type: ignore[union-attr]
-
-
-def _schema_id(text: str, where: Path) -> int:
-    if not text.isdigit():
-        raise ConfigError(f"debezium-avro: {where}: name the file by its schema id (e.g. 42.avsc), "
-                          "or export the registry's {\"id\", \"schema\"} objects as .json")
-    return int(text)
-
-
-def _entries(path: Path) -> Iterator[tuple[int, Any, str | None]]:
-    """``(id, schema, subject)`` of one schema file (see the module docstring)."""
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, OSError) as exc:
-        raise ConfigError(f"debezium-avro: {path}: not a JSON schema file: {exc}") from None
-    if path.suffix == ".avsc":
-        yield _schema_id(path.stem, path), doc, None
-        return
-    items = doc if isinstance(doc, list) and all(isinstance(d, dict) and "schema" in d for d in doc) else [doc]
-    for item in items:
-        if not (isinstance(item, dict) and "schema" in item):
-            yield _schema_id(path.stem, path), item, None  # the schema itself, in <id>.json
-            continue
-        if str(item.get("schemaType", "AVRO")).upper() != "AVRO":
-            continue
-        if item.get("references"):
-            raise ConfigError(f"debezium-avro: {path}: schema id {item.get('id')} has references, "
-                              "which lakecdc does not resolve")
-        raw_id = item.get("id")
-        schema_id = raw_id if isinstance(raw_id, int) and raw_id >= 0 else _schema_id(path.stem, path)
-        schema = item["schema"]
-        if isinstance(schema, str):
-            try:
-                schema = json.loads(schema)
-            except ValueError as exc:
-                raise ConfigError(f"debezium-avro: {path}: the 'schema' of id {schema_id} is not JSON: {exc}") from None
-        subject = item.get("subject")
-        yield schema_id, schema, subject if isinstance(subject, str) else None
-
-
-def load_registry(path: str) -> Registry:
-    """The schemas of ``path`` (a directory of ``.avsc``/``.json`` files, or one ``.json`` file).
-
-    Raises ConfigError naming the file for a file that is no schema, a file name that is no id,
-    or one id given two different schemas.
-    """
-    p = Path(path)
-    if p.is_dir():
-        files = sorted([*p.glob("*.avsc"), *p.glob("*.json")])
-    elif p.is_file():
-        files = [p]
-    else:
-        raise ConfigError(f"debezium-avro: schemaDirectory {path!r} does not exist")
-    schemas: dict[int, Any] = {}
-    subjects: dict[int, str] = {}
-    origin: dict[int, Path] = {}
-    for f in files:
-        for schema_id, schema, subject in _entries(f):
-            try:
-                parse_schema(schema, _write_hint=False)
-            except Exception as exc:
-                raise ConfigError(f"debezium-avro: {f}: schema id {schema_id} is not a valid Avro schema: {exc}") from None
-            if schema_id in schemas and _canonical(schemas[schema_id]) != _canonical(schema):
-                raise ConfigError(f"debezium-avro: {f}: schema id {schema_id} differs from the one in {origin[schema_id]}")
-            schemas[schema_id], origin[schema_id] = schema, f
-            if subject:
-                subjects.setdefault(schema_id, subject)
-    return Registry(str(p), schemas, subjects)
-
-
-def _canonical(schema: Any) -> str:
-    return json.dumps(schema, sort_keys=True, separators=(",", ":"))
-
-
-# -- Avro schemas as Kafka Connect schemas -------------------------------------------------------
-
-_PRIMITIVE = {"null": "null", "boolean": "boolean", "int": "int32", "long": "int64", "float": "float32",
-              "double": "float64", "bytes": "bytes", "string": "string"}
-#: Avro logical types without ``connect.name``: the Kafka Connect type that reads the same.
-_LOGICAL = {
-    "decimal": DECIMAL,
-    "date": "org.apache.kafka.connect.data.Date",
-    "time-millis": "org.apache.kafka.connect.data.Time",
-    "time-micros": "io.debezium.time.MicroTime",
-    "timestamp-millis": "org.apache.kafka.connect.data.Timestamp",
-    "timestamp-micros": "io.debezium.time.MicroTimestamp",
-    "timestamp-nanos": "io.debezium.time.NanoTimestamp",
-}
-
-
-def _qualified(schema: Mapping[str, Any], namespace: str) -> str:
-    name = str(schema.get("name", ""))
-    if "." in name:
-        return name
-    ns = schema.get("namespace", namespace)
-    return f"{ns}.{name}" if ns else name
-
-
-class _ToConnect:
-    """One Avro schema's types as Kafka Connect schemas (``{"type", "name", "parameters",
-    "optional", "fields": [{..., "field": name}]}``), named types resolved."""
-
-    def __init__(self) -> None:
-        self.named: dict[str, dict[str, Any]] = {}
-
-    def of(self, avro: Any, namespace: str = "") -> dict[str, Any]:
-        if isinstance(avro, list):
-            return self._union(avro, namespace)
-        if isinstance(avro, str):
-            if avro in _PRIMITIVE:
-                return {"type": _PRIMITIVE[avro]}
-            full = avro if "." in avro else f"{namespace}.{avro}" if namespace else avro
-            return self.named.get(full) or self.named.get(avro) or {"type": "unknown"}
-        if not isinstance(avro, dict):
-            return {"type": "unknown"}
-        kind = avro.get("type")
-        if isinstance(kind, (list, dict)):
-            return self.of(kind, namespace)
-        if kind in ("record", "error"):
-            return self._record(avro, namespace)
-        if kind in ("enum", "fixed"):
-            out = self._props(avro, {"type": "string" if kind == "enum" else "bytes"})
-            self.named[_qualified(avro, namespace)] = out
-            return out
-        if kind == "array":
-            return self._props(avro, {"type": "array", "items": self.of(avro.get("items"), namespace)})
-        if kind == "map":
-            return self._props(avro, {"type": "map", "keys": {"type": "string"}, "values": self.of(avro.get("values"), namespace)})
-        if isinstance(kind, str) and kind in _PRIMITIVE:
-            return self._props(avro, {"type": _PRIMITIVE[kind]})
-        return self.of(kind, namespace) if isinstance(kind, str) else {"type": "unknown"}
-
-    def _union(self, branches: list[Any], namespace: str) -> dict[str, Any]:
-        real = [b for b in branches if b != "null" and not (isinstance(b, dict) and b.get("type") == "null")]
-        optional = len(real) < len(branches)
-        if len(real) == 1:
-            return {**self.of(real[0], namespace), "optional": optional}
-        return {"type": "union", "optional": optional}
-
-    def _record(self, avro: Mapping[str, Any], namespace: str) -> dict[str, Any]:
-        full = _qualified(avro, namespace)
-        out: dict[str, Any] = {"type": "struct", "name": avro.get("connect.name") or full, "fields": []}
-        self.named[full] = out
-        inner = full.rpartition(".")[0]
-        out["fields"] = [{**self.of(f.get("type"), inner), "field": str(f.get("name"))}
-                         for f in avro.get("fields") or () if isinstance(f, Mapping)]
-        params = avro.get("connect.parameters")
-        if isinstance(params, Mapping):
-            out["parameters"] = {str(k): str(v) for k, v in params.items()}
-        return out
-
-    @staticmethod
-    def _props(avro: Mapping[str, Any], out: dict[str, Any]) -> dict[str, Any]:
-        """Kafka Connect's type, logical name and parameters from the Avro properties."""
-        connect_type = avro.get("connect.type")
-        if isinstance(connect_type, str):
-            out["type"] = connect_type
-        logical = avro.get("logicalType")
-        name = avro.get("connect.name") or _LOGICAL.get(logical if isinstance(logical, str) else "")
-        raw = avro.get("connect.parameters")
-        params = {str(k): str(v) for k, v in raw.items()} if isinstance(raw, Mapping) else {}
-        if logical == "decimal":
-            params.setdefault("scale", str(avro.get("scale", 0)))
-            if not avro.get("connect.name") and "precision" in avro:
-                params.setdefault("connect.decimal.precision", str(avro["precision"]))
-        if name:
-            out["name"] = str(name)
-        if params:
-            out["parameters"] = params
-        return out
-
-
-def connect_schema(avro: Any) -> dict[str, Any]:
-    """The Kafka Connect schema an Avro writer schema stands for (see the module docstring)."""
-    return _ToConnect().of(avro)
-
-
-def without_logical_types(avro: Any) -> Any:
-    """``avro`` without ``logicalType``: fastavro then gives raw ints and bytes, read exactly by
-    :func:`~lakecdc.decoders._kafka_connect.column_text` through the Connect names."""
-    if isinstance(avro, dict):
-        return {k: without_logical_types(v) for k, v in avro.items() if k != "logicalType"}
-    if isinstance(avro, list):
-        return [without_logical_types(v) for v in avro]
-    return avro
 
 
 @dataclass(frozen=True)
@@ -477,42 +222,6 @@ class _Bad(RecordError):
     def __init__(self, reason: str, table: str | None = None) -> None:
         super().__init__(reason)
         self.table = table
-
-
-@dataclass(frozen=True)
-class Split:
-    """One task's share of the input."""
-
-    path: str
-    kind: str  # "ocf" | "messages" | "single" | "kcat" | "bad"
-    start: int = 0
-    end: int = 0
-    first_row: int = 0
-    keys: str | None = None  # an OCF file's keys file
-    note: str | None = None
-
-
-class Message(NamedTuple):
-    """One Kafka record of a message file: where it is, its value and key bytes, its metadata."""
-
-    row: int
-    offset: int
-    raw: bytes | str  # what the quarantine keeps
-    data: bytes | None  # the value's wire-format message; None or b"" for a null value
-    error: str | None = None
-    key: bytes | None = None
-    kafka: Pairs | None = None
-    topic: str | None = None
-
-
-class Out(NamedTuple):
-    """One output row: its place, the canonical row, and the raw bytes kept when it is bad."""
-
-    row: int
-    offset: int
-    value: Row
-    raw: bytes | str | None
-
 
 @dataclass
 class Reader:
@@ -717,18 +426,12 @@ class Reader:
 
     # -- declared types
     def types(self, split: Split) -> Iterator[tuple[str, str, str]]:
-        """The declared column types of the tables in the split: one record per schema read."""
+        """The declared column types of the tables in the split: one record per envelope schema
+        read, and every schema-change record's columns (see :mod:`lakecdc.decoders._debezium_ddl`)."""
         if split.kind == "bad":
             return
         if split.kind == "ocf":
-            with open(split.path, "rb") as fh:
-                header = read_ocf_header(fh)
-                plan = self.by_schema(("ocf", split.path), header.schema, split.path)
-                for _row, _offset, record, _error, _raw in self.ocf_records(fh, header, plan, split):
-                    table = self.table_of(plan, record, None)
-                    if table:
-                        yield from plan.declared(table)
-                        return
+            yield from self._ocf_types(split)
             return
         done: set[int] = set()
         for m in self.messages(split):
@@ -743,215 +446,32 @@ class Reader:
             except RecordError:
                 done.add(schema_id)
                 continue
+            if self._schema_change(plan, record):
+                yield from schema_change_types(record, self.settings)
+                continue
             table = self.table_of(plan, record, m.topic)
             if table or not (isinstance(record, dict) and "op" in record):
                 done.add(schema_id)
             if table:
                 yield from plan.declared(table)
 
+    def _ocf_types(self, split: Split) -> Iterator[tuple[str, str, str]]:
+        with open(split.path, "rb") as fh:
+            header = read_ocf_header(fh)
+            plan = self.by_schema(("ocf", split.path), header.schema, split.path)
+            for _row, _offset, record, _error, _raw in self.ocf_records(fh, header, plan, split):
+                if self._schema_change(plan, record):
+                    yield from schema_change_types(record, self.settings)
+                    continue
+                table = self.table_of(plan, record, None)
+                if table:
+                    yield from plan.declared(table)
+                    return
 
-def read_messages(split: Split) -> Iterator[Message]:
-    """The Kafka records of a ``messages`` (length-prefixed), ``single`` or ``kcat`` split."""
-    if split.kind == "kcat":
-        yield from kcat_messages(split)
-        return
-    with open(split.path, "rb") as fh:
-        if split.kind == "single":
-            data = fh.read()
-            yield Message(0, 0, data, data)
-            return
-        for n, frame in enumerate(iter_length_prefixed(fh, split.start)):
-            if frame.offset >= split.end:
-                return
-            yield Message(split.first_row + n, frame.offset, frame.payload, frame.payload, frame.error)
-
-
-def kcat_messages(split: Split) -> Iterator[Message]:
-    """The records of a kcat ``-J`` dump, one a non-blank line (``offset``: the line's byte offset)."""
-    offset = 0
-    with open(split.path, "rb") as fh:
-        for n, line in enumerate(fh):
-            at, offset = offset, offset + len(line)
-            if line.strip():
-                yield kcat_message(n, at, line.decode("utf-8", "replace").rstrip("\r\n"))
-
-
-def kcat_message(n: int, at: int, text: str) -> Message:
-    """One kcat ``-J`` line (0-based line ``n`` at byte ``at``): its base64 ``payload`` and ``key``
-    decoded, the other members kept as ``kafka.<name>`` pairs; ``error`` set when it is no such line."""
-    def bad(reason: str) -> Message:
-        return Message(n, at, text, None, f"line {n + 1}: {reason}")
-
-    try:
-        record = json.loads(text)
-    except ValueError as exc:
-        return bad(f"not a kcat JSON record: {exc}")
-    if not isinstance(record, dict) or "payload" not in record:
-        return bad("not a kcat -J record (expected topic, partition, offset, key, payload)")
-    for part in ("key_error", "payload_error"):
-        if record.get(part):
-            return bad(f"kcat could not read the record: {part} '{record[part]}'")
-    kafka = _kafka_pairs(record)
-    topic = record.get("topic") if isinstance(record.get("topic"), str) else None
-    raw_key, payload = record.get("key"), record.get("payload")
-    if raw_key is not None:
-        kafka.append(("kafka.key", raw_key if isinstance(raw_key, str) else compact_json(raw_key)))
-    if payload is not None and not isinstance(payload, str):
-        return bad("'payload' is not base64 text: lakecdc reads the wire-format bytes base64-encoded, "
-                   "not kcat's Avro deserialiser output (-s avro)")
-    data = _unbase64(payload) if payload is not None else None
-    if payload is not None and data is None:
-        return bad(f"'payload' is not base64: '{payload[:40]}'")
-    key = _unbase64(raw_key) if isinstance(raw_key, str) else None
-    return Message(n, at, text, data, None, key, kafka, topic)
-
-
-def ocf_records(fh: Any, header: Any, parsed: Any, split: Split, *,
-                return_record_name: bool = False) -> Iterator[tuple[int, int, Any, str | None, bytes]]:
-    """``(row, block offset, record, error, raw)`` of the records of an OCF split, read with the
-    fastavro schema ``parsed`` (``return_record_name``: union branches that are records as
-    ``(name, value)``); a bad block (or the rest of a block that stops reading) is one record with
-    ``error`` set."""
-    row = split.first_row
-    for block in iter_ocf_blocks(fh, header, split.start, split.end):
-        if block.error is not None:
-            yield row, block.offset, None, f"OCF block at byte offset {block.offset}: {block.error}", block.data
-            row += max(block.count, 1)
-            continue
-        bio = io.BytesIO(block.data)
-        for k in range(block.count):
-            at = bio.tell()
-            try:
-                record = schemaless_reader(bio, parsed, None, return_record_name=return_record_name)
-            except Exception as exc:
-                yield (row, block.offset, None, f"records {k}..{block.count - 1} of the OCF block at byte offset "
-                       f"{block.offset} cannot be read: {type(exc).__name__}: {exc}", block.data[at:])
-                row += block.count - k
-                break
-            yield row, block.offset, record, None, block.data[at : bio.tell()]
-            row += 1
-
-
-class RowReader(Protocol):
-    """What the ``mapInArrow`` bodies below need of a reader (:class:`Reader`, or another Avro
-    format's reader over the same :class:`Split` s)."""
-
-    def rows(self, split: Split) -> Iterator[Out]: ...
-
-    def types(self, split: Split) -> Iterator[tuple[str, str, str]]: ...
-
-
-def _unbase64(text: str) -> bytes | None:
-    try:
-        return base64.b64decode(text, validate=True)
-    except (binascii.Error, ValueError):
-        return None
-
-
-def _arrow_batch(path: str, block: int, outs: list[Out]) -> pa.RecordBatch:
-    rows = [o.value for o in outs]
-    cols = list(zip(*rows, strict=True)) if rows else [[] for _ in Row._fields]
-    raws = [None if o.value.error is None or o.raw is None else
-            (o.raw if isinstance(o.raw, str) else base64.b64encode(o.raw).decode("ascii")) for o in outs]
-    n = len(outs)
-    return pa.RecordBatch.from_arrays(
-        [
-            pa.array([path] * n, pa.string()), pa.array([block] * n, pa.int64()),
-            pa.array([o.row for o in outs], pa.int64()),
-            pa.array(cols[0], pa.string()), pa.array(cols[1], pa.string()), pa.array(cols[2], pa.int64()),
-            pa.array(cols[3], pa.string()), pa.array(cols[4], pa.string()), pa.array(cols[5], pa.string()),
-            pa.array(cols[6], pa.list_(pa.string())), pa.array(cols[7], _MAP), pa.array(cols[8], _MAP),
-            pa.array(cols[9], _MAP), pa.array(cols[10], pa.string()),
-            pa.array([o.offset for o in outs], pa.int64()), pa.array(raws, pa.string()),
-        ],
-        schema=_ARROW_DECODED,
-    )
-
-
-def _split_indices(batches: Iterator[pa.RecordBatch]) -> Iterator[int]:
-    for batch in batches:
-        yield from batch.column("id").to_pylist()
-
-
-def decode_batches(batches: Iterator[pa.RecordBatch], *, reader: RowReader, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` body: split numbers (``id``) to canonical rows (``x_*``, ``_offset``, ``_raw``);
-    the garbage collector paused while a batch is decoded (see :func:`gc_paused`)."""
-    for i in _split_indices(batches):
-        split = splits[i]
-        rows = reader.rows(split)
-        while True:
-            with gc_paused():
-                outs = list(itertools.islice(rows, _BATCH_ROWS))
-                if not outs:
-                    break
-                batch = _arrow_batch(split.path, split.start, outs)
-            yield batch
-
-
-def type_batches(batches: Iterator[pa.RecordBatch], *, reader: RowReader, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` body: the declared column types of the splits' tables."""
-    seen: set[tuple[str, str, str]] = set()
-    for i in _split_indices(batches):
-        with gc_paused():
-            seen.update(reader.types(splits[i]))
-    rows = sorted(seen)
-    yield pa.RecordBatch.from_pydict(
-        {"table": [r[0] for r in rows], "column": [r[1] for r in rows], "type": [r[2] for r in rows]},
-        schema=pa.schema([("table", pa.string()), ("column", pa.string()), ("type", pa.string())]),
-    )
-
-
-def variant_batches(batches: Iterator[pa.RecordBatch], *, reader: RowReader, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` body: good rows' ``table`` and images as JSON objects (numbers as numbers)."""
-    schema = pa.schema([("table", pa.string()), ("before", pa.string()), ("after", pa.string())])
-    for i in _split_indices(batches):
-        with gc_paused():
-            rows = [o.value for o in reader.rows(splits[i]) if o.value.op is not None and o.value.error is None]
-        yield pa.RecordBatch.from_pydict(
-            {"table": [r.table for r in rows], "before": [_json_image(r.before) for r in rows],
-             "after": [_json_image(r.after) for r in rows]},
-            schema=schema,
-        )
-
-
-# -- planning (driver) -----------------------------------------------------------------------------
-
-
-def message_splits(path: str, split_bytes: int, key_ids: frozenset[int]) -> list[tuple[int, int, int]]:
-    """``(start, end, first message number)`` of a length-prefixed file cut into about
-    ``split_bytes``, at message boundaries, never between a key message and its value."""
-    size = os.path.getsize(path)
-    if size <= split_bytes:
-        return [(0, size, 0)]
-    out: list[tuple[int, int, int]] = []
-    start = first = pos = n = 0
-    after_key = False
-    unpack = _PREFIX.unpack_from
-    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        while pos + 4 <= size:
-            if pos - start >= split_bytes and not after_key:
-                out.append((start, pos, first))
-                start, first = pos, n
-            (length,) = unpack(mm, pos)
-            body = pos + 4
-            after_key = (length >= _HEADER and body + _HEADER <= size and mm[body] == 0
-                         and unpack(mm, body + 1)[0] in key_ids)
-            pos = body + length
-            n += 1
-    out.append((start, size, first))
-    return out
-
-
-def _sidecar_of(path: str) -> str | None:
-    """A sink's keys file beside an OCF file of values (``x.avro`` -> ``x.keys.avro``)."""
-    base, ext = os.path.splitext(path)
-    keys = f"{base}.keys{ext or '.avro'}"
-    return keys if os.path.isfile(keys) else None
-
-
-def _first_byte(path: str) -> bytes:
-    with open(path, "rb") as fh:
-        return fh.read(64).lstrip()[:1]
+    @staticmethod
+    def _schema_change(plan: Plan, record: Any) -> bool:
+        return (plan.role == "value" and isinstance(record, dict) and "op" not in record
+                and non_row_reason(record, plan.name) == "schema change")
 
 
 class DebeziumAvroDecoder(Decoder):
@@ -1054,16 +574,9 @@ class DebeziumAvroDecoder(Decoder):
 
     def column_types(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> dict[str, dict[str, T.DataType]]:
         """Per table, the Spark type of each column its writer schemas declare (a column declared
-        with different types gets the type that holds them all, string when none does)."""
-        from lakecdc.columns import widest
-
-        rows = self._frame(spark, files, type_batches, _TYPES_SCHEMA).distinct().collect()
-        found: dict[str, dict[str, list[T.DataType]]] = {}
-        for r in rows:
-            found.setdefault(r["table"], {}).setdefault(r["column"], []).append(
-                T._parse_datatype_json_string(r["type"])  # noqa: SLF001 (pyspark's own parser)
-            )
-        return {t: {c: widest(ts) for c, ts in cols.items()} for t, cols in found.items()}
+        with different types gets the type that holds them all, string when none does), and of
+        the columns only schema-change records name (the latest one's type)."""
+        return merge_declared(self._frame(spark, files, type_batches, _TYPES_SCHEMA).distinct().collect())
 
     def variant_images(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
         """``table``, ``before``, ``after`` as ``map<string, variant>`` for the columns no schema
@@ -1073,4 +586,12 @@ class DebeziumAvroDecoder(Decoder):
         return df.select("table", F.from_json("before", vmap).alias("before"), F.from_json("after", vmap).alias("after"))
 
 
-__all__ = ["DebeziumAvroDecoder", "Registry", "connect_schema", "load_registry"]
+
+__all__ = [
+    # the decoder and its schema directory
+    "DebeziumAvroDecoder", "Plan", "Reader", "Registry", "connect_schema", "load_registry",
+    # moved to lakecdc.decoders._kafka_files, imported from here by dts-avro and qlik-avro
+    "DECODED_SCHEMA", "SPLIT_BYTES", "_MIN_SPLIT", "Message", "Out", "RowReader", "Split", "decode_batches",
+    "kcat_message", "kcat_messages", "message_splits", "ocf_records", "read_messages", "type_batches",
+    "variant_batches",
+]

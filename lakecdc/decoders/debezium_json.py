@@ -11,6 +11,12 @@
   already JSON, or base64 of it); a null payload is a tombstone. ``topic``, ``partition``,
   ``offset``, ``ts``, ``tstype`` and each header are kept in ``source`` as ``kafka.<name>``
   (``kafka.header.<name>``), and the key gives the primary-key columns;
+* kcat records whose key and value **kcat's own Avro deserialiser** rendered (``kcat -s avro -r
+  <registry> -J``: Avro's JSON encoding, unions wrapped as ``{"<type>": value}``, with
+  ``key_schema_id``/``value_schema_id``): read through the writer schemas of the
+  ``schemaDirectory`` option exactly as ``debezium-avro`` reads the binary messages, or without
+  it by their shape (a bytes value, maybe a Decimal, is then a per-record error): see
+  :mod:`lakecdc.decoders._debezium_avro_json`;
 * key and value records on alternating lines (a sink that writes both, as in the samples): a
   record that is a key (schema named ``*.Key``, or without schema a flat object that is no
   envelope) gives the primary-key columns of the **value on the next line** of the same file (when
@@ -29,7 +35,9 @@ transaction markers and schema changes skipped (``op`` and ``_error`` NULL, ``ta
 exact text from the Kafka Connect logical types; the unavailable-value placeholder as a missing
 column.
 
-Records are parsed in the executors (``mapInArrow``), numbers kept as their exact text. A record
+Records are parsed in the executors (``mapInArrow``, :mod:`lakecdc.decoders._debezium_lines`),
+numbers kept as their exact text, with msgspec and each distinct Connect schema text parsed once
+(:mod:`lakecdc.decoders._debezium_fastjson`). A record
 that is not valid JSON, has an unknown ``op``, lacks the image its op needs, or a value that does
 not fit its declared type is quarantined with the reason; the rest of the file applies.
 
@@ -37,8 +45,9 @@ not fit its declared type is quarantined with the reason; the rest of the file a
 map names such as ``source.commit_scn,source.scn,source.ssn``), ``tableName`` (``auto``: the
 connector's naming; or the ``source`` parts to join, e.g. ``db.schema.table``),
 ``unavailable.value.placeholder`` (Debezium's property; default ``__debezium_unavailable_value``)
-and ``topic.prefix`` (Debezium's property: stripped from topic and schema names when the source
-block names no table). Debezium converter and connector properties that change nothing here are
+``topic.prefix`` (Debezium's property: stripped from topic and schema names when the source
+block names no table) and ``schemaDirectory`` (Avro writer schemas by id, as ``debezium-avro``
+reads them: for kcat's Avro JSON). Debezium converter and connector properties that change nothing here are
 accepted and ignored (``schemas.enable``, ``decimal.handling.mode``, ``time.precision.mode``,
 ``binary.handling.mode``, ``tombstones.on.delete``, ...): what they change is read per record.
 
@@ -47,48 +56,54 @@ struct when messages carry one (see :func:`lakecdc.decoders._debezium.spark_type
 schema the pipeline infers them from the JSON values (integers: bigint; numbers with a fraction:
 decimal; booleans; everything else string), so use ``decimal.handling.mode=string`` or a
 schema for exact decimals (a schemaless ``precise`` decimal is base64 text and stays a string).
+Columns only a schema-change record names (``tableChanges``) take the DDL's type: see
+:mod:`lakecdc.decoders._debezium_ddl`.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import functools
 import hashlib
 import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import pyarrow as pa
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakecdc.changes import IMAGE_TYPE, default_seq
+from lakecdc.changes import default_seq
 from lakecdc.decoders._debezium import (
     UNAVAILABLE,
-    Key,
-    Row,
     Settings,
-    decode_value,
     envelope_table,
-    failed,
-    gc_paused,
-    looks_like_key,
-    name_from_topic,
     non_row_reason,
-    skipped,
+    schema_change_types,
 )
+from lakecdc.decoders._debezium_ddl import SCHEMALESS, merge_declared
+from lakecdc.decoders._debezium_lines import (
+    _KCAT,
+    LineReader,
+    _unwrap_connect,
+    decode_batches,
+    lines_of,
+    parse_json,
+)
+from lakecdc.decoders._debezium_lines import (
+    PARSED_SCHEMA as PARSED_SCHEMA,  # re-exported for the other decoders
+)
+from lakecdc.decoders._debezium_lines import _kafka_pairs as _kafka_pairs
+from lakecdc.decoders._debezium_lines import _kcat_part as _kcat_part
+from lakecdc.decoders._debezium_lines import _same_table as _same_table
 from lakecdc.decoders._kafka_connect import (
     Num,
     Pairs,
     RecordError,
     column_name,
-    compact_json,
     image_fields,
     placeholder_forms,
-    plain_text,
     spark_type,
 )
 from lakecdc.decoders._records import split_documents
@@ -98,29 +113,8 @@ from lakecdc.errors import ConfigError
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-_KCAT = ("topic", "partition", "offset")
-_KCAT_META = ("topic", "partition", "offset", "tstype", "ts", "broker")
-_MAP = pa.map_(pa.string(), pa.string())
+    from lakecdc.decoders._debezium_registry import Registry
 
-#: What the executors return per input line (``x_op_ts``: microseconds since 1970).
-PARSED_SCHEMA = T.StructType(
-    [
-        T.StructField("_file", T.StringType()),
-        T.StructField("_block", T.LongType()),
-        T.StructField("_row", T.LongType()),
-        T.StructField("x_table", T.StringType()),
-        T.StructField("x_op", T.StringType()),
-        T.StructField("x_op_ts", T.LongType()),
-        T.StructField("x_pos", T.StringType()),
-        T.StructField("x_seq", T.StringType()),
-        T.StructField("x_txid", T.StringType()),
-        T.StructField("x_keys", T.ArrayType(T.StringType())),
-        T.StructField("x_before", IMAGE_TYPE),
-        T.StructField("x_after", IMAGE_TYPE),
-        T.StructField("x_source", T.MapType(T.StringType(), T.StringType())),
-        T.StructField("x_error", T.StringType()),
-    ]
-)
 _TYPES_SCHEMA = T.StructType(
     [T.StructField("table", T.StringType()), T.StructField("column", T.StringType()), T.StructField("type", T.StringType())]
 )
@@ -129,185 +123,7 @@ _VARIANT_SCHEMA = T.StructType(
 )
 
 
-# -- JSON ------------------------------------------------------------------------------------------
-
-
-def parse_json(text: str, what: str = "record") -> Any:
-    """JSON with every number kept as its exact text (:class:`~lakecdc.decoders._debezium.Num`)."""
-    try:
-        return json.loads(text, parse_int=Num, parse_float=Num, parse_constant=Num)
-    except json.JSONDecodeError as exc:
-        raise RecordError(f"{what} is not valid JSON: {exc.msg} at column {exc.colno}") from None
-    except RecursionError:
-        raise RecordError(f"{what} is nested too deeply") from None
-
-
-def _unwrap_connect(value: Any) -> tuple[Any, Mapping[str, Any] | None]:
-    """``(payload, schema)`` of a Kafka Connect JSON value (``{"schema", "payload"}``) or a bare one."""
-    if isinstance(value, dict) and "payload" in value and "schema" in value and len(value) == 2:
-        schema = value["schema"]
-        return value["payload"], schema if isinstance(schema, dict) else None
-    return value, None
-
-
-def _kcat_part(raw: Any, what: str) -> Any:
-    """A kcat ``key``/``payload``: JSON text (or base64 of it), or JSON already."""
-    if not isinstance(raw, str):
-        return raw
-    try:
-        return parse_json(raw, what)
-    except RecordError as first:
-        try:
-            decoded = base64.b64decode(raw, validate=True).decode("utf-8")
-        except (binascii.Error, ValueError):
-            raise first from None
-        return parse_json(decoded, f"{what} (base64)")
-
-
-def _kafka_pairs(record: Mapping[str, Any]) -> Pairs:
-    out: Pairs = [(f"kafka.{k}", _meta_text(record.get(k))) for k in _KCAT_META if k in record]
-    headers = record.get("headers")
-    if isinstance(headers, dict):
-        out += [(f"kafka.header.{k}", None if v is None else str(v)) for k, v in headers.items()]
-    elif isinstance(headers, list):  # older kcat: [name, value, name, value, ...]
-        out += [(f"kafka.header.{headers[i]}", None if headers[i + 1] is None else str(headers[i + 1]))
-                for i in range(0, len(headers) - 1, 2)]
-    return out
-
-
-def _meta_text(value: Any) -> str | None:
-    text = plain_text(value)
-    return None if text is None else str(text)
-
-
-def _same_table(key: Key, schema: Mapping[str, Any] | None) -> bool:
-    """A key belongs to the next value unless both schemas name different tables (the part
-    before ``.Key`` / ``.Envelope``; seed 001's own key and value differ in the schema part)."""
-    value_name = schema.get("name") if isinstance(schema, Mapping) else None
-    key_name = key.schema_name
-    if not value_name or not key_name:
-        return True
-    return key_name.rsplit(".", 2)[-2:-1] == value_name.rsplit(".", 2)[-2:-1]
-
-
-# -- reading lines -----------------------------------------------------------------------------------
-
-
-class LineReader:
-    """Decodes the lines of one partition in order (a key line pairs with the next line)."""
-
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self.in_comment: str | None = None  # the file whose /* ... */ block is open
-        self.pending: tuple[str, int, Key] | None = None
-        self.paired = False  # whether the last value read took the pending key
-
-    def read_all(self, lines: list[tuple[str, str, int]]) -> list[Row]:
-        """The rows of consecutive lines; a key line that pairs with the next value is counted
-        under that value's table (its own schema name may spell the table otherwise)."""
-        out: list[Row] = []
-        for text, file, row in lines:
-            decoded = self.read(text, file, row)
-            if self.paired and out and decoded.table and out[-1].table != decoded.table:
-                out[-1] = out[-1]._replace(table=decoded.table)
-            out.append(decoded)
-        return out
-
-    def read(self, text: str, file: str, row: int) -> Row:
-        try:
-            return self._read(text, file, row)
-        except RecordError as exc:
-            return failed(str(exc))
-        except Exception as exc:  # one odd record must not fail the batch
-            return failed(f"could not read the record: {type(exc).__name__}: {exc}")
-
-    def _comment(self, text: str, file: str) -> bool:
-        stripped = text.strip()
-        if self.in_comment == file:
-            if "*/" in stripped:
-                self.in_comment = None
-            return True
-        self.in_comment = None
-        if stripped.startswith("/*"):
-            if "*/" not in stripped[2:]:
-                self.in_comment = file
-            return True
-        return stripped.startswith(("//", "*"))
-
-    def _read(self, text: str, file: str, row: int) -> Row:
-        pending, self.pending, self.paired = self.pending, None, False
-        if self._comment(text, file):
-            return skipped("comment")
-        record = parse_json(text)
-        if isinstance(record, dict) and all(k in record for k in _KCAT):
-            return self._kcat(record)
-        payload, schema = _unwrap_connect(record)
-        schema_name = schema.get("name") if schema else None
-        if isinstance(payload, dict) and "op" not in payload and non_row_reason(payload, schema_name) is None \
-                and looks_like_key(payload, schema_name):
-            key = Key(payload, schema, compact_json(payload))
-            self.pending = (file, row, key)
-            return skipped("key", table=name_from_topic(schema_name, self.settings), extra=[("key", key.text)])
-        key = None
-        if pending is not None and pending[0] == file and pending[1] == row - 1 and _same_table(pending[2], schema):
-            key, self.paired = pending[2], True
-        return decode_value(payload, schema, key=key, kafka=[], topic=None, settings=self.settings, parse=parse_json)
-
-    def _kcat(self, record: Mapping[str, Any]) -> Row:
-        kafka = _kafka_pairs(record)
-        topic = record.get("topic") if isinstance(record.get("topic"), str) else None
-        for part in ("key_error", "payload_error"):
-            if record.get(part):
-                raise RecordError(f"kcat could not deserialise the record: {part} '{record[part]}'")
-        key = None
-        raw_key = record.get("key")
-        if raw_key is not None:
-            try:
-                key_value, key_schema = _unwrap_connect(_kcat_part(raw_key, "kcat key"))
-            except RecordError:
-                key_value, key_schema = None, None  # a key that is no JSON names no columns
-            if isinstance(key_value, dict):
-                key = Key(key_value, key_schema, compact_json(key_value))
-            kafka.append(("kafka.key", raw_key if isinstance(raw_key, str) else compact_json(raw_key)))
-        payload, schema = _unwrap_connect(_kcat_part(record.get("payload"), "kcat payload"))
-        return decode_value(payload, schema, key=key, kafka=kafka, topic=topic, settings=self.settings, parse=parse_json)
-
-
-def _lines_of(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[pa.RecordBatch, list[tuple[str, str, int]]]]:
-    for batch in batches:
-        values = batch.column("value").to_pylist()
-        files = batch.column("_file").to_pylist()
-        rows = batch.column("_row").to_pylist()
-        yield batch, list(zip(values, files, rows, strict=True))
-
-
-def decode_batches(batches: Iterator[pa.RecordBatch], *, settings: Settings) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` body: lines (``value`` + origin columns) to canonical rows (``x_*``)."""
-    reader = LineReader(settings)
-    for batch, lines in _lines_of(batches):
-        with gc_paused():  # the collector's passes cost a third of the decoding (see gc_paused)
-            out = reader.read_all(lines)
-        cols = list(zip(*out, strict=True)) if out else [[] for _ in Row._fields]
-        yield pa.RecordBatch.from_arrays(
-            [
-                batch.column("_file"), batch.column("_block"), batch.column("_row"),
-                pa.array(cols[0], pa.string()), pa.array(cols[1], pa.string()), pa.array(cols[2], pa.int64()),
-                pa.array(cols[3], pa.string()), pa.array(cols[4], pa.string()), pa.array(cols[5], pa.string()),
-                pa.array(cols[6], pa.list_(pa.string())), pa.array(cols[7], _MAP), pa.array(cols[8], _MAP),
-                pa.array(cols[9], _MAP), pa.array(cols[10], pa.string()),
-            ],
-            schema=pa.schema([(f.name, _arrow_type(f.dataType)) for f in PARSED_SCHEMA.fields]),
-        )
-
-
-def _arrow_type(dtype: T.DataType) -> pa.DataType:
-    if isinstance(dtype, T.LongType):
-        return pa.int64()
-    if isinstance(dtype, T.ArrayType):
-        return pa.list_(pa.string())
-    if isinstance(dtype, T.MapType):
-        return _MAP
-    return pa.string()
+# -- JSON images ---------------------------------------------------------------------------------
 
 
 def _json_image(pairs: Pairs | None) -> str | None:
@@ -321,10 +137,11 @@ def _json_image(pairs: Pairs | None) -> str | None:
     return "{" + ",".join(parts) + "}"
 
 
-def variant_batches(batches: Iterator[pa.RecordBatch], *, settings: Settings) -> Iterator[pa.RecordBatch]:
+def variant_batches(batches: Iterator[pa.RecordBatch], *, settings: Settings,
+                    registry: Registry | None = None) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: good rows' ``table`` and images as JSON objects."""
-    reader = LineReader(settings)
-    for _batch, lines in _lines_of(batches):
+    reader = LineReader(settings, registry)
+    for _batch, lines in lines_of(batches):
         rows = [r for r in reader.read_all(lines) if r.op is not None and r.error is None]
         yield pa.RecordBatch.from_pydict(
             {"table": [r.table for r in rows], "before": [_json_image(r.before) for r in rows],
@@ -333,9 +150,11 @@ def variant_batches(batches: Iterator[pa.RecordBatch], *, settings: Settings) ->
         )
 
 
-def _types_of(text: str, settings: Settings) -> Iterator[tuple[str, str, str]]:
-    """``(table, column, Spark type JSON)`` declared by one line's value schema."""
-    if "schema" not in text:
+def _types_of(text: str, settings: Settings, *, find_schemaless: bool = False) -> Iterator[tuple[str, str, str]]:
+    """``(table, column, Spark type JSON)`` declared by one line's value schema, or by its
+    schema-change record (:func:`~lakecdc.decoders._debezium.schema_change_types`); with
+    ``find_schemaless``, ``("", "", SCHEMALESS)`` for a row message without schema."""
+    if not find_schemaless and "schema" not in text and "tableChanges" not in text and "historyRecord" not in text:
         return
     try:
         record = parse_json(text)
@@ -349,7 +168,15 @@ def _types_of(text: str, settings: Settings) -> Iterator[tuple[str, str, str]]:
         except RecordError:
             return
     payload, schema = _unwrap_connect(record)
-    if not schema or not isinstance(payload, dict) or not isinstance(payload.get("source"), dict):
+    if not isinstance(payload, dict):
+        return
+    if "op" not in payload and non_row_reason(payload, schema.get("name") if schema else None) == "schema change":
+        yield from schema_change_types(payload, settings)
+        return
+    if not isinstance(payload.get("source"), dict):
+        return
+    if not schema:
+        yield "", "", SCHEMALESS
         return
     table = envelope_table(payload["source"], schema.get("name"), topic, settings)
     if not table:
@@ -362,11 +189,15 @@ def _types_of(text: str, settings: Settings) -> Iterator[tuple[str, str, str]]:
 
 
 def type_batches(batches: Iterator[pa.RecordBatch], *, settings: Settings) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` body: the distinct declared column types of the partition."""
+    """``mapInArrow`` body: the distinct declared column types of the partition (and whether it
+    holds row messages without schema: looked for until one is found)."""
     seen: set[tuple[str, str, str]] = set()
+    schemaless = False
     for batch in batches:
         for text in batch.column("value").to_pylist():
-            seen.update(_types_of(text, settings))
+            for found in _types_of(text, settings, find_schemaless=not schemaless):
+                schemaless = schemaless or found[2] == SCHEMALESS
+                seen.add(found)
     rows = sorted(seen)
     yield pa.RecordBatch.from_pydict(
         {"table": [r[0] for r in rows], "column": [r[1] for r in rows], "type": [r[2] for r in rows]},
@@ -502,6 +333,7 @@ class DebeziumJsonDecoder(Decoder):
         "tableName": "auto",
         "unavailable.value.placeholder": UNAVAILABLE,
         "topic.prefix": "",
+        "schemaDirectory": "",
     }
     IGNORED_OPTIONS: ClassVar[frozenset[str]] = frozenset(
         {
@@ -521,6 +353,17 @@ class DebeziumJsonDecoder(Decoder):
             table_name=self._list("tableName"),
             topic_prefix=o["topic.prefix"].strip() or None,
         )
+        self._registry: Registry | None = None
+
+    def registry(self) -> Registry | None:
+        """The ``schemaDirectory``'s Avro writer schemas (read once, as ``debezium-avro`` reads
+        them), for kcat records rendered by kcat's Avro deserialiser; None when not given."""
+        path = self.options["schemaDirectory"].strip()
+        if self._registry is None and path:
+            from lakecdc.decoders._debezium_registry import load_registry
+
+            self._registry = load_registry(path)
+        return self._registry
 
     def _list(self, option: str) -> tuple[str, ...]:
         value = self.options[option].strip()
@@ -550,31 +393,23 @@ class DebeziumJsonDecoder(Decoder):
         )
 
     def read(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
-        body = functools.partial(decode_batches, settings=self.settings)
+        body = functools.partial(decode_batches, settings=self.settings, registry=self.registry())
         p = self.lines(spark, files, staging=staging).mapInArrow(body, PARSED_SCHEMA)
         return canonical(p)
 
     def column_types(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> dict[str, dict[str, T.DataType]]:
-        """Per table, the Spark type of each column the messages' Kafka Connect schemas declare.
-
-        A column declared with different types across messages gets the type that holds them all
-        (string when none does).
-        """
-        from lakecdc.columns import widest
-
+        """Per table, the Spark type of each column the messages' Kafka Connect schemas declare
+        (a column declared with different types across messages gets the type that holds them
+        all, string when none does), and of the columns only schema-change records name (the
+        latest one's type; see :mod:`lakecdc.decoders._debezium_ddl`)."""
         body = functools.partial(type_batches, settings=self.settings)
         rows = self.lines(spark, files, staging=staging).select("value").mapInArrow(body, _TYPES_SCHEMA).distinct().collect()
-        found: dict[str, dict[str, list[T.DataType]]] = {}
-        for r in rows:
-            found.setdefault(r["table"], {}).setdefault(r["column"], []).append(
-                T._parse_datatype_json_string(r["type"])  # noqa: SLF001 (pyspark's own parser)
-            )
-        return {t: {c: widest(ts) for c, ts in cols.items()} for t, cols in found.items()}
+        return merge_declared(rows)
 
     def variant_images(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
         """``table``, ``before``, ``after`` as ``map<string, variant>`` (the decoded values' JSON
         types) for the columns no schema types."""
-        body = functools.partial(variant_batches, settings=self.settings)
+        body = functools.partial(variant_batches, settings=self.settings, registry=self.registry())
         vmap = T.MapType(T.StringType(), T.VariantType())
         df = self.lines(spark, files, staging=staging).mapInArrow(body, _VARIANT_SCHEMA)
         return df.select("table", F.from_json("before", vmap).alias("before"), F.from_json("after", vmap).alias("after"))

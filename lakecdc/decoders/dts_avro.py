@@ -69,9 +69,10 @@ precision and scale (string above 38 digits); Integer ``bigint`` for MySQL TINYI
 YEAR (``dataTypeNumber`` 1, 2, 3, 9, 13), ``decimal(20,0)`` for MySQL BIGINT and BIT (8, 16: the
 record does not say whether a BIGINT is unsigned), ``decimal(38,0)`` for other sources; Float
 ``double``; Timestamp and TimestampWithTimeZone ``timestamp``; DateTime ``timestamp_ntz`` (date and
-time), ``date`` (date only), ``bigint`` (year only), else string; everything else string. Binary
-values stay base64 strings: the pipeline types text with a cast, which would store the base64
-characters, not the bytes. A DateTime fraction below the microsecond (Oracle) types the column as
+time), ``date`` (date only), ``bigint`` (year only), else string; BinaryObject and
+Character of the ``binary`` charset ``binary`` (the exact bytes: the base64 text is decoded when
+the column is typed, :mod:`lakecdc.columns`); everything else string (BinaryGeometry too: WKB as
+base64 text). A DateTime fraction below the microsecond (Oracle) types the column as
 a string, so no digit is cut. For MySQL sources a column whose values are all NULL is typed from
 its ``dataTypeNumber`` alone when that is unambiguous.
 
@@ -236,7 +237,8 @@ class Layout:
     def of(cls, schema: Any, label: str) -> Layout:
         walker = _EnumsAsInts()
         rewritten = walker.walk(schema, "")
-        return cls(parse_schema(rewritten, _write_hint=False), walker.enums, label)
+        # parsed once with fastavro's hint, so that reading a message does not parse the schema again
+        return cls(parse_schema(rewritten), walker.enums, label)
 
 
 def published_schema(*, born_timestamp: bool = True) -> dict[str, Any]:
@@ -379,14 +381,19 @@ class RecordReader:
         if len(image) != len(columns):
             raise RecordError(f"'{name}' has {len(image)} value(s) but 'fields' names {len(columns)} column(s)")
         pairs: Pairs = []
-        for i, ((column, type_number), item) in enumerate(zip(columns, image, strict=True)):
-            text, _dtype = render_item(item, values, type_number, layout, f"{name}[{i}] (column '{column}')")
+        for i, ((column, _type_number), item) in enumerate(zip(columns, image, strict=True)):
+            try:
+                text = item_text(item, values, layout)
+            except RecordError as exc:  # the reason names the element only when there is one
+                raise RecordError(f"{name}[{i}] (column '{column}'): {exc}") from None
             if text is not MISSING:
                 pairs.append((column, text))
         return pairs
 
-    def types(self, record: Mapping[str, Any], layout: Layout) -> Iterator[tuple[str, str, T.DataType]]:
-        """``(table, column, type)`` of the record's columns with a value (or a MySQL type code)."""
+    def types(self, record: Mapping[str, Any], layout: Layout, *, by_code: bool = True
+              ) -> Iterator[tuple[str, str, T.DataType]]:
+        """``(table, column, type)`` of the record's columns with a value (with ``by_code``, also
+        those without one in this record, by their MySQL type code: :meth:`code_types`)."""
         name = layout.symbol("Operation", record.get("operation"))
         table = record.get("objectName")
         if (name not in ROW_OPS and name != "INIT") or not table:
@@ -410,10 +417,56 @@ class RecordReader:
                 if dtype is not None:
                     typed.add(column)
                     yield table, column, dtype
-        if source_type == "MySQL":
-            for column, type_number in columns:
-                if column not in typed and type_number in _MYSQL_BY_CODE:
-                    yield table, column, _MYSQL_BY_CODE[type_number]
+        if by_code:
+            for t, column, dtype in self.code_types(record, layout):
+                if column not in typed:
+                    yield t, column, dtype
+
+    @staticmethod
+    def code_types(record: Mapping[str, Any], layout: Layout) -> Iterator[tuple[str, str, T.DataType]]:
+        """``(table, column, type)`` by the MySQL type code (``dataTypeNumber``) where it is
+        unambiguous: what a column whose values are all NULL gets (MySQL sources only)."""
+        name = layout.symbol("Operation", record.get("operation"))
+        table = record.get("objectName")
+        source_type = layout.symbol("SourceType", (record.get("source") or {}).get("sourceType"))
+        if (name not in ROW_OPS and name != "INIT") or not table or source_type != "MySQL":
+            return
+        try:
+            columns = _fields(record)
+        except RecordError:
+            return
+        for column, type_number in columns:
+            if type_number in _MYSQL_BY_CODE:
+                yield table, column, _MYSQL_BY_CODE[type_number]
+
+
+@functools.lru_cache(maxsize=64)
+def _kind(name: str) -> str:
+    """A union branch's short name (``com.alibaba.dts.formats.avro.Integer`` -> ``Integer``)."""
+    return name.rsplit(".", 1)[-1]
+
+
+def item_text(item: Any, values: Values, layout: Layout) -> Any:
+    """One image element as text (None: NULL; ``MISSING``: EmptyObject NONE), as
+    :func:`render_item` renders it, without its type (the per-value work of the rows)."""
+    if item is None:
+        return None
+    if type(item) is tuple and len(item) == 2:
+        kind = _kind(str(item[0]))
+        try:
+            return values.text(kind, item[1])
+        except RecordError as exc:
+            raise RecordError(f"{kind} {exc}") from None
+        except (KeyError, TypeError, ValueError) as exc:
+            raise RecordError(f"{kind} value {item[1]!r:.80} cannot be read: {exc}") from None
+    if isinstance(item, int) and not isinstance(item, bool):  # EmptyObject, read by its index
+        symbol = layout.symbol("EmptyObject", item)
+        if symbol == "NULL":
+            return None
+        if symbol == "NONE":
+            return MISSING
+        raise RecordError(f"unknown EmptyObject index {item}")
+    raise RecordError(f"not a DTS value: {item!r:.60}")
 
 
 def render_item(item: Any, values: Values, type_number: int, layout: Layout, where: str) -> tuple[Any, T.DataType | None]:
@@ -451,6 +504,13 @@ def primary_key(tags: Mapping[str, str]) -> list[str] | None:
     text = tags.get("pk_uk_info")
     if not text:
         return None
+    names = _primary_key(text)
+    return None if names is None else list(names)
+
+
+@functools.lru_cache(maxsize=1024)
+def _primary_key(text: str) -> tuple[str, ...] | None:
+    """The ``PRIMARY`` columns a ``pk_uk_info`` text names (one table's records repeat the text)."""
     try:
         info = json.loads(text)
     except ValueError:
@@ -458,7 +518,7 @@ def primary_key(tags: Mapping[str, str]) -> list[str] | None:
     names = info.get("PRIMARY") if isinstance(info, dict) else None
     if not isinstance(names, list) or not names:
         return None
-    return [str(n) for n in names]
+    return tuple(str(n) for n in names)
 
 
 def _object_table(object_name: str | None) -> str | None:
@@ -546,8 +606,9 @@ class Reader:
         """``(table, column, Spark type JSON)`` declared by the values of the split's records."""
         seen: set[tuple[str, str, str]] = set()
         for record, layout in self._records(split):
-            for table, column, dtype in self.records.types(record, layout):
-                item = (table, column, dtype.json())
+            found = [(t, c, d.json()) for t, c, d in self.records.types(record, layout, by_code=False)]
+            found += [(t, c, _BY_CODE + d.json()) for t, c, d in self.records.code_types(record, layout)]
+            for item in found:
                 if item not in seen:
                     seen.add(item)
                     yield item
@@ -573,6 +634,8 @@ def _where(m: Message, reason: str) -> str:
 
 # -- the decoder (driver) --------------------------------------------------------------------------------
 
+#: marks a type that comes from a MySQL type code, not from a value (:meth:`Reader.types`)
+_BY_CODE = "code:"
 _TYPES_SCHEMA = T.StructType(
     [T.StructField("table", T.StringType()), T.StructField("column", T.StringType()), T.StructField("type", T.StringType())]
 )
@@ -653,12 +716,13 @@ class DtsAvroDecoder(Decoder):
         from lakecdc.columns import widest
 
         rows = self._frame(spark, files, type_batches, _TYPES_SCHEMA).distinct().collect()
-        found: dict[str, dict[str, list[T.DataType]]] = {}
+        found: dict[str, dict[str, tuple[list[T.DataType], list[T.DataType]]]] = {}
         for r in rows:
-            found.setdefault(r["table"], {}).setdefault(r["column"], []).append(
-                T._parse_datatype_json_string(r["type"])  # noqa: SLF001 (pyspark's own parser)
-            )
-        return {t: {c: widest(ts) for c, ts in cols.items()} for t, cols in found.items()}
+            by_code = r["type"].startswith(_BY_CODE)
+            dtype = T._parse_datatype_json_string(r["type"].removeprefix(_BY_CODE))  # noqa: SLF001 (pyspark's own)
+            found.setdefault(r["table"], {}).setdefault(r["column"], ([], []))[by_code].append(dtype)
+        # a column's values decide; its MySQL type code only when no record gives it a value
+        return {t: {c: widest(values or codes) for c, (values, codes) in cols.items()} for t, cols in found.items()}
 
 
 __all__ = ["DtsAvroDecoder", "Layout", "Reader", "RecordReader", "position", "published_schema"]

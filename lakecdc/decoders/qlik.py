@@ -61,7 +61,9 @@ changed). Avro gives the same number as bytes. A column whose ``columnMask`` bit
 captured: it is **missing** from ``after`` and ``before`` (not a map key), even when the message
 shows null. ``changeMask`` only informs: LOB columns are outside it, so it never removes a column.
 Decoded, they are ``source['present_columns']`` / ``source['changed_columns']`` (names,
-comma-separated, in ordinal order; absent when the mask is). Decisions: a mask shorter than the
+comma-separated, in ordinal order; absent when the mask is); ``source['version_mask']`` is the
+mask of every ordinal the message's table version has (``0FFF`` for 12 columns), so that
+:func:`lakecdc.quality.check_changes` can tell a mask that names a column the version does not have. Decisions: a mask shorter than the
 column count is still a number (its missing high digits are 0: those columns are not present /
 not changed); a null or empty mask means every column is present; a mask with a bit above the last
 ordinal, odd length or non-hex digits quarantines the message naming the mask and its value. Masks
@@ -79,8 +81,11 @@ combined with :func:`lakecdc.columns.widest`): ``INT1``/``INT2``/``INT4``/``INT8
 ``UINT1``/``UINT2``/``UINT4`` bigint, ``UINT8`` decimal(20,0), ``NUMERIC(p,s)`` decimal(p,s) exactly
 (no declared precision: decimal(38,s); more than 38 digits: string, the exact text), ``REAL4`` float,
 ``REAL8`` double, ``BOOLEAN`` boolean, ``DATE`` date, ``DATETIME`` timestamp_ntz (the source's wall
-time), everything else (``STRING``, ``WSTRING``, ``TIME``, ``BYTES``, ``BLOB``, ``CLOB``, ``NCLOB``,
-...) string. Values stay the exact text of the message (numbers never through a double).
+time), ``BYTES`` and ``BLOB`` binary (the exact bytes), everything else (``STRING``, ``WSTRING``,
+``TIME``, ``CLOB``, ``NCLOB``, ...) string. Values stay the exact text of the message (numbers never
+through a double), except bytes: Replicate's JSON writes them as hex digits, which the images carry
+as base64, lakecdc's one text form of bytes (:mod:`lakecdc.columns`; Avro ``bytes`` are base64
+already); a ``BYTES``/``BLOB`` value that is not hex quarantines its message.
 ``treatAllColumnsAsStrings=true`` types every column as a string.
 
 **qlik-avro.** Replicate's Avro output is the same envelope as an Avro record ``MessageEnvelope``

@@ -1,0 +1,303 @@
+"""Reading ``debezium-json`` lines in the executors: records to canonical rows, in Arrow batches.
+
+:class:`LineReader` decodes the lines of one partition in order (see
+:mod:`lakecdc.decoders.debezium_json` for the layouts): a comment line or a key line is a skipped
+record, a key line gives the primary-key columns of the value on the next line, a kcat record
+(``topic``, ``partition``, ``offset``, ...) carries its key and value as JSON text, as JSON, as
+base64 of JSON, or as the Avro datum kcat's own deserialiser rendered
+(:mod:`lakecdc.decoders._debezium_avro_json`). The envelope itself is
+:func:`lakecdc.decoders._debezium.decode_value`'s.
+
+Speed (the issue-4 benchmark decodes a million events): lines are parsed with msgspec and each
+distinct Kafka Connect schema text once (:mod:`lakecdc.decoders._debezium_fastjson`), the
+images of one schema read by converters made once; the cyclic garbage collector is off while a
+batch is decoded *and* turned into Arrow arrays, and the rows are freed before it is back on (else
+its first pass walks every object of the batch).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+from pyspark.sql import types as T
+
+from lakecdc.changes import IMAGE_TYPE
+from lakecdc.decoders._debezium import (
+    Images,
+    Key,
+    Row,
+    Settings,
+    decode_value,
+    failed,
+    gc_paused,
+    looks_like_key,
+    name_from_topic,
+    non_row_reason,
+    skipped,
+)
+from lakecdc.decoders._debezium_avro_json import AvroJson, is_avro_json
+from lakecdc.decoders._debezium_fastjson import ConnectSplitter, loads, slow_loads
+from lakecdc.decoders._kafka_connect import Pairs, RecordError, compact_json, plain_text
+
+if TYPE_CHECKING:
+    from lakecdc.decoders._debezium_registry import Registry
+
+_KCAT = ("topic", "partition", "offset")
+_KCAT_META = ("topic", "partition", "offset", "tstype", "ts", "broker")
+_MAP = pa.map_(pa.string(), pa.string())
+
+#: What the executors return per input line (``x_op_ts``: microseconds since 1970).
+PARSED_SCHEMA = T.StructType(
+    [
+        T.StructField("_file", T.StringType()),
+        T.StructField("_block", T.LongType()),
+        T.StructField("_row", T.LongType()),
+        T.StructField("x_table", T.StringType()),
+        T.StructField("x_op", T.StringType()),
+        T.StructField("x_op_ts", T.LongType()),
+        T.StructField("x_pos", T.StringType()),
+        T.StructField("x_seq", T.StringType()),
+        T.StructField("x_txid", T.StringType()),
+        T.StructField("x_keys", T.ArrayType(T.StringType())),
+        T.StructField("x_before", IMAGE_TYPE),
+        T.StructField("x_after", IMAGE_TYPE),
+        T.StructField("x_source", T.MapType(T.StringType(), T.StringType())),
+        T.StructField("x_error", T.StringType()),
+    ]
+)
+
+
+# -- JSON ------------------------------------------------------------------------------------------
+
+
+def parse_json(text: str, what: str = "record") -> Any:
+    """JSON with every number kept as its exact text (:class:`~lakecdc.decoders._debezium.Num`)."""
+    return slow_loads(text, what)
+
+
+def _unwrap_connect(value: Any) -> tuple[Any, Mapping[str, Any] | None]:
+    """``(payload, schema)`` of a Kafka Connect JSON value (``{"schema", "payload"}``) or a bare one."""
+    if isinstance(value, dict) and "payload" in value and "schema" in value and len(value) == 2:
+        schema = value["schema"]
+        return value["payload"], schema if isinstance(schema, dict) else None
+    return value, None
+
+
+def _kcat_part(raw: Any, what: str, parse: Callable[[str, str], Any] = parse_json) -> Any:
+    """A kcat ``key``/``payload``: JSON text (or base64 of it), or JSON already."""
+    if not isinstance(raw, str):
+        return raw
+    try:
+        return parse(raw, what)
+    except RecordError as first:
+        try:
+            decoded = base64.b64decode(raw, validate=True).decode("utf-8")
+        except (binascii.Error, ValueError):
+            raise first from None
+        return parse(decoded, f"{what} (base64)")
+
+
+def _kafka_pairs(record: Mapping[str, Any]) -> Pairs:
+    out: Pairs = [(f"kafka.{k}", _meta_text(record.get(k))) for k in _KCAT_META if k in record]
+    headers = record.get("headers")
+    if isinstance(headers, dict):
+        out += [(f"kafka.header.{k}", None if v is None else str(v)) for k, v in headers.items()]
+    elif isinstance(headers, list):  # older kcat: [name, value, name, value, ...]
+        out += [(f"kafka.header.{headers[i]}", None if headers[i + 1] is None else str(headers[i + 1]))
+                for i in range(0, len(headers) - 1, 2)]
+    return out
+
+
+def _meta_text(value: Any) -> str | None:
+    text = plain_text(value)
+    return None if text is None else str(text)
+
+
+def _same_table(key: Key, schema: Mapping[str, Any] | None) -> bool:
+    """A key belongs to the next value unless both schemas name different tables (the part
+    before ``.Key`` / ``.Envelope``; seed 001's own key and value differ in the schema part)."""
+    value_name = schema.get("name") if isinstance(schema, Mapping) else None
+    key_name = key.schema_name
+    if not value_name or not key_name:
+        return True
+    return key_name.rsplit(".", 2)[-2:-1] == value_name.rsplit(".", 2)[-2:-1]
+
+
+# -- reading lines -----------------------------------------------------------------------------------
+
+
+class LineReader:
+    """Decodes the lines of one partition in order (a key line pairs with the next line).
+
+    ``registry``: the ``schemaDirectory`` option's Avro writer schemas, for kcat records rendered
+    by kcat's Avro deserialiser.
+    """
+
+    def __init__(self, settings: Settings, registry: Registry | None = None) -> None:
+        self.settings = settings
+        self.connect = ConnectSplitter(settings)
+        self.avro_json = AvroJson(settings, registry)
+        self.in_comment: str | None = None  # the file whose /* ... */ block is open
+        self.pending: tuple[str, int, Key] | None = None
+        self.paired = False  # whether the last value read took the pending key
+
+    def read_all(self, lines: list[tuple[str, str, int]]) -> list[Row]:
+        """The rows of consecutive lines; a key line that pairs with the next value is counted
+        under that value's table (its own schema name may spell the table otherwise)."""
+        out: list[Row] = []
+        for text, file, row in lines:
+            decoded = self.read(text, file, row)
+            if self.paired and out and decoded.table and out[-1].table != decoded.table:
+                out[-1] = out[-1]._replace(table=decoded.table)
+            out.append(decoded)
+        return out
+
+    def read(self, text: str, file: str, row: int) -> Row:
+        try:
+            return self._read(text, file, row)
+        except RecordError as exc:
+            return failed(str(exc))
+        except Exception as exc:  # one odd record must not fail the batch
+            return failed(f"could not read the record: {type(exc).__name__}: {exc}")
+
+    def _comment(self, text: str, file: str) -> bool:
+        if self.in_comment is None and text[:1] == "{":  # the common case, fast
+            return False
+        stripped = text.strip()
+        if self.in_comment == file:
+            if "*/" in stripped:
+                self.in_comment = None
+            return True
+        self.in_comment = None
+        if stripped.startswith("/*"):
+            if "*/" not in stripped[2:]:
+                self.in_comment = file
+            return True
+        return stripped.startswith(("//", "*"))
+
+    def _read(self, text: str, file: str, row: int) -> Row:
+        pending, self.pending, self.paired = self.pending, None, False
+        if self._comment(text, file):
+            return skipped("comment")
+        images: Images | None = None
+        split = self.connect.split(text)
+        if split is not None:
+            payload, schema, images = split
+        else:
+            record = loads(text)
+            if isinstance(record, dict) and all(k in record for k in _KCAT):
+                return self._kcat(record)
+            payload, schema = _unwrap_connect(record)
+        schema_name = schema.get("name") if schema else None
+        if isinstance(payload, dict) and "op" not in payload and non_row_reason(payload, schema_name) is None \
+                and looks_like_key(payload, schema_name):
+            key = Key(payload, schema, compact_json(payload))
+            self.pending = (file, row, key)
+            return skipped("key", table=name_from_topic(schema_name, self.settings), extra=[("key", key.text)])
+        key = None
+        if pending is not None and pending[0] == file and pending[1] == row - 1 and _same_table(pending[2], schema):
+            key, self.paired = pending[2], True
+        return decode_value(payload, schema, key=key, kafka=[], topic=None, settings=self.settings, parse=parse_json,
+                            images=images)
+
+    def _part(self, raw: Any, what: str) -> tuple[Any, Mapping[str, Any] | None, Images | None]:
+        """A kcat ``key``/``payload`` as ``(payload, schema, images)``."""
+        if isinstance(raw, str):
+            split = self.connect.split(raw)
+            if split is not None:
+                return split
+        payload, schema = _unwrap_connect(_kcat_part(raw, what, loads))
+        return payload, schema, None
+
+    def _kcat(self, record: Mapping[str, Any]) -> Row:
+        kafka = _kafka_pairs(record)
+        topic = record.get("topic") if isinstance(record.get("topic"), str) else None
+        for part in ("key_error", "payload_error"):
+            if record.get(part):
+                raise RecordError(f"kcat could not deserialise the record: {part} '{record[part]}'")
+        if is_avro_json(record):
+            return self.avro_json.row(record, kafka, topic)
+        key = None
+        raw_key = record.get("key")
+        if raw_key is not None:
+            try:
+                key_value, key_schema, _ = self._part(raw_key, "kcat key")
+            except RecordError:
+                key_value, key_schema = None, None  # a key that is no JSON names no columns
+            if isinstance(key_value, dict):
+                key = Key(key_value, key_schema, compact_json(key_value))
+            kafka.append(("kafka.key", raw_key if isinstance(raw_key, str) else compact_json(raw_key)))
+        payload, schema, images = self._part(record.get("payload"), "kcat payload")
+        return decode_value(payload, schema, key=key, kafka=kafka, topic=topic, settings=self.settings,
+                            parse=parse_json, images=images)
+
+
+def lines_of(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[pa.RecordBatch, list[tuple[str, str, int]]]]:
+    for batch in batches:
+        values = batch.column("value").to_pylist()
+        files = batch.column("_file").to_pylist()
+        rows = batch.column("_row").to_pylist()
+        yield batch, list(zip(values, files, rows, strict=True))
+
+
+def _arrow_type(dtype: T.DataType) -> pa.DataType:
+    if isinstance(dtype, T.LongType):
+        return pa.int64()
+    if isinstance(dtype, T.ArrayType):
+        return pa.list_(pa.string())
+    if isinstance(dtype, T.MapType):
+        return _MAP
+    return pa.string()
+
+
+_ARROW_SCHEMA = pa.schema([(f.name, _arrow_type(f.dataType)) for f in PARSED_SCHEMA.fields])
+_ROW_TYPES = (pa.string(), pa.string(), pa.int64(), pa.string(), pa.string(), pa.string(), pa.list_(pa.string()),
+              _MAP, _MAP, _MAP, pa.string())
+
+
+def _texts(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _texts(v)
+
+
+def _encodable(row: Row) -> Row:
+    """``row``, or a failed row when a text in it is no UTF-8 (a lone surrogate from a JSON
+    escape such as ``\\ud800``, which Arrow cannot hold)."""
+    for text in _texts(list(row)):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return failed("a string holds a lone surrogate (a JSON escape such as \\ud800 without its pair), "
+                          "which is no Unicode text", table=row.table)
+    return row
+
+
+def rows_batch(batch: pa.RecordBatch, out: list[Row]) -> pa.RecordBatch:
+    """The ``x_*`` batch of ``out``, the rows of ``batch``'s lines (its origin columns kept)."""
+    cols = list(zip(*out, strict=True)) if out else [[] for _ in Row._fields]
+    try:
+        arrays = [pa.array(col, kind) for col, kind in zip(cols, _ROW_TYPES, strict=True)]
+    except UnicodeEncodeError:
+        cols = list(zip(*[_encodable(r) for r in out], strict=True))
+        arrays = [pa.array(col, kind) for col, kind in zip(cols, _ROW_TYPES, strict=True)]
+    origin = [batch.column("_file"), batch.column("_block"), batch.column("_row")]
+    return pa.RecordBatch.from_arrays(origin + arrays, schema=_ARROW_SCHEMA)
+
+
+def decode_batches(batches: Iterator[pa.RecordBatch], *, settings: Settings,
+                   registry: Registry | None = None) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body: lines (``value`` + origin columns) to canonical rows (``x_*``)."""
+    reader = LineReader(settings, registry)
+    for batch, lines in lines_of(batches):
+        with gc_paused():  # the collector's passes cost a third of the decoding (see gc_paused)
+            out = reader.read_all(lines)
+            result = rows_batch(batch, out)
+            del out, lines  # freed while the collector is off: its next pass finds nothing of them
+        yield result

@@ -1,0 +1,209 @@
+"""Step 3 of a run (see :mod:`lakecdc.apply`): the events profiled per table, each table's shape.
+
+One aggregation over the decoded events gives, per table, counts, the seq range, truncates, the
+columns seen and the keys the messages carry; with the target's schema that gives the table's
+shape (existing and new columns, keys) and the types of its new columns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from lakecdc.columns import infer_types
+from lakecdc.errors import ConfigError, MissingKeyError
+from lakecdc.quarantine import BAD_COLUMNS
+from lakecdc.sequence import (
+    SeqField,
+    resequence,
+)
+from lakecdc.state import (
+    known_tables,
+    table_path,
+)
+from lakecdc.transactions import HELD
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from lakecdc.decoders.base import Decoder
+    from lakecdc.merge.delta_rs import DeltaRsEngine
+
+from lakecdc.settings import ApplySettings, Progress
+
+
+def profile_events(events: DataFrame) -> tuple[dict[str, dict], int, dict[str | None, int]]:
+    """One aggregation over the run: per table counts, seq range, truncates, columns, keys.
+
+    Also returns how many records could not be decoded at all, and how many records were
+    skipped per table (``None``: no table): tombstones, heartbeats, transaction markers and
+    other non-row records, which a decoder marks with ``op`` NULL and no ``_error``.
+    """
+    fine = F.col("_error").isNull()
+    good = fine & F.col("op").isNotNull()
+    # a schema change (Debezium's tableChanges) names the table's columns: an after image of NULLs
+    ddl = fine & F.col("op").isNull() & (F.col("source")["skipped"] == "schema change") & F.col("after").isNotNull()
+    rows = events.groupBy("table").agg(
+        F.count(F.when(good, F.lit(1))).alias("events"),
+        F.count(F.when(fine & F.col("op").isNull() & F.col("source")[HELD].isNull(), F.lit(1))).alias("skipped"),
+        F.count(F.when(~fine, F.lit(1))).alias("errors"),
+        F.min(F.when(good, F.col("seq"))).alias("min_seq"),
+        F.max(F.when(good & (F.col("op") == "T"), F.col("seq"))).alias("max_truncate"),
+        F.collect_set(F.when(good | ddl, F.map_keys("after"))).alias("after_cols"),
+        F.collect_set(F.when(good, F.map_keys("before"))).alias("before_cols"),
+        # skipped records may name keys too (a Debezium schema change's primaryKeyColumnNames)
+        F.max_by("keys", F.when(fine & F.col("keys").isNotNull(), F.col("seq"))).alias("keys"),
+        F.count(F.when(ddl & F.col("keys").isNotNull(), F.lit(1))).alias("ddl"),
+    ).collect()
+    out: dict[str, dict] = {}
+    errors = 0
+    skipped: dict[str | None, int] = {}
+    for r in rows:
+        errors += int(r["errors"])
+        if r["skipped"]:
+            skipped[r["table"]] = int(r["skipped"])
+        if r["table"] is None or not (r["events"] or r["ddl"]):  # a keyed DDL alone creates its table
+            continue
+        cols: list[str] = []
+        for group in (r["after_cols"], r["before_cols"]):
+            for arr in group:
+                for c in arr:
+                    if c not in cols:
+                        cols.append(c)
+        out[r["table"]] = {
+            "events": int(r["events"]), "min_seq": r["min_seq"], "max_truncate": r["max_truncate"],
+            "columns": cols, "keys": list(r["keys"]) if r["keys"] else None,
+        }
+    return out, errors, skipped
+
+
+@dataclass(frozen=True)
+class TableShape:
+    """A table's columns before typing: existing ones, new ones (with other spellings), keys."""
+
+    exists: bool
+    existing: T.StructType
+    columns: tuple[str, ...]
+    keys: tuple[str, ...]
+    spelled: dict[str, list[str]]
+    new_columns: dict[str, list[str]]
+    #: columns of the images that a column list leaves out (all spellings)
+    ignored: tuple[str, ...] = ()
+
+
+def table_shape(engine: DeltaRsEngine, settings: ApplySettings, target: str, table: str, prof: dict) -> TableShape:
+    """Columns and keys of ``table`` from its target (if any) and this run's events.
+
+    Delta column names ignore case, so spellings that differ only in case are one column (the
+    target's spelling, else the first seen).
+    """
+    path = table_path(target, table)
+    exists = engine.exists(path)
+    existing = engine.schema(path) if exists else T.StructType()
+    existing_cols = [f.name for f in existing.fields if not f.name.startswith("_cdc_")]
+    spelled: dict[str, list[str]] = {c.lower(): [c] for c in existing_cols}
+    seen: list[str] = []
+    for c in prof["columns"]:
+        if c.lower() not in spelled:
+            spelled[c.lower()] = [c]
+            seen.append(c)
+        elif c not in spelled[c.lower()]:
+            spelled[c.lower()].append(c)
+    recorded = known_tables(target).get(table) if exists else None
+    # messages without keys (inserts and deletes of some formats) fall back on the recorded ones
+    fallback = recorded if not prof["keys"] else None
+    contract = settings.contracts.get(table)
+    configured = settings.keys.get(table) or (contract.keys if contract and contract.keys else None)
+    keys = resolve_keys(table, prof["keys"], configured or fallback, existing_cols + seen)
+    ignored = [c for c in seen if settings.ignores(table, c, keys)]
+    seen = [c for c in seen if c not in ignored]
+    if recorded and [k.lower() for k in recorded] != [k.lower() for k in keys]:
+        raise ConfigError(
+            f"table {table!r}: its primary_keys are now {list(keys)}, but {path} was built on {list(recorded)}; "
+            "a Delta table cannot change its key: apply into a new target, or rebuild this table"
+        )
+    for k in keys:
+        if k.lower() not in spelled:
+            spelled[k.lower()] = [k]
+            seen.append(k)
+    kept = [c for c in existing_cols if not settings.ignores(table, c, keys)]
+    return TableShape(
+        exists=exists, existing=existing, columns=tuple(kept + seen), keys=keys, spelled=spelled,
+        new_columns={c: spelled[c.lower()][1:] for c in seen},
+        ignored=tuple(sorted({*ignored, *(c for c in existing_cols if c not in kept)}, key=str.lower)),
+    )
+
+
+def resolve_keys(table: str, declared: Sequence[str] | None, configured: Sequence[str] | None, columns: Sequence[str]) -> tuple[str, ...]:
+    """The key columns, spelled as the table's columns are (message keys may differ in case)."""
+    if declared and configured and [c.lower() for c in declared] != [c.lower() for c in configured]:
+        raise ConfigError(
+            f"table {table!r}: the messages' primary_keys {list(declared)} differ from the configured "
+            f"keys {list(configured)}; remove one of them"
+        )
+    chosen = declared or configured
+    if not chosen:
+        raise MissingKeyError(table)
+    out = []
+    lower = {c.lower(): c for c in columns}
+    for k in chosen:
+        out.append(k if k in columns else lower.get(k.lower(), k))
+    return tuple(out)
+
+
+def new_column_types(
+    spark: SparkSession, decoder: Decoder, settings: ApplySettings, files: list[str],
+    wanted: dict[str, dict[str, list[str]]], *, staging: str, say: Progress,
+) -> dict[str, dict[str, T.DataType]]:
+    """Types of the new columns: declared by the input, else inferred from the data, else string."""
+    if not wanted:
+        return {}
+    if settings.treat_all_as_strings:
+        return {t: {c: T.StringType() for c in cols} for t, cols in wanted.items()}
+    declared = dict(decoder.column_types(spark, files, staging=staging)) if wanted else {}
+    for table, contract in settings.contracts.items():  # a contract's types win over the input's
+        declared[table] = {**declared.get(table, {}), **contract.types}
+    out: dict[str, dict[str, T.DataType]] = {}
+    rest: dict[str, dict[str, list[str]]] = {}
+    for table, cols in wanted.items():
+        known = {c.lower(): t for c, t in declared.get(table, {}).items()}
+        out[table] = {c: known[c.lower()] for c in cols if c.lower() in known}
+        left = {c: alts for c, alts in cols.items() if c.lower() not in known}
+        if left:
+            rest[table] = left
+    images = decoder.variant_images(spark, files, staging=staging) if rest else None
+    if images is not None:
+        say(f"inferring the types of new columns of {len(rest)} table(s)")
+        for table, found in infer_types(images, rest).items():
+            out[table].update(found)
+    elif rest:
+        for table, cols in rest.items():
+            out[table].update({c: T.StringType() for c in cols})
+    return out
+
+
+def resequenced(
+    events: DataFrame, table: str, fields: tuple[SeqField, ...], shape: TableShape, inferred: Mapping[str, T.DataType],
+    prof: dict,
+) -> tuple[DataFrame, dict, DataFrame | None]:
+    """``table``'s events ordered by its ``sequence_by``: the events, the profile's seq range and
+    counts again in the new basis, and the events that have no value (for the quarantine)."""
+    types = {f.name: f.dataType for f in shape.existing.fields}
+    types.update(inferred)
+    out = resequence(events, table, fields, types, shape.spelled)
+    mine = out.where(F.col("table") == table)
+    good = F.col("_error").isNull() & F.col("op").isNotNull()
+    row = mine.agg(
+        F.count(F.when(F.col("_unordered"), F.lit(1))).alias("bad"),
+        F.count(F.when(good, F.lit(1))).alias("events"),
+        F.min(F.when(good, F.col("seq"))).alias("min_seq"),
+        F.max(F.when(good & (F.col("op") == "T"), F.col("seq"))).alias("max_truncate"),
+    ).first()
+    assert row is not None
+    prof = {**prof, "events": int(row["events"]), "min_seq": row["min_seq"], "max_truncate": row["max_truncate"]}
+    bad = mine.where(F.col("_unordered")).select(*BAD_COLUMNS) if row["bad"] else None
+    return out.drop("_unordered"), prof, bad

@@ -1,0 +1,124 @@
+"""The fast paths of ``debezium-json`` (msgspec parsing, each Connect schema parsed once, image
+readers by position) give exactly what the plain reading gives: numbers as their text, missing vs
+NULL, logical types, every layout, errors per record. In-process (no Spark): the executors' code."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from lakecdc.decoders._debezium_fastjson import ConnectSplitter, loads, slow_loads
+from lakecdc.decoders._debezium_lines import LineReader, decode_batches
+from lakecdc.decoders._kafka_connect import Num, RecordError
+from lakecdc.decoders.debezium_json import DebeziumJsonDecoder
+
+SETTINGS = DebeziumJsonDecoder({}).settings
+DECIMAL = "org.apache.kafka.connect.data.Decimal"
+
+
+def _field(name: str, kind: str, logical: str | None = None, **params: str) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": kind, "optional": True, "field": name}
+    if logical:
+        out["name"] = logical
+    if params:
+        out["parameters"] = params
+    return out
+
+
+ROW = {"type": "struct", "optional": True, "name": "srv.app.t.Value", "fields": [
+    _field("id", "int64"), _field("price", "bytes", DECIMAL, scale="2"), _field("ratio", "float64"),
+    _field("note", "string"), _field("ts", "int64", "io.debezium.time.MicroTimestamp"),
+    _field("day", "int32", "io.debezium.time.Date"), _field("big", "int64")]}
+SCHEMA = {"type": "struct", "name": "srv.app.t.Envelope", "optional": False, "fields": [
+    {**ROW, "field": "before"}, {**ROW, "field": "after"},
+    {"type": "struct", "field": "source", "optional": False, "fields": []},
+    {"type": "string", "field": "op", "optional": False}]}
+
+
+def _b64(n: int) -> str:
+    return base64.b64encode(n.to_bytes((n.bit_length() + 8) // 8, "big", signed=True)).decode()
+
+
+def _payload(op: str, pos: int, before: dict | None, after: dict | None) -> dict[str, Any]:
+    source = {"version": "2.7.0.Final", "connector": "postgresql", "name": "srv", "ts_ms": 1_700_000_000_000,
+              "db": "shop", "schema": "app", "table": "t", "lsn": pos, "txId": 7}
+    return {"before": before, "after": after, "source": source, "op": op, "ts_ms": 1_700_000_000_500}
+
+
+IMAGE = {"id": 1, "price": _b64(-1050), "ratio": 0.1, "note": "é\"\\", "ts": 1_700_000_000_123_456, "day": 19675,
+         "big": 123456789012345678901234567890}
+PAYLOADS = [
+    _payload("c", 10, None, IMAGE),
+    _payload("u", 11, {"id": 1}, {**IMAGE, "note": "__debezium_unavailable_value", "price": None}),  # missing, NULL
+    _payload("u", 12, None, {"note": "x", "id": 1}),  # members out of schema order
+    _payload("d", 13, {"id": 1, "price": "not base64!"}, None),  # a bad Decimal: an error
+]
+
+
+def _texts(lines: list[str]) -> list[Any]:
+    reader = LineReader(SETTINGS)
+    return reader.read_all([(text, "f.json", i) for i, text in enumerate(lines)])
+
+
+def test_numbers_keep_their_text_and_bad_json_says_why_as_json_does():
+    value = loads('{"a":1.50,"b":123456789012345678901234567890,"c":1e400,"d":[2.0E+1],"e":-7}')
+    assert value == {"a": "1.50", "b": 123456789012345678901234567890, "c": "1e400", "d": ["2.0E+1"], "e": -7}
+    assert all(type(value[k]) is Num for k in "ac") and type(value["d"][0]) is Num
+    assert loads('{"x":NaN}') == slow_loads('{"x":NaN}') == {"x": "NaN"}  # Jackson's token, read by json
+    for bad in ('{"a":', "not json", '{"a":1} x'):
+        with pytest.raises(RecordError) as fast:
+            loads(bad)
+        with pytest.raises(RecordError) as slow:
+            slow_loads(bad)
+        assert str(fast.value) == str(slow.value) and "is not valid JSON" in str(fast.value)
+
+
+def test_connect_pairs_read_by_their_split_equal_the_whole_parse():
+    """The same records as compact ``{"schema","payload"}`` lines (split: schema cached) and with
+    the members swapped (parsed whole): identical rows, decimals, times, missing and NULL alike."""
+    compact = [json.dumps({"schema": SCHEMA, "payload": p}, separators=(",", ":"), ensure_ascii=False) for p in PAYLOADS]
+    swapped = [json.dumps({"payload": p, "schema": SCHEMA}, separators=(",", ":"), ensure_ascii=False) for p in PAYLOADS]
+    splitter = ConnectSplitter(SETTINGS)
+    assert all(splitter.split(line) is not None for line in compact) and len(splitter.schemas) == 1
+    assert all(splitter.split(line) is None for line in swapped)
+    fast, whole = _texts(compact), _texts(swapped)
+    assert fast == whole
+    first, second, third, bad = fast
+    assert dict(first.after) == {"id": "1", "price": "-10.50", "ratio": "0.1", "note": "é\"\\",
+                                 "ts": "2023-11-14T22:13:20.123456Z", "day": "2023-11-14",
+                                 "big": "123456789012345678901234567890"}
+    assert "note" not in dict(second.after) and dict(second.after)["price"] is None  # missing vs NULL
+    assert [c for c, _ in third.after] == ["note", "id"]
+    assert bad.op is None and "price" in bad.error and "not base64" in bad.error and bad.table == "app.t"
+
+
+def test_odd_lines_fall_back_to_the_whole_parse():
+    """A '"payload":' inside the schema, spaces, a trailing member, NaN: parsed whole, never split wrong."""
+    schema = {"type": "struct", "parameters": {"x": ',"payload":{'}, "fields": []}
+    payload = {"op": "c", "source": {"connector": "mysql", "db": "d", "table": "t", "file": "b.1", "pos": 4, "ts_ms": 1},
+               "after": {"id": 1}}
+    lines = [
+        json.dumps({"schema": schema, "payload": payload}, separators=(",", ":")),
+        json.dumps({"schema": schema, "payload": payload}),
+        json.dumps({"schema": None, "payload": payload}, separators=(",", ":")) + "  ",
+        '{"schema":{"type":"struct","fields":[]},"payload":{"op":"c","after":{"x":NaN}},"extra":1}',
+    ]
+    rows = _texts(lines)
+    assert [r.table for r in rows[:3]] == ["d.t"] * 3 and all(dict(r.after) == {"id": "1"} for r in rows[:3])
+    assert rows[3].error == "'op' missing: not a Debezium change event (members: schema, payload, extra)"
+
+
+def test_a_lone_surrogate_fails_its_record_not_the_batch():
+    lines = ['{"op":"c","source":{"connector":"mysql","db":"d","table":"t","file":"b.1","pos":4,"ts_ms":1},'
+             '"after":{"id":1,"s":"\\ud800"}}',
+             '{"op":"c","source":{"connector":"mysql","db":"d","table":"t","file":"b.1","pos":5,"ts_ms":1},'
+             '"after":{"id":2}}']
+    batch = pa.RecordBatch.from_pydict({"value": lines, "_file": ["f"] * 2, "_block": [0] * 2, "_row": [0, 1]})
+    (out,) = list(decode_batches(iter([batch]), settings=SETTINGS))
+    rows = out.to_pylist()
+    assert "lone surrogate" in rows[0]["x_error"] and rows[0]["x_table"] == "d.t"
+    assert rows[1]["x_error"] is None and rows[1]["x_after"] == [("id", "2")]
