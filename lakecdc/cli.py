@@ -329,11 +329,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     cp = sub.add_parser(
         "contract", help="draft (infer) or check ODCS data contracts against the Delta tables",
-        description="infer: write an ODCS v3 contract per table from the Delta tables under --target. "
+        description="infer: write an ODCS v3 contract per table from the Delta tables under --target, or "
+                    "from a sample of change messages (--changes PATH --format F: decoded, typed and keyed "
+                    "as apply would, into a scratch table; nothing is written under any target). "
                     "check: compare each table with its contract (missing, extra, retyped columns, keys).",
     )
     cp.add_argument("action", choices=["infer", "check"])
-    cp.add_argument("--target", required=True, metavar="DIR", help="root of the Delta tables")
+    cp.add_argument("--target", metavar="DIR", help="root of the Delta tables (infer: or --changes)")
+    cp.add_argument("--changes", action="append", default=[], metavar="PATH",
+                    help="infer: draft from these change files or directories instead; repeatable")
+    cp.add_argument("--format", choices=sorted(DECODERS), help="infer --changes: their format")
+    cp.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
+                    help="infer --changes: a format option; repeatable")
+    cp.add_argument("--key", action="append", default=[], metavar="TABLE=COL[,COL...]",
+                    help="infer --changes: key columns of a table whose messages carry none; repeatable")
     cp.add_argument("--table", action="append", default=[], metavar="SOURCE_TABLE", help="only this table; repeatable")
     cp.add_argument("--contract", metavar="PATH", help="check: the contract file or directory")
     cp.add_argument("--out", metavar="DIR", help="infer: write <table>.yaml files here (default: print)")
@@ -605,26 +614,30 @@ def _stream_job(args: argparse.Namespace, job: Job, say: Callable[[str], None], 
 
 
 def _contract(args: argparse.Namespace) -> int:
-    import yaml
 
     from lakecdc.contracts import check_contract, infer_contract, load_contracts
     from lakecdc.merge.delta_rs import DeltaRsEngine
     from lakecdc.state import known_tables, table_path
 
+    if args.changes:
+        if args.action != "infer" or not args.format:
+            raise ConfigError("--changes drafts contracts: use it with 'contract infer' and --format")
+        from lakecdc.contracts import infer_contracts_from_changes
+
+        drafts = infer_contracts_from_changes(args.changes, format=args.format, options=_parse_options(args.option),
+                                              keys=_parse_keys(args.key), tables=args.table or None)
+        _write_contracts(drafts, args.out)
+        return 0
+    if not args.target:
+        raise ConfigError("contract needs --target DIR (or, to infer from messages, --changes PATH --format F)")
     engine, known = DeltaRsEngine(), known_tables(args.target)
     tables = args.table or sorted(known)
     missing = [t for t in tables if t not in known]
     if missing:
         raise ConfigError(f"no table {missing[0]!r} under {args.target}; it holds {sorted(known) or 'none'}")
     if args.action == "infer":
-        for t in tables:
-            text = yaml.safe_dump(infer_contract(t, engine.schema(table_path(args.target, t)), known[t]), sort_keys=False)
-            if args.out:
-                Path(args.out).mkdir(parents=True, exist_ok=True)
-                (Path(args.out) / f"{t}.yaml").write_text(text)
-                print(f"{t}: {Path(args.out) / (t + '.yaml')}")
-            else:
-                print(f"# {t}\n{text}")
+        _write_contracts({t: infer_contract(t, engine.schema(table_path(args.target, t)), known[t]) for t in tables},
+                         args.out)
         return 0
     if not args.contract:
         raise ConfigError("contract check needs --contract FILE_OR_DIR")
@@ -641,6 +654,20 @@ def _contract(args: argparse.Namespace) -> int:
             print(f"  - {p}")
         failed += bool(problems)
     return 1 if failed else 0
+
+
+def _write_contracts(drafts: dict[str, dict], out: str | None) -> None:
+    """Each draft as ``<out>/<table>.yaml`` (or printed)."""
+    import yaml
+
+    for t, contract in drafts.items():
+        text = yaml.safe_dump(contract, sort_keys=False)
+        if out:
+            Path(out).mkdir(parents=True, exist_ok=True)
+            (Path(out) / f"{t}.yaml").write_text(text)
+            print(f"{t}: {Path(out) / (t + '.yaml')}")
+        else:
+            print(f"# {t}\n{text}")
 
 
 def _check(args: argparse.Namespace) -> int:

@@ -118,6 +118,31 @@ def test_infer_then_check_and_a_drifted_table(spark, tmp_path, capsys):
 
 
 @pytest.mark.spark
+def test_infer_from_change_messages_then_check_the_table_they_build(spark, tmp_path, capsys):
+    """``contract infer --changes``: a draft from a sample of messages (types and keys as apply
+    would give them), nothing written under any target; the table the messages build matches it."""
+    landing, target, out = tmp_path / "landing", tmp_path / "lake", tmp_path / "contracts"
+    write_jsonl(landing / "1.json", [
+        ogg("S.T", "I", "00:00:01", 1, after={"ID": 1, "V": "a", "N": 2}, keys=["ID"]),
+        ogg("S.U", "I", "00:00:02", 2, after={"K": "x", "P": 1.5}),
+    ])
+    assert main(["contract", "infer", "--changes", str(landing), "--format", "ogg-json", "--key", "S.U=K",
+                 "--out", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["S.T.yaml", "S.U.yaml"]
+    assert not target.exists()
+    contracts = load_contracts(out)
+    assert contracts["S.T"].keys == ("ID",) and contracts["S.U"].keys == ("K",)
+    assert dict(contracts["S.T"].columns)["N"] == T.LongType()
+    lakecdc.apply(landing, target, keys={"S.U": ["K"]}, spark=spark)
+    capsys.readouterr()
+    assert main(["contract", "check", "--target", str(target), "--contract", str(out)]) == 0
+    assert "S.U: matches its contract" in capsys.readouterr().out
+    assert main(["contract", "infer", "--changes", str(landing), "--format", "ogg-json", "--table", "S.X", "--key",
+                 "S.U=K"]) == 2
+    assert "the change files hold no rows of table 'S.X'" in capsys.readouterr().err
+
+
+@pytest.mark.spark
 def test_a_contracts_lakecdc_section_routes_the_table_and_sets_its_pk_update(spark, tmp_path):
     contract = tmp_path / "contracts" / "orders.yaml"
     contract.parent.mkdir()
