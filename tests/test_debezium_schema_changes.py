@@ -30,7 +30,7 @@ except ModuleNotFoundError:  # tests/ is on sys.path, not the repository root
     from debezium_avro_render import length_prefixed, wire  # type: ignore[no-redef]
     from helpers import rows  # type: ignore[no-redef]
 
-SAMPLES = Path(__file__).parents[2] / "shared" / "samples" / "debezium-json"
+SAMPLES = Path(__file__).parent / "fixtures" / "samples" / "debezium-json"  # vendored (MANIFEST.tsv)
 FORMAT = "debezium-json"
 
 
