@@ -111,10 +111,15 @@ assert after == before, "maintenance never changes a row"
 report = reports[0]
 print(f"files: {report.files_before} -> {report.files_after}")'''),
     ("md", "## Files before and after"),
-    ("code", '''import pandas as pd
+    ("code", '''import matplotlib.pyplot as plt
+import pandas as pd
 
-pd.DataFrame({"files": [report.files_before, report.files_after],
-              "MiB": [report.bytes_before / 2**20, report.bytes_after / 2**20]}, index=["before", "after"])'''),
+sizes = pd.DataFrame({"files": [report.files_before, report.files_after],
+                      "MiB": [report.bytes_before / 2**20, report.bytes_after / 2**20]}, index=["before", "after"])
+ax = sizes["files"].plot.bar(title="DEMO.ITEMS: data files before and after maintenance", rot=0)
+ax.set_ylabel("files")
+plt.show()
+sizes'''),
 ])
 
 notebook("03_monitoring.ipynb", [
@@ -133,9 +138,18 @@ runs.select("run_id", "source_table", "events", "inserted", "updated", "deleted"
 from lakecdc.runs import render_status, status
 
 print(render_status(status(DeltaRsEngine(), TARGET)))'''),
-    ("md", "## Throughput per run"),
-    ("code", '''per_run = runs.groupBy("run_id").sum("events", "seconds").orderBy("run_id").toPandas()
+    ("md", "## Throughput and lag per run\nCharts from `_lakecdc_runs`: events per second of each run, and each table's lag behind its source."),
+    ("code", '''import matplotlib.pyplot as plt
+
+per_run = runs.groupBy("run_id").sum("events", "seconds").orderBy("run_id").toPandas()
 per_run["events_per_second"] = per_run["sum(events)"] / per_run["sum(seconds)"]
+lag = runs.select("run_id", "source_table", "lag_seconds").toPandas().pivot(
+    index="run_id", columns="source_table", values="lag_seconds")
+fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.5))
+per_run.plot.bar(x="run_id", y="events_per_second", ax=left, legend=False, rot=0, title="events per second, per run")
+lag.plot(ax=right, marker="o", title="lag behind the source (s), per table")
+plt.tight_layout()
+plt.show()
 per_run'''),
 ])
 

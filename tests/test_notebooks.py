@@ -30,6 +30,8 @@ def test_notebook_runs_end_to_end(path):
     assert not [o for o in outputs if o.get("output_type") == "error"]
     text = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
     assert "Traceback" not in text
+    if path.stem in ("02_maintenance", "03_monitoring"):  # file counts; throughput and lag: as charts
+        assert [o for o in outputs if "image/png" in o.get("data", {})], "the notebook draws its charts"
     if path.stem == "01_quickstart":
         assert "QASOURCE.TCUSTORD" in text and "none (nothing new)" in text
     if path.stem == "02_maintenance":
