@@ -97,6 +97,8 @@ from lakecdc.decoders._debezium_lines import (
 from lakecdc.decoders._debezium_lines import _kafka_pairs as _kafka_pairs
 from lakecdc.decoders._debezium_lines import _kcat_part as _kcat_part
 from lakecdc.decoders._debezium_lines import _same_table as _same_table
+from lakecdc.decoders._debezium_spark import decode as decode_in_spark
+from lakecdc.decoders._debezium_spark import spark_file
 from lakecdc.decoders._kafka_connect import (
     Num,
     Pairs,
@@ -334,6 +336,7 @@ class DebeziumJsonDecoder(Decoder):
         "unavailable.value.placeholder": UNAVAILABLE,
         "topic.prefix": "",
         "schemaDirectory": "",
+        "reader": "python",
     }
     IGNORED_OPTIONS: ClassVar[frozenset[str]] = frozenset(
         {
@@ -353,6 +356,8 @@ class DebeziumJsonDecoder(Decoder):
             table_name=self._list("tableName"),
             topic_prefix=o["topic.prefix"].strip() or None,
         )
+        if o["reader"] not in ("spark", "python"):
+            raise ConfigError(f"{self.name}: option reader={o['reader']!r}: expected python or spark")
         self._registry: Registry | None = None
 
     def registry(self) -> Registry | None:
@@ -381,7 +386,9 @@ class DebeziumJsonDecoder(Decoder):
     def lines(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
         """Non-blank lines of the (staged) inputs with ``_file``, ``_block``, ``_row`` as
         :func:`~lakecdc.decoders._records.read_text` gives them (so quarantine lines match)."""
-        paths = [stage(f, staging) for f in files]
+        return self._lines(spark, [stage(f, staging) for f in files])
+
+    def _lines(self, spark: SparkSession, paths: Sequence[str]) -> DataFrame:
         names = {Path(p).resolve().as_uri(): p for p in paths}
         mapping = F.create_map(*[F.lit(x) for kv in names.items() for x in kv])
         uri = F.input_file_name()
@@ -393,9 +400,16 @@ class DebeziumJsonDecoder(Decoder):
         )
 
     def read(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
-        body = functools.partial(decode_batches, settings=self.settings, registry=self.registry())
-        p = self.lines(spark, files, staging=staging).mapInArrow(body, PARSED_SCHEMA)
-        return canonical(p)
+        paths = [stage(f, staging) for f in files]
+        by_spark = [p for p in paths if self.options["reader"] == "spark" and spark_file(_first_record(p))]
+        parts = []
+        if by_spark:
+            parts.append(decode_in_spark(spark, by_spark, self.settings, self.registry(), staging=staging))
+        rest = [p for p in paths if p not in by_spark]
+        if rest or not parts:
+            body = functools.partial(decode_batches, settings=self.settings, registry=self.registry())
+            parts.append(self._lines(spark, rest).mapInArrow(body, PARSED_SCHEMA))
+        return canonical(functools.reduce(lambda a, b: a.unionByName(b), parts))
 
     def column_types(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> dict[str, dict[str, T.DataType]]:
         """Per table, the Spark type of each column the messages' Kafka Connect schemas declare

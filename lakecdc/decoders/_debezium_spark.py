@@ -1,0 +1,384 @@
+"""``debezium-json`` without schema, read by Spark: bare envelopes decoded in the JVM.
+
+A Kafka Connect JSON line without schema (``schemas.enable=false``) is the bare envelope
+``{"before", "after", "source", "op", "ts_ms", "transaction"}``. Parsing it in Python costs
+about 20 s per million events on two cores; Spark's own JSON parser, with the images and the
+source block read as ``map<string, string>`` of exact texts, takes about a quarter of that. So a
+file whose first record is such an envelope (:func:`spark_file`) is read here:
+
+* every line is parsed by ``from_json`` (exact string parsing: ``17520.00`` stays ``17520.00``);
+* a line is decoded in SQL (:func:`envelope_columns`) when it is a plain envelope this module
+  reads exactly as the Python reader would (:func:`plain`): ``op`` one of ``c``/``u``/``d``/
+  ``r``/``t``, a ``source`` object naming the table and a timestamp, a known connector other than
+  MongoDB (or none), no nested object or array anywhere but the images, source and transaction
+  blocks, no unavailable-value placeholder, no ``\\uD8xx`` escape, the image its op needs;
+* every other line (a tombstone, a transaction marker, a schema change, a heartbeat, a bad
+  record, a placeholder to drop, ...) goes to the Python reader
+  (:class:`~lakecdc.decoders._debezium_lines.LineReader`) through a pandas UDF that sees only those
+  lines (the others reach it as NULL), so its rows are the same as ever.
+
+One difference from reading the whole file in Python: a *key* record in the middle of such a file
+is skipped as a key, but does not lend its columns to the value on the next line (a file of
+alternating keys and values starts with a key, and is read in Python as a whole).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
+
+import pandas as pd
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from lakecdc.decoders._debezium import OPS, Settings, failed
+from lakecdc.decoders._debezium_lines import PARSED_SCHEMA, LineReader, _encodable
+from lakecdc.decoders._records import CORRUPT, read_json
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from lakecdc.decoders._debezium_registry import Registry
+
+_TEXT_MAP = T.MapType(T.StringType(), T.StringType())
+#: What ``from_json`` reads of a line: the envelope, and the members that make it something else.
+ENVELOPE = T.StructType(
+    [T.StructField(n, _TEXT_MAP) for n in ("before", "after", "source", "transaction")]
+    + [T.StructField(n, T.StringType()) for n in ("op", "ts_ms", "ts_us", "ts_ns", "schema", "payload",
+                                                    "topic", "partition", "offset")]
+)
+#: Members of records that are no bare envelope (a Connect pair, a kcat record).
+_NOT_ENVELOPE = ("schema", "payload", "topic", "partition", "offset")
+_X_FIELDS = tuple(f.name for f in PARSED_SCHEMA.fields if f.name.startswith("x_"))
+_MAPS = frozenset({"x_before", "x_after", "x_source"})
+_INDEX_MASK = (1 << 33) - 1  # monotonically_increasing_id: the row's index within its partition
+_LINE_END = re.compile(rb"\r\n|\r|\n")
+_X_SCHEMA = T.StructType([f for f in PARSED_SCHEMA.fields if f.name.startswith("x_")])
+_KNOWN_CONNECTORS = ("oracle", "db2", "sqlserver", "mysql", "mariadb", "postgresql")
+_NAMING = {
+    "oracle": ("schema", "table"), "db2": ("schema", "table"), "postgresql": ("schema", "table"),
+    "sqlserver": ("db", "schema", "table"), "mysql": ("db", "table"), "mariadb": ("db", "table"),
+}
+_SEP = "\u0001"
+_NUM_WIDTH = 20
+_MAX = "~"
+
+
+def spark_file(first_record: str | None) -> bool:
+    """True when a file's first record (its first line that is no comment) is a bare envelope."""
+    if not first_record or not first_record.startswith("{"):
+        return False
+    try:
+        value = json.loads(first_record)
+    except ValueError:
+        return False
+    if not isinstance(value, dict) or "schema" in value or "payload" in value or "topic" in value:
+        return False
+    return isinstance(value.get("op"), str) and isinstance(value.get("source"), dict)
+
+
+# -- SQL pieces -----------------------------------------------------------------------------------
+
+
+class _Fields:
+    """The parsed envelope's columns by name (``m["source"]``), as :data:`ENVELOPE` reads them."""
+
+    def __getitem__(self, name: str) -> Column:
+        return F.col(name)
+
+
+def _pad(c: Column, width: int = _NUM_WIDTH) -> Column:
+    """``str.rjust(width, "0")``: never cut (``lpad`` would)."""
+    return F.when(F.length(c) >= width, c).otherwise(F.lpad(c, width, "0"))
+
+
+def _text(c: Column) -> Column:
+    """``_debezium._text``: NULL for NULL and the empty string."""
+    return F.when(c != "", c)
+
+
+def _sortable(c: Column) -> Column:
+    """``_debezium.sortable`` for texts: digits zero-padded to 20, an LSN per part to 16 lower-case
+    hex digits, other text as it is, NULL as the empty string."""
+    padded = _pad(c)
+    lsn = F.array_join(F.transform(F.split(F.lower(c), ":"), lambda p: _pad(p, 16)), ":")
+    return (
+        F.when(c.isNull() | (c == ""), F.lit(""))
+        .when(c.rlike("^[0-9]+$"), padded)
+        .when(c.rlike("^[0-9A-Fa-f]+(:[0-9A-Fa-f]+)+$"), lsn)
+        .otherwise(c)
+    )
+
+
+def _joined(*parts: Column) -> Column:
+    return F.concat_ws("|", *parts)
+
+
+def _connector(source: Column) -> Column:
+    """``_debezium.connector_of``: the named connector (lower case), else guessed from the members."""
+    named = F.lower(source["connector"])
+    has = lambda m: F.coalesce(F.map_contains_key(source, m), F.lit(False))  # noqa: E731
+    guessed = (
+        F.when(has("scn") | has("commit_scn"), "oracle")
+        .when(has("change_lsn") | has("commit_lsn"), "db2")
+        .when(has("file") & has("pos"), "mysql")
+        .when(has("lsn"), "postgresql")
+        .when(has("collection") | has("ord"), "mongodb")
+        .otherwise("")
+    )
+    return F.when(_text(source["connector"]).isNotNull(), named).otherwise(guessed)
+
+
+def _table(source: Column, connector: Column, settings: Settings) -> Column:
+    """``_debezium.source_table``: the source block's names joined by dots (NULL without the last)."""
+
+    def join(parts: tuple[str, ...]) -> Column:
+        return F.when(_text(source[parts[-1]]).isNotNull(), F.concat_ws(".", *[_text(source[p]) for p in parts]))
+
+    if settings.table_name:
+        return join(settings.table_name)
+    default = F.when(_text(source["schema"]).isNotNull(), join(("schema", "table"))).otherwise(join(("db", "table")))
+    out = F.when(F.lit(False), F.lit(None).cast("string"))
+    for name, parts in _NAMING.items():
+        out = out.when(connector == name, join(parts))
+    return out.otherwise(default)
+
+
+def _op_ts(m: _Fields) -> Column:
+    """``_debezium.op_ts_micros``: source ts_ns/ts_us/ts_ms, else the envelope's, in microseconds
+    (NULL when the first number found does not fit: the Python reader then says why)."""
+    src = m["source"]
+    out = F.when(F.lit(False), F.lit(None).cast("bigint"))
+    for block in (lambda n: src[n], lambda n: m[n]):
+        for name, scale in (("ts_ns", None), ("ts_us", 1), ("ts_ms", 1000)):
+            v = block(name)
+            n = v.try_cast("bigint")
+            micros = F.floor(n.cast("decimal(20,0)") / F.lit(1000)) if scale is None else F.try_multiply(n, F.lit(scale))
+            out = out.when(v.rlike("^-?[0-9]+$"), micros.cast("bigint"))
+    return out
+
+
+def _position(source: Column, connector: Column, op: Column) -> tuple[Column, Column]:
+    """``_debezium.connector_position``: ``(pos, positional)`` (MongoDB never comes here)."""
+    s = lambda n: source[n]  # noqa: E731
+    snapshot = F.lower(s("snapshot")).isin(
+        "true", "last", "first", "incremental", "first_in_data_collection", "last_in_data_collection")
+    read = (op == "R") | F.coalesce(snapshot, F.lit(False))
+    scn, commit = _text(s("scn")), _text(s("commit_scn"))
+    first = F.coalesce(commit, scn)
+    oracle = (
+        F.when(read & scn.isNotNull(), _joined(_sortable(scn), _sortable(scn), F.lit(_MAX), F.lit(_MAX)))
+        .when(first.isNotNull(), _joined(_sortable(first), _sortable(F.coalesce(scn, first)),
+                                         _sortable(s("redo_thread")), _sortable(s("ssn"))))
+    )
+    c_lsn, ch_lsn = _text(s("commit_lsn")), _text(s("change_lsn"))
+    db2 = (
+        F.when(c_lsn.isNull(), F.lit(None).cast("string"))
+        .when(ch_lsn.isNull(), _joined(_sortable(c_lsn), F.lit(_MAX), F.lit(_MAX)))
+        .otherwise(_joined(_sortable(c_lsn), _sortable(ch_lsn), _sortable(s("event_serial_no"))))
+    )
+    file = _text(s("file"))
+    has_pos = F.coalesce(F.map_contains_key(source, "pos"), F.lit(False)) & s("pos").isNotNull()
+    binlog = F.when(file.rlike("^.*?[0-9]+$"), F.concat(
+        F.regexp_extract(file, "^(.*?)([0-9]+)$", 1),
+        _pad(F.regexp_extract(file, "^(.*?)([0-9]+)$", 2)),
+    )).otherwise(file)
+    row = F.when(F.coalesce(F.map_contains_key(source, "row"), F.lit(False)), s("row")).otherwise(F.lit("0"))
+    mysql = F.when(file.isNotNull() & has_pos, _joined(
+        binlog, _sortable(s("pos")), F.when(read, "0").otherwise("1"), _sortable(row)))
+    lsn = _text(s("lsn"))
+    pg = F.when(lsn.isNotNull(), _joined(_sortable(lsn), F.when(read, "1").otherwise("0")))
+    pos = (
+        F.when(connector == "oracle", oracle)
+        .when(connector.isin("db2", "sqlserver"), db2)
+        .when(connector.isin("mysql", "mariadb"), mysql)
+        .when(connector == "postgresql", pg)
+    )
+    return pos, pos.isNotNull()
+
+
+def _source_map(m: _Fields) -> Column:
+    """``_debezium._source_pairs``: ``source.<member>``, the envelope's ts_*, ``transaction.<member>``."""
+    parts = [F.transform_keys(m["source"], lambda k, _v: F.concat(F.lit("source."), k))]
+    for name in ("ts_ms", "ts_us", "ts_ns"):
+        parts.append(F.when(m[name].isNull(), F.create_map().cast(_TEXT_MAP)).otherwise(F.create_map(F.lit(name), m[name])))
+    tx = m["transaction"]
+    parts.append(F.when(tx.isNull(), F.create_map().cast(_TEXT_MAP))
+                 .otherwise(F.transform_keys(tx, lambda k, _v: F.concat(F.lit("transaction."), k))))
+    return F.map_concat(*parts)
+
+
+
+
+def plain(m: _Fields, settings: Settings) -> Column:
+    """Whether a parsed line is an envelope :func:`envelope_columns` reads as the Python reader
+    would (see the module docstring); every other line goes to the Python reader."""
+    src = m["source"]
+    connector = m["_conn"]
+    op = m["op"]
+    # every value of the images and blocks, each after a \u0001 (a nested object or array is
+    # left to the Python reader, which writes it as compact JSON)
+    values = F.concat(F.lit(_SEP), F.concat_ws(_SEP, *[F.map_values(m[n]) for n in ("before", "after", "source", "transaction")]))
+    needs = (
+        F.when(op.isin("c", "r", "u"), m["after"].isNotNull())
+        .when(op == "d", m["before"].isNotNull())
+        .otherwise(F.lit(True))
+    )
+    checks = [
+        m[CORRUPT].isNull(),
+        *[m[n].isNull() for n in _NOT_ENVELOPE],
+        op.isin(*OPS), src.isNotNull(),
+        connector.isin(*_KNOWN_CONNECTORS) | (connector == ""),
+        ~F.coalesce(F.instr(src["commit_scn"], ":") > 0, F.lit(False)),
+        m["_ts"].isNotNull(), m["_tbl"].isNotNull(), needs,
+        *[F.instr(values, text) == 0 for text in (*sorted(settings.placeholders), _SEP + "{", _SEP + "[")],
+    ]
+    out = F.lit(True)
+    for c in checks:
+        out = out & F.coalesce(c, F.lit(False))
+    return out
+
+
+def envelope_columns(m: _Fields, settings: Settings) -> dict[str, Column]:
+    """The ``x_*`` columns (:data:`~lakecdc.decoders._debezium_lines.PARSED_SCHEMA`) of a
+    :func:`plain` envelope."""
+    src, connector, op = m["source"], m["_conn"], m["_op"]
+    pos, positional = _position(src, connector, op)
+    if settings.sequence_by == ("op_ts",):
+        seq = F.lit(None).cast("string")
+    elif settings.sequence_by:
+        found = _source_map(m)
+        pos = F.concat_ws("|", *[_sortable(found[n]) for n in settings.sequence_by])
+        seq = pos
+    else:
+        seq = F.when(positional, pos)
+    return {
+        "x_table": m["_tbl"],
+        "x_op": op,
+        "x_op_ts": m["_ts"],
+        "x_pos": pos,
+        "x_seq": seq,
+        "x_txid": F.coalesce(_text(m["transaction"]["id"]), _text(src["txId"])),
+        "x_keys": F.lit(None).cast("array<string>"),
+        "x_before": F.when(op.isin("U", "D"), m["before"]),
+        "x_after": F.when(op.isin("I", "R", "U"), m["after"]),
+        "x_source": _source_map(m),
+        "x_error": F.lit(None).cast("string"),
+    }
+
+
+# -- the other lines, in Python -------------------------------------------------------------------
+
+
+class _Lines:
+    """The non-blank lines of one split of a file, as Spark's line reader cuts them (a split
+    that does not start the file begins after the first line end at or after its start)."""
+
+    def __init__(self, path: str, start: int) -> None:
+        self.fh = open(path, "rb")  # noqa: SIM115 (closed by close())
+        self.fh.seek(start)
+        self.buffer = b""
+        self.skip_first = start > 0
+        self.index = -1  # of the last line given
+
+    def _raw_lines(self) -> Iterator[bytes]:
+        while True:
+            chunk = self.fh.read(1 << 20)
+            if not chunk:
+                if self.buffer:
+                    yield self.buffer
+                    self.buffer = b""
+                return
+            parts = _LINE_END.split(self.buffer + chunk)  # (a \r\n cut in two: one blank line more)
+            self.buffer = parts.pop()
+            yield from parts
+
+    def line(self, index: int) -> str | None:
+        """The ``index``-th non-blank line of the split (counting from 0), or None past its end."""
+        if not hasattr(self, "_it"):
+            self._it = self._raw_lines()
+            if self.skip_first:
+                next(self._it, None)
+        for raw in self._it:
+            if not raw.strip(b" \t\r\n"):
+                continue
+            self.index += 1
+            if self.index == index:
+                return raw.decode("utf-8", errors="replace")
+        return None
+
+    def close(self) -> None:
+        self.fh.close()
+
+
+def _row_json(row: tuple) -> str:
+    out: dict[str, object] = {}
+    for name, value in zip(_X_FIELDS, _encodable(row), strict=True):
+        out[name] = dict(value) if isinstance(value, list) and name in _MAPS else value
+    return json.dumps(out, ensure_ascii=False)
+
+
+def python_rows(settings: Settings, registry: Registry | None):  # noqa: ANN201 (a pandas UDF)
+    """A pandas UDF ``(file, corrupt text, block, row) -> JSON of the x_* row``: for the rows with a
+    file (the lines :func:`plain` refuses), the Python reader's row; NULL for the others. A
+    line's text is the corrupt-record text Spark kept, else read again from the file (rows of a
+    partition come in order, so each split is read once, and only up to its last such line)."""
+
+    def decode(batches: Iterator[tuple[pd.Series, ...]]) -> Iterator[pd.Series]:
+        reader = LineReader(settings, registry)
+        first_index: dict[tuple[int, int], int] = {}
+        split: tuple[tuple[int, int], _Lines] | None = None
+        try:
+            for fids, blocks, rows, files, texts in batches:
+                index = rows & _INDEX_MASK
+                for key, first in pd.DataFrame({"f": fids, "b": blocks, "i": index}).groupby(["f", "b"])["i"].min().items():
+                    first_index.setdefault((int(key[0]), int(key[1])), int(first))
+                out = pd.Series([None] * len(files), dtype=object)
+                for i in files.index[files.notna()]:
+                    file, text = files[i], texts[i]
+                    if not isinstance(text, str):  # a valid line Spark kept no text of: read it again
+                        key = (int(fids[i]), int(blocks[i]))
+                        if split is None or split[0] != key:
+                            if split is not None:
+                                split[1].close()
+                            split = (key, _Lines(file, key[1]))
+                        text = split[1].line(int(index[i]) - first_index[key])
+                    row = reader.read(text, file, int(rows[i])) if isinstance(text, str) else \
+                        failed("could not read the record's text again")
+                    out[i] = _row_json(row)
+                yield out
+        finally:
+            if split is not None:
+                split[1].close()
+
+    # nondeterministic: no filter is pushed below it, so it sees every row of its partitions in
+    # order (the index of a line within its split depends on it)
+    return F.pandas_udf(decode, T.StringType()).asNondeterministic()  # type: ignore[call-overload]
+
+
+def decode(spark: SparkSession, paths: Sequence[str], settings: Settings, registry: Registry | None, *,
+           staging: str) -> DataFrame:
+    """The lines of ``paths`` (files :func:`spark_file` accepts) as PARSED_SCHEMA's rows.
+
+    Run inside :func:`~lakecdc.decoders._records.exact_json_strings`.
+    """
+    m = _Fields()
+    # the parts used more than once, as columns of their own (each evaluated once per row)
+    parsed = (
+        read_json(spark, paths, ENVELOPE, staging=staging)
+        .select("*", _connector(m["source"]).alias("_conn"), F.create_map(*[F.lit(x) for kv in OPS.items() for x in kv])[m["op"]].alias("_op"), _op_ts(m).alias("_ts"))
+        .select("*", _table(m["source"], m["_conn"], settings).alias("_tbl"))
+        .select("*", plain(m, settings).alias("_plain"))
+    )
+    other = lambda c: F.when(~F.col("_plain"), F.col(c))  # noqa: E731
+    udf = python_rows(settings, registry)(F.xxhash64("_file"), "_block", "_row", other("_file"), other(CORRUPT))
+    py = F.from_json(udf, _X_SCHEMA)
+    fast = envelope_columns(m, settings)
+    return parsed.select("*", py.alias("_py")).select(
+        "_file", "_block", "_row",
+        *[F.when(F.col("_plain"), fast[f.name]).otherwise(F.col("_py")[f.name]).cast(f.dataType).alias(f.name)
+          for f in _X_SCHEMA.fields],
+    )

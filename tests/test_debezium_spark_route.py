@@ -1,0 +1,119 @@
+"""``debezium-json`` files of bare envelopes are decoded by Spark (:mod:`lakecdc.decoders._debezium_spark`);
+every line it does not read itself goes to the Python reader. Both routes must give the same rows
+as ``reader=python`` (the Python reader for the whole file), whatever the lines hold."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import functions as F
+
+from lakecdc.decoders import get_decoder
+from lakecdc.decoders._debezium_spark import spark_file
+from lakecdc.decoders._records import exact_json_strings
+from lakecdc.errors import ConfigError
+
+
+def _source(connector: str, **extra: Any) -> dict[str, Any]:
+    base = {"version": "2.7.0.Final", "connector": connector, "name": "srv", "ts_ms": 1_700_000_000_000,
+            "snapshot": "false", "db": "shop", "table": "T"}
+    return {**base, **extra}
+
+
+def _env(op: str, source: dict[str, Any], before: Any = None, after: Any = None, **extra: Any) -> dict[str, Any]:
+    return {"before": before, "after": after, "source": source, "op": op, "ts_ms": 1_700_000_000_500, **extra}
+
+
+ORACLE = _source("oracle", schema="APP", scn="2122185", commit_scn="2122190", ssn=3, redo_thread=1, txId="0a.1.2")
+MYSQL = _source("mysql", file="mysql-bin.000012", pos=4711, row=2)
+PG = _source("postgresql", schema="public", lsn=33227720, txId=7)
+DB2 = _source("db2", schema="DB2INST1", commit_lsn="00000000:00000d98:0000000000000001", change_lsn="00000025:00000d98:00a2",
+              event_serial_no=1)
+SQLSERVER = _source("sqlserver", schema="dbo", commit_lsn="00000025:00000d98:00a2", change_lsn=None)
+
+LINES: list[str] = [
+    json.dumps(_env("c", ORACLE, after={"ID": 1, "PRICE": 17520.00, "NOTE": "a", "ON": True, "N": None})),
+    '{"before":null,"after":{"ID":2,"PRICE":1.50},"source":' + json.dumps(MYSQL) + ',"op":"r","ts_ms":1}',
+    json.dumps(_env("u", PG, before={"ID": 1}, after={"ID": 1, "NOTE": "__debezium_unavailable_value"})),  # placeholder
+    json.dumps(_env("u", DB2, before={"ID": 3, "V": "x"}, after={"ID": 3, "V": "y"},
+                    transaction={"id": "tx9", "total_order": 1, "data_collection_order": 1})),
+    json.dumps(_env("d", SQLSERVER, before={"ID": 4})),
+    json.dumps(_env("t", _source("postgresql", schema="public", lsn=5))),
+    "null",                                                                       # tombstone
+    json.dumps({"status": "BEGIN", "id": "tx9", "ts_ms": 1, "event_count": None, "data_collections": None}),
+    json.dumps({"ts_ms": 1_700_000_000_000}),                                     # heartbeat
+    json.dumps(_env("m", MYSQL)),                                                 # a logical message
+    json.dumps(_env("x", MYSQL, after={"ID": 9})),                                # unknown op
+    json.dumps(_env("c", MYSQL)),                                                 # no after image
+    json.dumps(_env("c", {"connector": "mysql"}, after={"ID": 10})),              # no table
+    json.dumps(_env("c", _source("mongodb", collection="T"), after=json.dumps({"_id": 1, "v": 2}))),
+    json.dumps(_env("c", _source("oracle", schema="APP", commit_scn="10:1:ab,12:2:cd", redo_thread=2), after={"ID": 11})),
+    '{"before": null, "after": {"ID": 12}',                                       # not JSON
+    json.dumps(_env("c", MYSQL, after={"ID": 13, "TAGS": ["a", "b"], "DOC": {"k": 1}})),
+    json.dumps(_env("c", _source("", schema="S", table="T", lsn=9), after={"ID": 14})),
+    json.dumps(_env("c", {**MYSQL, "ts_ms": None, "ts_ns": 1_700_000_000_123_456_789}, after={"ID": 15})),
+    json.dumps(_env("c", {**ORACLE, "snapshot": "last"}, after={"ID": 16})),
+    "",
+    json.dumps(_env("c", {**MYSQL, "file": "binlog", "row": None}, after={"ID": 17, "V": "\u00e9 \\ \""})),
+]
+
+
+def _normalised(df) -> list[dict[str, Any]]:
+    cols = [F.to_json(F.map_entries(c)).alias(c) if c in ("before", "after", "source") else F.col(c) for c in df.columns]
+    return sorted((r.asDict() for r in df.select(*cols).collect()), key=lambda r: (r["_file"], r["_row"]))
+
+
+def _read(spark, path: Path, **options: str) -> list[dict[str, Any]]:
+    with exact_json_strings(spark):
+        return _normalised(get_decoder("debezium-json", options).read(spark, [str(path)], staging=str(path.parent / "stg")))
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("options", [{}, {"sequenceBy": "op_ts"}, {"sequenceBy": "source.pos,ts_ms"},
+                                     {"tableName": "db.table"}])
+def test_every_kind_of_line_decodes_as_the_python_reader_decodes_it(spark, tmp_path, options):
+    path = tmp_path / "topic.json"
+    path.write_text("\n".join(LINES) + "\n")
+    assert spark_file(LINES[0])
+    by_spark, by_python = _read(spark, path, reader="spark", **options), _read(spark, path, reader="python", **options)
+    assert len(by_spark) == len([x for x in LINES if x.strip()])
+    assert by_spark == by_python
+
+
+@pytest.mark.spark
+def test_lines_read_again_from_a_later_split_are_the_right_ones(spark, tmp_path):
+    """A file of several splits: the lines Spark keeps no text of are read again from the file
+    by their index within their split."""
+    envelope = json.dumps(_env("c", MYSQL, after={"ID": 1, "PAD": "x" * 400}))
+    lines = []
+    for i in range(6000):
+        lines.append(envelope if i % 97 else json.dumps({"status": "END", "id": f"tx{i}", "ts_ms": i, "event_count": 1,
+                                                         "data_collections": []}))
+    path = tmp_path / "big.json"
+    path.write_text("\n".join(lines) + "\n")
+    small = {"spark.sql.files.maxPartitionBytes": str(256 * 1024)}
+    old = {k: spark.conf.get(k) for k in small}
+    try:
+        for k, v in small.items():
+            spark.conf.set(k, v)
+        by_spark, by_python = _read(spark, path, reader="spark"), _read(spark, path, reader="python")
+    finally:
+        for k, v in old.items():
+            spark.conf.set(k, v)
+    assert len({r["_block"] for r in by_spark}) > 3
+    assert by_spark == by_python
+    markers = [r for r in by_spark if r["op"] is None]
+    assert len(markers) == len(range(0, 6000, 97)) and all('"tx.status","value":"END"' in r["source"] for r in markers)
+
+
+def test_which_files_spark_reads_and_the_reader_option():
+    assert spark_file(json.dumps(_env("c", MYSQL, after={"ID": 1})))
+    assert not spark_file(json.dumps({"schema": {}, "payload": _env("c", MYSQL, after={"ID": 1})}))
+    assert not spark_file(json.dumps({"topic": "t", "partition": 0, "offset": 1, "payload": "{}"}))
+    assert not spark_file(json.dumps({"ID": 1}))  # a key first: key and value lines alternate
+    assert not spark_file("null") and not spark_file(None) and not spark_file("{not json")
+    with pytest.raises(ConfigError, match="reader"):
+        get_decoder("debezium-json", {"reader": "jvm"})
