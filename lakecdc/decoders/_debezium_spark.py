@@ -3,8 +3,10 @@
 A Kafka Connect JSON line without schema (``schemas.enable=false``) is the bare envelope
 ``{"before", "after", "source", "op", "ts_ms", "transaction"}``. Parsing it in Python costs
 about 20 s per million events on two cores; Spark's own JSON parser, with the images and the
-source block read as ``map<string, string>`` of exact texts, takes about a quarter of that. So a
-file whose first record is such an envelope (:func:`spark_file`) is read here:
+source block read as ``map<string, string>`` of exact texts, takes about a quarter of that. With
+the option ``reader=spark`` (opt-in: the SQL below is not yet faster than the Python reader, 26 s
+against 20 s per million events, see bench/RESULTS.md), a file whose first record is such an
+envelope (:func:`spark_file`) is read here:
 
 * every line is parsed by ``from_json`` (exact string parsing: ``17520.00`` stays ``17520.00``);
 * a line is decoded in SQL (:func:`envelope_columns`) when it is a plain envelope this module
