@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "lakecdc", *args], capture_output=True, text=True, cwd=ROOT, timeout=900)
+    return subprocess.run([sys.executable, "-m", "lakecdc", *args], capture_output=True, text=True, cwd=ROOT)
 
 
 def test_help_teaches():

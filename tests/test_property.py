@@ -553,7 +553,7 @@ def cli_applier(sc: Scenario, workdir: Path, target: Path) -> Applier:
         ]
         for table, cols in sc.keys().items():
             cmd += ["--key", f"{table}={','.join(cols)}"]
-        proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=1800)
+        proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
         output = proc.stdout + proc.stderr
         if expect_failure:
             assert proc.returncode != 0, f"run {number} should abend; exit 0:\n{output[-3000:]}"
