@@ -27,7 +27,6 @@ alternating keys and values starts with a key, and is read in Python as a whole)
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
@@ -36,9 +35,9 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakecdc.decoders._debezium import OPS, Settings, failed
+from lakecdc.decoders._debezium import _MAX, _NAMING, _NUM_WIDTH, _SNAPSHOT_FLAGS, OPS, Settings, failed
 from lakecdc.decoders._debezium_lines import PARSED_SCHEMA, LineReader, _encodable
-from lakecdc.decoders._records import CORRUPT, read_json
+from lakecdc.decoders._records import CORRUPT, locate, read_json
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -54,19 +53,13 @@ ENVELOPE = T.StructType(
 )
 #: Members of records that are no bare envelope (a Connect pair, a kcat record).
 _NOT_ENVELOPE = ("schema", "payload", "topic", "partition", "offset")
-_X_FIELDS = tuple(f.name for f in PARSED_SCHEMA.fields if f.name.startswith("x_"))
+_X_SCHEMA = T.StructType([f for f in PARSED_SCHEMA.fields if f.name.startswith("x_")])
+_X_FIELDS = tuple(_X_SCHEMA.fieldNames())
 _MAPS = frozenset({"x_before", "x_after", "x_source"})
 _INDEX_MASK = (1 << 33) - 1  # monotonically_increasing_id: the row's index within its partition
-_LINE_END = re.compile(rb"\r\n|\r|\n")
-_X_SCHEMA = T.StructType([f for f in PARSED_SCHEMA.fields if f.name.startswith("x_")])
-_KNOWN_CONNECTORS = ("oracle", "db2", "sqlserver", "mysql", "mariadb", "postgresql")
-_NAMING = {
-    "oracle": ("schema", "table"), "db2": ("schema", "table"), "postgresql": ("schema", "table"),
-    "sqlserver": ("db", "schema", "table"), "mysql": ("db", "table"), "mariadb": ("db", "table"),
-}
+#: The connectors read here: every one the Python reader names tables for, but MongoDB.
+_KNOWN_CONNECTORS = tuple(c for c in _NAMING if c != "mongodb")
 _SEP = "\u0001"
-_NUM_WIDTH = 20
-_MAX = "~"
 
 
 def spark_file(first_record: str | None) -> bool:
@@ -144,8 +137,8 @@ def _table(source: Column, connector: Column, settings: Settings) -> Column:
         return join(settings.table_name)
     default = F.when(_text(source["schema"]).isNotNull(), join(("schema", "table"))).otherwise(join(("db", "table")))
     out = F.when(F.lit(False), F.lit(None).cast("string"))
-    for name, parts in _NAMING.items():
-        out = out.when(connector == name, join(parts))
+    for name in _KNOWN_CONNECTORS:
+        out = out.when(connector == name, join(_NAMING[name]))
     return out.otherwise(default)
 
 
@@ -166,8 +159,7 @@ def _op_ts(m: _Fields) -> Column:
 def _position(source: Column, connector: Column, op: Column) -> tuple[Column, Column]:
     """``_debezium.connector_position``: ``(pos, positional)`` (MongoDB never comes here)."""
     s = lambda n: source[n]  # noqa: E731
-    snapshot = F.lower(s("snapshot")).isin(
-        "true", "last", "first", "incremental", "first_in_data_collection", "last_in_data_collection")
+    snapshot = F.lower(s("snapshot")).isin(*sorted(_SNAPSHOT_FLAGS))
     read = (op == "R") | F.coalesce(snapshot, F.lit(False))
     scn, commit = _text(s("scn")), _text(s("commit_scn"))
     first = F.coalesce(commit, scn)
@@ -275,47 +267,6 @@ def envelope_columns(m: _Fields, settings: Settings) -> dict[str, Column]:
 # -- the other lines, in Python -------------------------------------------------------------------
 
 
-class _Lines:
-    """The non-blank lines of one split of a file, as Spark's line reader cuts them (a split
-    that does not start the file begins after the first line end at or after its start)."""
-
-    def __init__(self, path: str, start: int) -> None:
-        self.fh = open(path, "rb")  # noqa: SIM115 (closed by close())
-        self.fh.seek(start)
-        self.buffer = b""
-        self.skip_first = start > 0
-        self.index = -1  # of the last line given
-
-    def _raw_lines(self) -> Iterator[bytes]:
-        while True:
-            chunk = self.fh.read(1 << 20)
-            if not chunk:
-                if self.buffer:
-                    yield self.buffer
-                    self.buffer = b""
-                return
-            parts = _LINE_END.split(self.buffer + chunk)  # (a \r\n cut in two: one blank line more)
-            self.buffer = parts.pop()
-            yield from parts
-
-    def line(self, index: int) -> str | None:
-        """The ``index``-th non-blank line of the split (counting from 0), or None past its end."""
-        if not hasattr(self, "_it"):
-            self._it = self._raw_lines()
-            if self.skip_first:
-                next(self._it, None)
-        for raw in self._it:
-            if not raw.strip(b" \t\r\n"):
-                continue
-            self.index += 1
-            if self.index == index:
-                return raw.decode("utf-8", errors="replace")
-        return None
-
-    def close(self) -> None:
-        self.fh.close()
-
-
 def _row_json(row: tuple) -> str:
     out: dict[str, object] = {}
     for name, value in zip(_X_FIELDS, _encodable(row), strict=True):
@@ -324,40 +275,39 @@ def _row_json(row: tuple) -> str:
 
 
 def python_rows(settings: Settings, registry: Registry | None):  # noqa: ANN201 (a pandas UDF)
-    """A pandas UDF ``(file, corrupt text, block, row) -> JSON of the x_* row``: for the rows with a
-    file (the lines :func:`plain` refuses), the Python reader's row; NULL for the others. A
-    line's text is the corrupt-record text Spark kept, else read again from the file (rows of a
-    partition come in order, so each split is read once, and only up to its last such line)."""
+    """A pandas UDF ``(file id, block, row, file, corrupt text) -> JSON of the x_* row``: for the
+    rows with a file (the lines :func:`plain` refuses), the Python reader's row; NULL for the
+    others. A line's text is the corrupt-record text Spark kept, else read again from the file by
+    its rank within its split (:func:`~lakecdc.decoders._records.locate`, once per split): the
+    UDF sees every row of its partition, so it knows where each split starts."""
 
     def decode(batches: Iterator[tuple[pd.Series, ...]]) -> Iterator[pd.Series]:
+        held = list(batches)  # (the partition's rows; NULL text and file for the plain ones)
+        first: dict[tuple[int, int], int] = {}
+        wanted: dict[tuple[int, int], tuple[str, set[int]]] = {}
+        for fids, blocks, rows, files, texts in held:
+            index = rows & _INDEX_MASK
+            for key, low in pd.DataFrame({"f": fids, "b": blocks, "i": index}).groupby(["f", "b"])["i"].min().items():
+                first.setdefault((int(key[0]), int(key[1])), int(low))
+            for i in files.index[files.notna() & ~texts.map(lambda t: isinstance(t, str))]:
+                key = (int(fids[i]), int(blocks[i]))
+                wanted.setdefault(key, (files[i], set()))[1].add(int(index[i]) - first[key])
+        found = {key: locate(path, key[1], ranks) for key, (path, ranks) in wanted.items()}
         reader = LineReader(settings, registry)
-        first_index: dict[tuple[int, int], int] = {}
-        split: tuple[tuple[int, int], _Lines] | None = None
-        try:
-            for fids, blocks, rows, files, texts in batches:
-                index = rows & _INDEX_MASK
-                for key, first in pd.DataFrame({"f": fids, "b": blocks, "i": index}).groupby(["f", "b"])["i"].min().items():
-                    first_index.setdefault((int(key[0]), int(key[1])), int(first))
-                out = pd.Series([None] * len(files), dtype=object)
-                for i in files.index[files.notna()]:
-                    file, text = files[i], texts[i]
-                    if not isinstance(text, str):  # a valid line Spark kept no text of: read it again
-                        key = (int(fids[i]), int(blocks[i]))
-                        if split is None or split[0] != key:
-                            if split is not None:
-                                split[1].close()
-                            split = (key, _Lines(file, key[1]))
-                        text = split[1].line(int(index[i]) - first_index[key])
-                    row = reader.read(text, file, int(rows[i])) if isinstance(text, str) else \
-                        failed("could not read the record's text again")
-                    out[i] = _row_json(row)
-                yield out
-        finally:
-            if split is not None:
-                split[1].close()
+        for fids, blocks, rows, files, texts in held:
+            out = pd.Series([None] * len(files), dtype=object)
+            for i in files.index[files.notna()]:
+                text = texts[i]
+                if not isinstance(text, str):
+                    key = (int(fids[i]), int(blocks[i]))
+                    text = found[key].get((int(rows[i]) & _INDEX_MASK) - first[key], (0, None))[1]
+                row = reader.read(text, files[i], int(rows[i])) if isinstance(text, str) else \
+                    failed("could not read the record's text again")
+                out[i] = _row_json(row)
+            yield out
 
     # nondeterministic: no filter is pushed below it, so it sees every row of its partitions in
-    # order (the index of a line within its split depends on it)
+    # order (the rank of a line within its split depends on it)
     return F.pandas_udf(decode, T.StringType()).asNondeterministic()  # type: ignore[call-overload]
 
 
