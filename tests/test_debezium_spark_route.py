@@ -117,3 +117,30 @@ def test_which_files_spark_reads_and_the_reader_option():
     assert not spark_file("null") and not spark_file(None) and not spark_file("{not json")
     with pytest.raises(ConfigError, match="reader"):
         get_decoder("debezium-json", {"reader": "jvm"})
+
+
+@pytest.mark.spark
+def test_bad_lines_are_quarantined_with_file_line_and_reason_and_the_rest_applies(spark, tmp_path):
+    from deltalake import DeltaTable
+
+    import lakecdc
+    from lakecdc.state import quarantine_path
+
+    def run(reader: str) -> tuple[list[dict[str, Any]], list[tuple[int, str]]]:
+        landing, target = tmp_path / reader / "landing", tmp_path / reader / "lake"
+        landing.mkdir(parents=True)
+        good = [_env("c", MYSQL, after={"ID": i, "V": str(i)}) for i in (1, 2)]
+        lines = [json.dumps(good[0]), '{"before": null, "after": {"ID": 3}', json.dumps(_env("x", MYSQL, after={"ID": 4})),
+                 json.dumps(_env("c", MYSQL)), json.dumps(good[1])]
+        (landing / "t.json").write_text("\n".join(lines) + "\n")
+        s = lakecdc.apply(landing, target, format="debezium-json", options={"reader": reader}, keys={"shop.T": ["ID"]},
+                          spark=spark)
+        got = sorted(DeltaTable(s.table("shop.T").target).to_pyarrow_table().to_pylist(), key=lambda r: r["ID"])
+        q = DeltaTable(quarantine_path(str(target))).to_pyarrow_table().to_pylist()
+        return got, sorted((r["line"], r["reason"]) for r in q)
+
+    by_spark, by_python = run("spark"), run("python")
+    assert [r["ID"] for r in by_spark[0]] == [1, 2]
+    assert [line for line, _ in by_spark[1]] == [2, 3, 4]
+    assert "unknown op 'x'" in by_spark[1][1][1] and "'after' missing" in by_spark[1][2][1]
+    assert by_spark == by_python
