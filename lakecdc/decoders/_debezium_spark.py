@@ -77,12 +77,29 @@ def spark_file(first_record: str | None) -> bool:
 
 # -- SQL pieces -----------------------------------------------------------------------------------
 
+#: ``source`` members read more than once, each looked up once per line into a column of its own
+#: (``_s_<name>``): a map lookup scans the map's keys, and Spark does not share the lookups made
+#: in the branches of a ``CASE``.
+_LOOKED_UP = tuple(sorted(
+    {"connector", "snapshot", "scn", "commit_scn", "redo_thread", "ssn", "commit_lsn", "change_lsn",
+     "event_serial_no", "file", "pos", "lsn", "txId", "ts_ns", "ts_us", "ts_ms"}
+    | {p for parts in _NAMING.values() for p in parts}
+))
+
 
 class _Fields:
-    """The parsed envelope's columns by name (``m["source"]``), as :data:`ENVELOPE` reads them."""
+    """The parsed envelope's columns by name (``m["source"]``), as :data:`ENVELOPE` reads them,
+    and the source block's members (``m.src("scn")``)."""
 
     def __getitem__(self, name: str) -> Column:
         return F.col(name)
+
+    def src(self, name: str) -> Column:
+        return F.col(f"_s_{name}") if name in _LOOKED_UP else F.col("source")[name]
+
+    def has(self, name: str) -> Column:
+        """The source block has the member (even as null)."""
+        return F.coalesce(F.map_contains_key(F.col("source"), name), F.lit(False))
 
 
 def _pad(c: Column, width: int = _NUM_WIDTH) -> Column:
@@ -95,14 +112,18 @@ def _text(c: Column) -> Column:
     return F.when(c != "", c)
 
 
+def _digits(c: Column) -> Column:
+    """``c`` is one or more ASCII digits (no regex: this runs several times per line)."""
+    return (F.length(c) > 0) & (F.translate(c, "0123456789", "") == "")
+
+
 def _sortable(c: Column) -> Column:
     """``_debezium.sortable`` for texts: digits zero-padded to 20, an LSN per part to 16 lower-case
     hex digits, other text as it is, NULL as the empty string."""
-    padded = _pad(c)
     lsn = F.array_join(F.transform(F.split(F.lower(c), ":"), lambda p: _pad(p, 16)), ":")
     return (
         F.when(c.isNull() | (c == ""), F.lit(""))
-        .when(c.rlike("^[0-9]+$"), padded)
+        .when(_digits(c), _pad(c))
         .when(c.rlike("^[0-9A-Fa-f]+(:[0-9A-Fa-f]+)+$"), lsn)
         .otherwise(c)
     )
@@ -112,30 +133,30 @@ def _joined(*parts: Column) -> Column:
     return F.concat_ws("|", *parts)
 
 
-def _connector(source: Column) -> Column:
+def _connector(m: _Fields) -> Column:
     """``_debezium.connector_of``: the named connector (lower case), else guessed from the members."""
-    named = F.lower(source["connector"])
-    has = lambda m: F.coalesce(F.map_contains_key(source, m), F.lit(False))  # noqa: E731
+    named = m.src("connector")
     guessed = (
-        F.when(has("scn") | has("commit_scn"), "oracle")
-        .when(has("change_lsn") | has("commit_lsn"), "db2")
-        .when(has("file") & has("pos"), "mysql")
-        .when(has("lsn"), "postgresql")
-        .when(has("collection") | has("ord"), "mongodb")
+        F.when(m.has("scn") | m.has("commit_scn"), "oracle")
+        .when(m.has("change_lsn") | m.has("commit_lsn"), "db2")
+        .when(m.has("file") & m.has("pos"), "mysql")
+        .when(m.has("lsn"), "postgresql")
+        .when(m.has("collection") | m.has("ord"), "mongodb")
         .otherwise("")
     )
-    return F.when(_text(source["connector"]).isNotNull(), named).otherwise(guessed)
+    return F.when(named != "", F.lower(named)).otherwise(guessed)
 
 
-def _table(source: Column, connector: Column, settings: Settings) -> Column:
+def _table(m: _Fields, settings: Settings) -> Column:
     """``_debezium.source_table``: the source block's names joined by dots (NULL without the last)."""
 
     def join(parts: tuple[str, ...]) -> Column:
-        return F.when(_text(source[parts[-1]]).isNotNull(), F.concat_ws(".", *[_text(source[p]) for p in parts]))
+        return F.when(_text(m.src(parts[-1])).isNotNull(), F.concat_ws(".", *[_text(m.src(p)) for p in parts]))
 
     if settings.table_name:
         return join(settings.table_name)
-    default = F.when(_text(source["schema"]).isNotNull(), join(("schema", "table"))).otherwise(join(("db", "table")))
+    connector = m["_conn"]
+    default = F.when(_text(m.src("schema")).isNotNull(), join(("schema", "table"))).otherwise(join(("db", "table")))
     out = F.when(F.lit(False), F.lit(None).cast("string"))
     for name in _KNOWN_CONNECTORS:
         out = out.when(connector == name, join(_NAMING[name]))
@@ -145,22 +166,22 @@ def _table(source: Column, connector: Column, settings: Settings) -> Column:
 def _op_ts(m: _Fields) -> Column:
     """``_debezium.op_ts_micros``: source ts_ns/ts_us/ts_ms, else the envelope's, in microseconds
     (NULL when the first number found does not fit: the Python reader then says why)."""
-    src = m["source"]
     out = F.when(F.lit(False), F.lit(None).cast("bigint"))
-    for block in (lambda n: src[n], lambda n: m[n]):
+    for block in (m.src, m.__getitem__):
         for name, scale in (("ts_ns", None), ("ts_us", 1), ("ts_ms", 1000)):
             v = block(name)
             n = v.try_cast("bigint")
             micros = F.floor(n.cast("decimal(20,0)") / F.lit(1000)) if scale is None else F.try_multiply(n, F.lit(scale))
-            out = out.when(v.rlike("^-?[0-9]+$"), micros.cast("bigint"))
+            integer = F.when(v.startswith("-"), _digits(F.substring(v, 2, 1 << 20))).otherwise(_digits(v))
+            out = out.when(integer, micros.cast("bigint"))
     return out
 
 
-def _position(source: Column, connector: Column, op: Column) -> tuple[Column, Column]:
+def _position(m: _Fields) -> tuple[Column, Column]:
     """``_debezium.connector_position``: ``(pos, positional)`` (MongoDB never comes here)."""
-    s = lambda n: source[n]  # noqa: E731
+    s, connector = m.src, m["_conn"]
     snapshot = F.lower(s("snapshot")).isin(*sorted(_SNAPSHOT_FLAGS))
-    read = (op == "R") | F.coalesce(snapshot, F.lit(False))
+    read = (m["_op"] == "R") | F.coalesce(snapshot, F.lit(False))
     scn, commit = _text(s("scn")), _text(s("commit_scn"))
     first = F.coalesce(commit, scn)
     oracle = (
@@ -175,13 +196,12 @@ def _position(source: Column, connector: Column, op: Column) -> tuple[Column, Co
         .otherwise(_joined(_sortable(c_lsn), _sortable(ch_lsn), _sortable(s("event_serial_no"))))
     )
     file = _text(s("file"))
-    has_pos = F.coalesce(F.map_contains_key(source, "pos"), F.lit(False)) & s("pos").isNotNull()
     binlog = F.when(file.rlike("^.*?[0-9]+$"), F.concat(
         F.regexp_extract(file, "^(.*?)([0-9]+)$", 1),
         _pad(F.regexp_extract(file, "^(.*?)([0-9]+)$", 2)),
     )).otherwise(file)
-    row = F.when(F.coalesce(F.map_contains_key(source, "row"), F.lit(False)), s("row")).otherwise(F.lit("0"))
-    mysql = F.when(file.isNotNull() & has_pos, _joined(
+    row = F.when(m.has("row"), s("row")).otherwise(F.lit("0"))
+    mysql = F.when(file.isNotNull() & s("pos").isNotNull(), _joined(
         binlog, _sortable(s("pos")), F.when(read, "0").otherwise("1"), _sortable(row)))
     lsn = _text(s("lsn"))
     pg = F.when(lsn.isNotNull(), _joined(_sortable(lsn), F.when(read, "1").otherwise("0")))
@@ -194,41 +214,46 @@ def _position(source: Column, connector: Column, op: Column) -> tuple[Column, Co
     return pos, pos.isNotNull()
 
 
+def _prefixed_keys(block: Column, prefix: str) -> Column:
+    """The map's keys each with ``prefix`` (no lambda: ``transform_keys`` is interpreted per key)."""
+    return F.split(F.concat(F.lit(prefix), F.array_join(F.map_keys(block), _SEP + prefix)), _SEP)
+
+
 def _source_map(m: _Fields) -> Column:
-    """``_debezium._source_pairs``: ``source.<member>``, the envelope's ts_*, ``transaction.<member>``."""
-    parts = [F.transform_keys(m["source"], lambda k, _v: F.concat(F.lit("source."), k))]
+    """``_debezium._source_pairs``: ``source.<member>``, the envelope's ts_*, ``transaction.<member>``
+    (read only for a :func:`plain` line: its keys hold no ``\\u0001``)."""
+    parts = [F.map_from_arrays(m["_src_keys"], F.map_values(m["source"]))]
     for name in ("ts_ms", "ts_us", "ts_ns"):
         parts.append(F.when(m[name].isNull(), F.create_map().cast(_TEXT_MAP)).otherwise(F.create_map(F.lit(name), m[name])))
     tx = m["transaction"]
     parts.append(F.when(tx.isNull(), F.create_map().cast(_TEXT_MAP))
-                 .otherwise(F.transform_keys(tx, lambda k, _v: F.concat(F.lit("transaction."), k))))
+                 .otherwise(F.map_from_arrays(_prefixed_keys(tx, "transaction."), F.map_values(tx))))
     return F.map_concat(*parts)
-
-
 
 
 def plain(m: _Fields, settings: Settings) -> Column:
     """Whether a parsed line is an envelope :func:`envelope_columns` reads as the Python reader
     would (see the module docstring); every other line goes to the Python reader."""
-    src = m["source"]
-    connector = m["_conn"]
     op = m["op"]
-    # every value of the images and blocks, each after a \u0001 (a nested object or array is
-    # left to the Python reader, which writes it as compact JSON)
-    values = F.concat(F.lit(_SEP), F.concat_ws(_SEP, *[F.map_values(m[n]) for n in ("before", "after", "source", "transaction")]))
     needs = (
         F.when(op.isin("c", "r", "u"), m["after"].isNotNull())
         .when(op == "d", m["before"].isNotNull())
         .otherwise(F.lit(True))
     )
+    blocks = ("before", "after", "source", "transaction")
+    # a nested object or array is left to the Python reader, which writes it as compact JSON
+    nested = [F.exists(F.map_values(m[n]), lambda v: v.startswith("{") | v.startswith("[")) for n in blocks]
+    placeholder = [F.array_contains(F.map_values(m[n]), p) for n in ("before", "after") for p in sorted(settings.placeholders)]
     checks = [
         m[CORRUPT].isNull(),
         *[m[n].isNull() for n in _NOT_ENVELOPE],
-        op.isin(*OPS), src.isNotNull(),
-        connector.isin(*_KNOWN_CONNECTORS) | (connector == ""),
-        ~F.coalesce(F.instr(src["commit_scn"], ":") > 0, F.lit(False)),
+        op.isin(*OPS), m["source"].isNotNull(),
+        m["_conn"].isin(*_KNOWN_CONNECTORS) | (m["_conn"] == ""),
+        ~F.coalesce(F.instr(m.src("commit_scn"), ":") > 0, F.lit(False)),
         m["_ts"].isNotNull(), m["_tbl"].isNotNull(), needs,
-        *[F.instr(values, text) == 0 for text in (*sorted(settings.placeholders), _SEP + "{", _SEP + "[")],
+        F.size(m["_src_keys"]) == F.size(m["source"]),
+        F.coalesce(F.instr(F.array_join(F.map_keys(m["transaction"]), ""), _SEP) == 0, F.lit(True)),
+        *[~F.coalesce(c, F.lit(False)) for c in nested + placeholder],
     ]
     out = F.lit(True)
     for c in checks:
@@ -239,8 +264,8 @@ def plain(m: _Fields, settings: Settings) -> Column:
 def envelope_columns(m: _Fields, settings: Settings) -> dict[str, Column]:
     """The ``x_*`` columns (:data:`~lakecdc.decoders._debezium_lines.PARSED_SCHEMA`) of a
     :func:`plain` envelope."""
-    src, connector, op = m["source"], m["_conn"], m["_op"]
-    pos, positional = _position(src, connector, op)
+    op = m["_op"]
+    pos, positional = _position(m)
     if settings.sequence_by == ("op_ts",):
         seq = F.lit(None).cast("string")
     elif settings.sequence_by:
@@ -255,7 +280,7 @@ def envelope_columns(m: _Fields, settings: Settings) -> dict[str, Column]:
         "x_op_ts": m["_ts"],
         "x_pos": pos,
         "x_seq": seq,
-        "x_txid": F.coalesce(_text(m["transaction"]["id"]), _text(src["txId"])),
+        "x_txid": F.coalesce(_text(m["transaction"]["id"]), _text(m.src("txId"))),
         "x_keys": F.lit(None).cast("array<string>"),
         "x_before": F.when(op.isin("U", "D"), m["before"]),
         "x_after": F.when(op.isin("I", "R", "U"), m["after"]),
@@ -318,11 +343,14 @@ def decode(spark: SparkSession, paths: Sequence[str], settings: Settings, regist
     Run inside :func:`~lakecdc.decoders._records.exact_json_strings`.
     """
     m = _Fields()
+    ops = F.create_map(*[F.lit(x) for kv in OPS.items() for x in kv])
     # the parts used more than once, as columns of their own (each evaluated once per row)
     parsed = (
         read_json(spark, paths, ENVELOPE, staging=staging)
-        .select("*", _connector(m["source"]).alias("_conn"), F.create_map(*[F.lit(x) for kv in OPS.items() for x in kv])[m["op"]].alias("_op"), _op_ts(m).alias("_ts"))
-        .select("*", _table(m["source"], m["_conn"], settings).alias("_tbl"))
+        .select("*", *[F.col("source")[n].alias(f"_s_{n}") for n in _LOOKED_UP],
+                _prefixed_keys(m["source"], "source.").alias("_src_keys"), ops[m["op"]].alias("_op"))
+        .select("*", _connector(m).alias("_conn"), _op_ts(m).alias("_ts"))
+        .select("*", _table(m, settings).alias("_tbl"))
         .select("*", plain(m, settings).alias("_plain"))
     )
     other = lambda c: F.when(~F.col("_plain"), F.col(c))  # noqa: E731
