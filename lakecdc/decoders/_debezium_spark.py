@@ -27,7 +27,7 @@ alternating keys and values starts with a key, and is read in Python as a whole)
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -75,6 +75,13 @@ def spark_file(first_record: str | None) -> bool:
     return isinstance(value.get("op"), str) and isinstance(value.get("source"), dict)
 
 
+def source_layout(first_record: str | None) -> tuple[str, ...]:
+    """The members of the ``source`` block of a :func:`spark_file`'s first record, in order."""
+    if not spark_file(first_record):
+        return ()
+    return tuple(json.loads(first_record)["source"])  # type: ignore[arg-type]
+
+
 # -- SQL pieces -----------------------------------------------------------------------------------
 
 #: ``source`` members read more than once, each looked up once per line into a column of its own
@@ -104,7 +111,8 @@ class _Fields:
 
 def _pad(c: Column, width: int = _NUM_WIDTH) -> Column:
     """``str.rjust(width, "0")``: never cut (``lpad`` would)."""
-    return F.when(F.length(c) >= width, c).otherwise(F.lpad(c, width, "0"))
+    # (a pad as wide as the field: lpad copies its pad once per repetition)
+    return F.when(F.length(c) >= width, c).otherwise(F.lpad(c, width, "0" * width))
 
 
 def _text(c: Column) -> Column:
@@ -113,8 +121,8 @@ def _text(c: Column) -> Column:
 
 
 def _digits(c: Column) -> Column:
-    """``c`` is one or more ASCII digits (no regex: this runs several times per line)."""
-    return (F.length(c) > 0) & (F.translate(c, "0123456789", "") == "")
+    """``c`` is one or more ASCII digits (``translate`` would be slower: a hash lookup per character)."""
+    return c.rlike("^[0-9]+$")
 
 
 def _sortable(c: Column) -> Column:
@@ -144,7 +152,8 @@ def _connector(m: _Fields) -> Column:
         .when(m.has("collection") | m.has("ord"), "mongodb")
         .otherwise("")
     )
-    return F.when(named != "", F.lower(named)).otherwise(guessed)
+    # (lower() maps case by ICU: skipped for the names as connectors write them)
+    return F.when(named.isin(*_KNOWN_CONNECTORS), named).when(named != "", F.lower(named)).otherwise(guessed)
 
 
 def _table(m: _Fields, settings: Settings) -> Column:
@@ -177,10 +186,11 @@ def _op_ts(m: _Fields) -> Column:
     return out
 
 
-def _position(m: _Fields) -> tuple[Column, Column]:
-    """``_debezium.connector_position``: ``(pos, positional)`` (MongoDB never comes here)."""
+def _position(m: _Fields) -> Column:
+    """``_debezium.connector_position``: ``pos`` when positional, else NULL (MongoDB never comes here)."""
     s, connector = m.src, m["_conn"]
-    snapshot = F.lower(s("snapshot")).isin(*sorted(_SNAPSHOT_FLAGS))
+    flag = s("snapshot")
+    snapshot = F.when(flag == "false", F.lit(False)).otherwise(F.lower(flag).isin(*sorted(_SNAPSHOT_FLAGS)))
     read = (m["_op"] == "R") | F.coalesce(snapshot, F.lit(False))
     scn, commit = _text(s("scn")), _text(s("commit_scn"))
     first = F.coalesce(commit, scn)
@@ -211,7 +221,7 @@ def _position(m: _Fields) -> tuple[Column, Column]:
         .when(connector.isin("mysql", "mariadb"), mysql)
         .when(connector == "postgresql", pg)
     )
-    return pos, pos.isNotNull()
+    return pos
 
 
 def _prefixed_keys(block: Column, prefix: str) -> Column:
@@ -221,14 +231,30 @@ def _prefixed_keys(block: Column, prefix: str) -> Column:
 
 def _source_map(m: _Fields) -> Column:
     """``_debezium._source_pairs``: ``source.<member>``, the envelope's ts_*, ``transaction.<member>``
-    (read only for a :func:`plain` line: its keys hold no ``\\u0001``)."""
-    parts = [F.map_from_arrays(m["_src_keys"], F.map_values(m["source"]))]
+    (read only for a :func:`plain` line: its keys hold no ``\\u0001``). One map built from two
+    arrays: building a map hashes every key, so a ``map_concat`` of maps would hash them twice."""
+    keys, values = [m["_src_keys"]], [F.map_values(m["source"])]
+    none = F.array().cast("array<string>")
     for name in ("ts_ms", "ts_us", "ts_ns"):
-        parts.append(F.when(m[name].isNull(), F.create_map().cast(_TEXT_MAP)).otherwise(F.create_map(F.lit(name), m[name])))
+        keys.append(F.when(m[name].isNull(), none).otherwise(F.array(F.lit(name))))
+        values.append(F.when(m[name].isNull(), none).otherwise(F.array(m[name])))
     tx = m["transaction"]
-    parts.append(F.when(tx.isNull(), F.create_map().cast(_TEXT_MAP))
-                 .otherwise(F.map_from_arrays(_prefixed_keys(tx, "transaction."), F.map_values(tx))))
-    return F.map_concat(*parts)
+    keys.append(F.when(tx.isNull(), none).otherwise(_prefixed_keys(tx, "transaction.")))
+    values.append(F.when(tx.isNull(), none).otherwise(F.map_values(tx)))
+    return F.map_from_arrays(F.concat(*keys), F.concat(*values))
+
+
+def _odd_value(block: Column, placeholders: Iterable[str]) -> Column:
+    """Some value of the map is nested JSON (its text starts with ``{`` or ``[``) or one of
+    ``placeholders``. (One lambda over the values: testing them one by one by position, or by
+    ``array_contains``, measured slower.)"""
+    texts = sorted(placeholders)
+
+    def odd(v: Column) -> Column:
+        out = v.startswith("{") | v.startswith("[")
+        return out | v.isin(*texts) if texts else out
+
+    return F.exists(F.map_values(block), odd)
 
 
 def plain(m: _Fields, settings: Settings) -> Column:
@@ -240,10 +266,10 @@ def plain(m: _Fields, settings: Settings) -> Column:
         .when(op == "d", m["before"].isNotNull())
         .otherwise(F.lit(True))
     )
-    blocks = ("before", "after", "source", "transaction")
     # a nested object or array is left to the Python reader, which writes it as compact JSON
-    nested = [F.exists(F.map_values(m[n]), lambda v: v.startswith("{") | v.startswith("[")) for n in blocks]
-    placeholder = [F.array_contains(F.map_values(m[n]), p) for n in ("before", "after") for p in sorted(settings.placeholders)]
+    # (and drops a placeholder from the image)
+    odd = [_odd_value(m[n], settings.placeholders if n in ("before", "after") else ())
+           for n in ("before", "after", "source", "transaction")]
     checks = [
         m[CORRUPT].isNull(),
         *[m[n].isNull() for n in _NOT_ENVELOPE],
@@ -253,7 +279,7 @@ def plain(m: _Fields, settings: Settings) -> Column:
         m["_ts"].isNotNull(), m["_tbl"].isNotNull(), needs,
         F.size(m["_src_keys"]) == F.size(m["source"]),
         F.coalesce(F.instr(F.array_join(F.map_keys(m["transaction"]), ""), _SEP) == 0, F.lit(True)),
-        *[~F.coalesce(c, F.lit(False)) for c in nested + placeholder],
+        *[~F.coalesce(c, F.lit(False)) for c in odd],
     ]
     out = F.lit(True)
     for c in checks:
@@ -261,30 +287,36 @@ def plain(m: _Fields, settings: Settings) -> Column:
     return out
 
 
-def envelope_columns(m: _Fields, settings: Settings) -> dict[str, Column]:
-    """The ``x_*`` columns (:data:`~lakecdc.decoders._debezium_lines.PARSED_SCHEMA`) of a
-    :func:`plain` envelope."""
-    op = m["_op"]
-    pos, positional = _position(m)
+def position(m: _Fields, settings: Settings) -> Column:
+    """``pos`` of a :func:`plain` envelope (``sequenceBy`` names read from ``_srcmap``, the
+    :func:`_source_map`)."""
+    if settings.sequence_by and settings.sequence_by != ("op_ts",):
+        return F.concat_ws("|", *[_sortable(m["_srcmap"][n]) for n in settings.sequence_by])
+    return _position(m)
+
+
+def sequence(m: _Fields, settings: Settings) -> Column:
+    """``seq`` of a :func:`plain` envelope, from its ``_pos``."""
     if settings.sequence_by == ("op_ts",):
-        seq = F.lit(None).cast("string")
-    elif settings.sequence_by:
-        found = _source_map(m)
-        pos = F.concat_ws("|", *[_sortable(found[n]) for n in settings.sequence_by])
-        seq = pos
-    else:
-        seq = F.when(positional, pos)
+        return F.lit(None).cast("string")
+    return m["_pos"]  # (NULL when the connector gives no position: then op_ts orders)
+
+
+def envelope_columns(m: _Fields) -> dict[str, Column]:
+    """The ``x_*`` columns (:data:`~lakecdc.decoders._debezium_lines.PARSED_SCHEMA`) of a
+    :func:`plain` envelope, from the columns :func:`decode` computes first."""
+    op = m["_op"]
     return {
         "x_table": m["_tbl"],
         "x_op": op,
         "x_op_ts": m["_ts"],
-        "x_pos": pos,
-        "x_seq": seq,
+        "x_pos": m["_pos"],
+        "x_seq": m["_seq"],
         "x_txid": F.coalesce(_text(m["transaction"]["id"]), _text(m.src("txId"))),
         "x_keys": F.lit(None).cast("array<string>"),
         "x_before": F.when(op.isin("U", "D"), m["before"]),
         "x_after": F.when(op.isin("I", "R", "U"), m["after"]),
-        "x_source": _source_map(m),
+        "x_source": m["_srcmap"],
         "x_error": F.lit(None).cast("string"),
     }
 
@@ -337,28 +369,50 @@ def python_rows(settings: Settings, registry: Registry | None):  # noqa: ANN201 
 
 
 def decode(spark: SparkSession, paths: Sequence[str], settings: Settings, registry: Registry | None, *,
-           staging: str) -> DataFrame:
+           staging: str, layout: Sequence[str] = ()) -> DataFrame:
     """The lines of ``paths`` (files :func:`spark_file` accepts) as PARSED_SCHEMA's rows.
+
+    ``layout`` is the ``source`` block's members as the connector writes them
+    (:func:`source_layout` of a file's first record): blocks written so are read faster.
 
     Run inside :func:`~lakecdc.decoders._records.exact_json_strings`.
     """
     m = _Fields()
     ops = F.create_map(*[F.lit(x) for kv in OPS.items() for x in kv])
     # the parts used more than once, as columns of their own (each evaluated once per row)
+    parsed = read_json(spark, paths, ENVELOPE, staging=staging)
+    if layout:
+        # a source block with the expected members in the expected order (all of them, as a
+        # connector writes them) is read by position: one comparison per line instead of a
+        # scan of the keys per member
+        parsed = parsed.select("*", (F.map_keys("source") == F.array(*[F.lit(k) for k in layout])).alias("_same"))
+        values = F.map_values("source")
+        at = {k: i for i, k in reversed(list(enumerate(layout)))}
+        looked_up = [F.when(F.col("_same"), values[at[n]] if n in at else F.lit(None).cast("string"))
+                     .otherwise(F.col("source")[n]).alias(f"_s_{n}") for n in _LOOKED_UP]
+        keys = F.when(F.col("_same"), F.array(*[F.lit("source." + k) for k in layout])).otherwise(
+            _prefixed_keys(m["source"], "source."))
+    else:
+        looked_up = [F.col("source")[n].alias(f"_s_{n}") for n in _LOOKED_UP]
+        keys = _prefixed_keys(m["source"], "source.")
     parsed = (
-        read_json(spark, paths, ENVELOPE, staging=staging)
-        .select("*", *[F.col("source")[n].alias(f"_s_{n}") for n in _LOOKED_UP],
-                _prefixed_keys(m["source"], "source.").alias("_src_keys"), ops[m["op"]].alias("_op"))
+        parsed.select("*", *looked_up, keys.alias("_src_keys"), ops[m["op"]].alias("_op"))
         .select("*", _connector(m).alias("_conn"), _op_ts(m).alias("_ts"))
         .select("*", _table(m, settings).alias("_tbl"))
         .select("*", plain(m, settings).alias("_plain"))
+        # (each its own column: Spark does not share an expression between CASE branches)
+        .select("*", F.when(F.col("_plain"), _source_map(m)).alias("_srcmap"))
+        .select("*", F.when(F.col("_plain"), position(m, settings)).alias("_pos"))
+        .select("*", sequence(m, settings).alias("_seq"))
     )
     other = lambda c: F.when(~F.col("_plain"), F.col(c))  # noqa: E731
-    udf = python_rows(settings, registry)(F.xxhash64("_file"), "_block", "_row", other("_file"), other(CORRUPT))
-    py = F.from_json(udf, _X_SCHEMA)
-    fast = envelope_columns(m, settings)
-    return parsed.select("*", py.alias("_py")).select(
+    fast = envelope_columns(m)
+    # the SQL columns first, so that only they (not the parsed blocks) wait beside the UDF's input
+    done = parsed.select("_file", "_block", "_row", "_plain", other(CORRUPT).alias("_text"),
+                         *[F.when(F.col("_plain"), fast[f.name]).alias(f.name) for f in _X_SCHEMA.fields])
+    udf = python_rows(settings, registry)(F.xxhash64("_file"), "_block", "_row", other("_file"), "_text")
+    return done.select("*", F.from_json(udf, _X_SCHEMA).alias("_py")).select(
         "_file", "_block", "_row",
-        *[F.when(F.col("_plain"), fast[f.name]).otherwise(F.col("_py")[f.name]).cast(f.dataType).alias(f.name)
+        *[F.when(F.col("_plain"), F.col(f.name)).otherwise(F.col("_py")[f.name]).cast(f.dataType).alias(f.name)
           for f in _X_SCHEMA.fields],
     )

@@ -99,7 +99,7 @@ from lakecdc.decoders._debezium_lines import _kafka_pairs as _kafka_pairs
 from lakecdc.decoders._debezium_lines import _kcat_part as _kcat_part
 from lakecdc.decoders._debezium_lines import _same_table as _same_table
 from lakecdc.decoders._debezium_spark import decode as decode_in_spark
-from lakecdc.decoders._debezium_spark import spark_file
+from lakecdc.decoders._debezium_spark import source_layout, spark_file
 from lakecdc.decoders._kafka_connect import (
     Num,
     Pairs,
@@ -405,7 +405,8 @@ class DebeziumJsonDecoder(Decoder):
         by_spark = [p for p in paths if self.options["reader"] == "spark" and spark_file(_first_record(p))]
         parts = []
         if by_spark:
-            parts.append(decode_in_spark(spark, by_spark, self.settings, self.registry(), staging=staging))
+            parts.append(decode_in_spark(spark, by_spark, self.settings, self.registry(), staging=staging,
+                                         layout=source_layout(_first_record(by_spark[0]))))
         rest = [p for p in paths if p not in by_spark]
         if rest or not parts:
             body = functools.partial(decode_batches, settings=self.settings, registry=self.registry())
