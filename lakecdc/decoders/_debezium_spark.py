@@ -3,12 +3,13 @@
 A Kafka Connect JSON line without schema (``schemas.enable=false``) is the bare envelope
 ``{"before", "after", "source", "op", "ts_ms", "transaction"}``. Parsing it in Python costs
 about 20 s per million events on two cores; Spark's own JSON parser, with the images and the
-source block read as ``map<string, string>`` of exact texts, takes about a quarter of that. With
-the option ``reader=spark`` (opt-in: the SQL below is not yet faster than the Python reader, 26 s
-against 20 s per million events, see bench/RESULTS.md), a file whose first record is such an
-envelope (:func:`spark_file`) is read here:
+source block read as ``map<string, string>`` of exact texts, takes about a sixth of that, and the
+SQL below about as much again (11 s per million events in all, see bench/RESULTS.md). With the
+option ``reader=spark`` (the default), a file whose first record is such an envelope
+(:func:`spark_file`) is read here:
 
-* every line is parsed by ``from_json`` (exact string parsing: ``17520.00`` stays ``17520.00``);
+* every line is parsed by Spark's JSON file source (exact string parsing: ``17520.00`` stays
+  ``17520.00``);
 * a line is decoded in SQL (:func:`envelope_columns`) when it is a plain envelope this module
   reads exactly as the Python reader would (:func:`plain`): ``op`` one of ``c``/``u``/``d``/
   ``r``/``t``, a ``source`` object naming the table and a timestamp, a known connector other than
