@@ -122,3 +122,25 @@ def test_a_lone_surrogate_fails_its_record_not_the_batch():
     rows = out.to_pylist()
     assert "lone surrogate" in rows[0]["x_error"] and rows[0]["x_table"] == "d.t"
     assert rows[1]["x_error"] is None and rows[1]["x_after"] == [("id", "2")]
+
+
+@pytest.mark.parametrize(
+    ("line", "declares"),
+    [
+        ('{"op":"c","source":{"schema":"BENCH","table":"T"},"after":{"id":1}}', False),
+        ('{"op":"c","source":{"schema" : "BENCH"},"after":{"schema":"x"}}', False),
+        ('{"schema":{"type":"struct","fields":[]},"payload":{"op":"c"}}', True),
+        ('{"schema": {"type":"struct"}, "payload": null}', True),
+        ('{"schema":null,"payload":{"op":"c"}}', True),
+        ('{"topic":"t","payload":"{\\"schema\\":{\\"type\\":\\"struct\\"},\\"payload\\":{}}"}', True),
+        ('{"topic":"t","payload":"{\\"source\\":{\\"schema\\":\\"BENCH\\"}}"}', False),
+        ('{"source":{"schema":"S"},"tableChanges":[]}', True),
+        ('{"historyRecord":"{}"}', True),
+    ],
+)
+def test_only_lines_that_may_declare_types_are_parsed_for_them(line: str, declares: bool):
+    """column_types parses a line only when a ``schema`` member holds no string (or it is a schema
+    change): a bare envelope's ``"schema": "BENCH"`` in ``source`` is no Connect schema."""
+    from lakecdc.decoders.debezium_json import _may_declare
+
+    assert _may_declare(line) is declares

@@ -144,3 +144,36 @@ def test_bad_lines_are_quarantined_with_file_line_and_reason_and_the_rest_applie
     assert [line for line, _ in by_spark[1]] == [2, 3, 4]
     assert "unknown op 'x'" in by_spark[1][1][1] and "'after' missing" in by_spark[1][2][1]
     assert by_spark == by_python
+
+
+@pytest.mark.spark
+def test_small_files_sharing_a_partition_and_blocks_in_other_layouts(spark, tmp_path):
+    """Small files are packed several to a partition (the UDF must tell their splits apart to find
+    a line again), and a source block whose members differ from the first file's (another
+    connector, the same members in another order) is looked up by name: both as the Python reader."""
+    reordered = {k: ORACLE[k] for k in reversed(ORACLE)}
+    paths = []
+    for n, source in enumerate([ORACLE, MYSQL, reordered, PG]):
+        lines = [json.dumps(_env("c", source, after={"ID": n * 100 + i})) if i % 3 != 1 else LINES[7] for i in range(10)]
+        path = tmp_path / f"part-{n}.json"
+        path.write_text("\n".join(lines) + "\n")
+        paths.append(str(path))
+
+    def read(**options: str):
+        with exact_json_strings(spark):
+            df = get_decoder("debezium-json", options).read(spark, paths, staging=str(tmp_path / "stg"))
+            return df.rdd.getNumPartitions(), _normalised(df)
+
+    packed = {"spark.sql.files.minPartitionNum": "1"}  # (else each small file gets a core)
+    old = {k: spark.conf.get(k, None) for k in packed}
+    try:
+        for k, v in packed.items():
+            spark.conf.set(k, v)
+        (partitions, by_spark), (_, by_python) = read(reader="spark"), read(reader="python")
+    finally:
+        for k, v in old.items():
+            spark.conf.unset(k) if v is None else spark.conf.set(k, v)
+    assert all(spark_file(Path(p).read_text().splitlines()[0]) for p in paths) and partitions < len(paths)
+    assert by_spark == by_python
+    assert sum(r["op"] == "I" for r in by_spark) == 4 * 7 and sum(r["op"] is None for r in by_spark) == 4 * 3
+    assert {r["table"] for r in by_spark if r["op"]} == {"APP.T", "shop.T", "public.T"}

@@ -31,6 +31,7 @@ import json
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pandas as pd
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -97,13 +98,29 @@ _LOOKED_UP = tuple(sorted(
 
 class _Fields:
     """The parsed envelope's columns by name (``m["source"]``), as :data:`ENVELOPE` reads them,
-    and the source block's members (``m.src("scn")``)."""
+    and the source block's members (``m.src("scn")``). With a ``layout`` (the members of the
+    source block as the connector writes them), ``_same`` says a line's block is written so."""
+
+    def __init__(self, layout: Sequence[str] = ()) -> None:
+        self.layout = tuple(layout)
 
     def __getitem__(self, name: str) -> Column:
         return F.col(name)
 
     def src(self, name: str) -> Column:
         return F.col(f"_s_{name}") if name in _LOOKED_UP else F.col("source")[name]
+
+    def source_keys(self) -> Column:
+        """The source block's keys, each prefixed ``source.`` (a constant for a ``_same`` block)."""
+        prefixed = _prefixed_keys(F.col("source"), "source.")
+        if not self.layout:
+            return prefixed
+        return F.when(F.col("_same"), F.array(*[F.lit("source." + k) for k in self.layout])).otherwise(prefixed)
+
+    def keys_fit(self) -> Column:
+        """No source key holds ``\\u0001`` (which :func:`_prefixed_keys` splits at)."""
+        fit = F.size(_prefixed_keys(F.col("source"), "source.")) == F.size(F.col("source"))
+        return F.col("_same") | fit if self.layout else fit
 
     def has(self, name: str) -> Column:
         """The source block has the member (even as null)."""
@@ -234,7 +251,7 @@ def _source_map(m: _Fields) -> Column:
     """``_debezium._source_pairs``: ``source.<member>``, the envelope's ts_*, ``transaction.<member>``
     (read only for a :func:`plain` line: its keys hold no ``\\u0001``). One map built from two
     arrays: building a map hashes every key, so a ``map_concat`` of maps would hash them twice."""
-    keys, values = [m["_src_keys"]], [F.map_values(m["source"])]
+    keys, values = [m.source_keys()], [F.map_values(m["source"])]
     none = F.array().cast("array<string>")
     for name in ("ts_ms", "ts_us", "ts_ns"):
         keys.append(F.when(m[name].isNull(), none).otherwise(F.array(F.lit(name))))
@@ -278,7 +295,7 @@ def plain(m: _Fields, settings: Settings) -> Column:
         m["_conn"].isin(*_KNOWN_CONNECTORS) | (m["_conn"] == ""),
         ~F.coalesce(F.instr(m.src("commit_scn"), ":") > 0, F.lit(False)),
         m["_ts"].isNotNull(), m["_tbl"].isNotNull(), needs,
-        F.size(m["_src_keys"]) == F.size(m["source"]),
+        m.keys_fit(),
         F.coalesce(F.instr(F.array_join(F.map_keys(m["transaction"]), ""), _SEP) == 0, F.lit(True)),
         *[~F.coalesce(c, F.lit(False)) for c in odd],
     ]
@@ -333,32 +350,33 @@ def _row_json(row: tuple) -> str:
 
 
 def python_rows(settings: Settings, registry: Registry | None):  # noqa: ANN201 (a pandas UDF)
-    """A pandas UDF ``(file id, block, row, file, corrupt text) -> JSON of the x_* row``: for the
+    """A pandas UDF ``(split id, row, file, block, corrupt text) -> JSON of the x_* row``: for the
     rows with a file (the lines :func:`plain` refuses), the Python reader's row; NULL for the
     others. A line's text is the corrupt-record text Spark kept, else read again from the file by
     its rank within its split (:func:`~lakecdc.decoders._records.locate`, once per split): the
-    UDF sees every row of its partition, so it knows where each split starts."""
+    UDF sees every row of its partition, in order, so it knows where each split starts."""
 
     def decode(batches: Iterator[tuple[pd.Series, ...]]) -> Iterator[pd.Series]:
-        held = list(batches)  # (the partition's rows; NULL text and file for the plain ones)
-        first: dict[tuple[int, int], int] = {}
-        wanted: dict[tuple[int, int], tuple[str, set[int]]] = {}
-        for fids, blocks, rows, files, texts in held:
-            index = rows & _INDEX_MASK
-            for key, low in pd.DataFrame({"f": fids, "b": blocks, "i": index}).groupby(["f", "b"])["i"].min().items():
-                first.setdefault((int(key[0]), int(key[1])), int(low))
-            for i in files.index[files.notna() & ~texts.map(lambda t: isinstance(t, str))]:
-                key = (int(fids[i]), int(blocks[i]))
-                wanted.setdefault(key, (files[i], set()))[1].add(int(index[i]) - first[key])
-        found = {key: locate(path, key[1], ranks) for key, (path, ranks) in wanted.items()}
+        held = list(batches)  # (the partition's rows; NULL file, block and text for the plain ones)
+        first: dict[int, int] = {}  # split id -> index of its first row in the partition
+        wanted: dict[int, tuple[str, int, set[int]]] = {}
+        for splits, rows, files, blocks, texts in held:
+            ids, index = splits.to_numpy(), rows.to_numpy() & _INDEX_MASK
+            # a split's rows are contiguous: its first row is where the split id changes
+            for i in np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]]):
+                first.setdefault(int(ids[i]), int(index[i]))
+            for i in np.flatnonzero(files.notna().to_numpy() & texts.isna().to_numpy()):
+                split = int(ids[i])
+                wanted.setdefault(split, (files[i], int(blocks[i]), set()))[2].add(int(index[i]) - first[split])
+        found = {split: locate(path, block, ranks) for split, (path, block, ranks) in wanted.items()}
         reader = LineReader(settings, registry)
-        for fids, blocks, rows, files, texts in held:
+        for splits, rows, files, _blocks, texts in held:
             out = pd.Series([None] * len(files), dtype=object)
-            for i in files.index[files.notna()]:
+            for i in np.flatnonzero(files.notna().to_numpy()):
                 text = texts[i]
                 if not isinstance(text, str):
-                    key = (int(fids[i]), int(blocks[i]))
-                    text = found[key].get((int(rows[i]) & _INDEX_MASK) - first[key], (0, None))[1]
+                    split = int(splits[i])
+                    text = found[split].get((int(rows[i]) & _INDEX_MASK) - first[split], (0, None))[1]
                 row = reader.read(text, files[i], int(rows[i])) if isinstance(text, str) else \
                     failed("could not read the record's text again")
                 out[i] = _row_json(row)
@@ -378,7 +396,7 @@ def decode(spark: SparkSession, paths: Sequence[str], settings: Settings, regist
 
     Run inside :func:`~lakecdc.decoders._records.exact_json_strings`.
     """
-    m = _Fields()
+    m = _Fields(layout)
     ops = F.create_map(*[F.lit(x) for kv in OPS.items() for x in kv])
     # the parts used more than once, as columns of their own (each evaluated once per row)
     parsed = read_json(spark, paths, ENVELOPE, staging=staging)
@@ -391,13 +409,10 @@ def decode(spark: SparkSession, paths: Sequence[str], settings: Settings, regist
         at = {k: i for i, k in reversed(list(enumerate(layout)))}
         looked_up = [F.when(F.col("_same"), values[at[n]] if n in at else F.lit(None).cast("string"))
                      .otherwise(F.col("source")[n]).alias(f"_s_{n}") for n in _LOOKED_UP]
-        keys = F.when(F.col("_same"), F.array(*[F.lit("source." + k) for k in layout])).otherwise(
-            _prefixed_keys(m["source"], "source."))
     else:
         looked_up = [F.col("source")[n].alias(f"_s_{n}") for n in _LOOKED_UP]
-        keys = _prefixed_keys(m["source"], "source.")
     parsed = (
-        parsed.select("*", *looked_up, keys.alias("_src_keys"), ops[m["op"]].alias("_op"))
+        parsed.select("*", *looked_up, ops[m["op"]].alias("_op"))
         .select("*", _connector(m).alias("_conn"), _op_ts(m).alias("_ts"))
         .select("*", _table(m, settings).alias("_tbl"))
         .select("*", plain(m, settings).alias("_plain"))
@@ -411,7 +426,7 @@ def decode(spark: SparkSession, paths: Sequence[str], settings: Settings, regist
     # the SQL columns first, so that only they (not the parsed blocks) wait beside the UDF's input
     done = parsed.select("_file", "_block", "_row", "_plain", other(CORRUPT).alias("_text"),
                          *[F.when(F.col("_plain"), fast[f.name]).alias(f.name) for f in _X_SCHEMA.fields])
-    udf = python_rows(settings, registry)(F.xxhash64("_file"), "_block", "_row", other("_file"), "_text")
+    udf = python_rows(settings, registry)(F.xxhash64("_file", "_block"), "_row", other("_file"), other("_block"), "_text")
     return done.select("*", F.from_json(udf, _X_SCHEMA).alias("_py")).select(
         "_file", "_block", "_row",
         *[F.when(F.col("_plain"), F.col(f.name)).otherwise(F.col("_py")[f.name]).cast(f.dataType).alias(f.name)

@@ -68,6 +68,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
@@ -154,11 +155,23 @@ def variant_batches(batches: Iterator[pa.RecordBatch], *, settings: Settings,
         )
 
 
+#: A ``schema`` member and the first character of its value (``\\"`` inside an escaped payload).
+_SCHEMA_MEMBER = re.compile(r'schema\\?"\s*:\s*(\\?.)')
+
+
+def _may_declare(text: str) -> bool:
+    """The line may declare types: a schema-change record, or a ``schema`` member whose value is
+    no string (a bare envelope's ``source`` has ``"schema": "INVENTORY"``: not a Connect schema)."""
+    if "tableChanges" in text or "historyRecord" in text:
+        return True
+    return any(m.group(1) not in ('"', '\\"') for m in _SCHEMA_MEMBER.finditer(text))
+
+
 def _types_of(text: str, settings: Settings, *, find_schemaless: bool = False) -> Iterator[tuple[str, str, str]]:
     """``(table, column, Spark type JSON)`` declared by one line's value schema, or by its
     schema-change record (:func:`~lakecdc.decoders._debezium.schema_change_types`); with
     ``find_schemaless``, ``("", "", SCHEMALESS)`` for a row message without schema."""
-    if not find_schemaless and "schema" not in text and "tableChanges" not in text and "historyRecord" not in text:
+    if not find_schemaless and not _may_declare(text):
         return
     try:
         record = parse_json(text)
