@@ -4,7 +4,7 @@ A Kafka Connect JSON line without schema (``schemas.enable=false``) is the bare 
 ``{"before", "after", "source", "op", "ts_ms", "transaction"}``. Parsing it in Python costs
 about 20 s per million events on two cores; Spark's own JSON parser, with the images and the
 source block read as ``map<string, string>`` of exact texts, takes about a sixth of that, and the
-SQL below about as much again (11 s per million events in all, see bench/RESULTS.md). With the
+SQL below about twice as much again (10 s per million events in all, see bench/RESULTS.md). With the
 option ``reader=spark`` (the default), a file whose first record is such an envelope
 (:func:`spark_file`) is read here:
 
