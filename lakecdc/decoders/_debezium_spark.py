@@ -64,24 +64,28 @@ _KNOWN_CONNECTORS = tuple(c for c in _NAMING if c != "mongodb")
 _SEP = "\u0001"
 
 
-def spark_file(first_record: str | None) -> bool:
-    """True when a file's first record (its first line that is no comment) is a bare envelope."""
+def _bare_envelope(first_record: str | None) -> dict | None:
+    """A file's first record (its first line that is no comment) when it is a bare envelope."""
     if not first_record or not first_record.startswith("{"):
-        return False
+        return None
     try:
         value = json.loads(first_record)
     except ValueError:
-        return False
+        return None
     if not isinstance(value, dict) or "schema" in value or "payload" in value or "topic" in value:
-        return False
-    return isinstance(value.get("op"), str) and isinstance(value.get("source"), dict)
+        return None
+    return value if isinstance(value.get("op"), str) and isinstance(value.get("source"), dict) else None
+
+
+def spark_file(first_record: str | None) -> bool:
+    """True when a file's first record (its first line that is no comment) is a bare envelope."""
+    return _bare_envelope(first_record) is not None
 
 
 def source_layout(first_record: str | None) -> tuple[str, ...]:
     """The members of the ``source`` block of a :func:`spark_file`'s first record, in order."""
-    if not spark_file(first_record):
-        return ()
-    return tuple(json.loads(first_record)["source"])  # type: ignore[arg-type]
+    value = _bare_envelope(first_record)
+    return tuple(value["source"]) if value else ()
 
 
 # -- SQL pieces -----------------------------------------------------------------------------------

@@ -416,11 +416,12 @@ class DebeziumJsonDecoder(Decoder):
 
     def read(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
         paths = [stage(f, staging) for f in files]
-        by_spark = [p for p in paths if self.options["reader"] == "spark" and spark_file(_first_record(p))]
+        firsts = {p: _first_record(p) for p in paths} if self.options["reader"] == "spark" else {}
+        by_spark = [p for p, first in firsts.items() if spark_file(first)]
         parts = []
         if by_spark:
             parts.append(decode_in_spark(spark, by_spark, self.settings, self.registry(), staging=staging,
-                                         layout=source_layout(_first_record(by_spark[0]))))
+                                         layout=source_layout(firsts[by_spark[0]])))
         rest = [p for p in paths if p not in by_spark]
         if rest or not parts:
             body = functools.partial(decode_batches, settings=self.settings, registry=self.registry())
