@@ -151,6 +151,19 @@ def run_shareplex(spark, sc, workdir: Path, **kw) -> None:
                           expect_skipped=lambda _n: {first: 1}, **kw)
 
 
+def test_transaction_ids_are_padded_part_by_part(spark):
+    """Each part of ``meta.trans`` left-padded to 10 characters, longer parts whole, any number of parts."""
+    from pyspark.sql import functions as F
+
+    from lakecdc.decoders.shareplex_json import transaction_position
+
+    ids = ["7.0.411499", "", None, "1..2", "..", ".1", "1.2.", "x", "007", "a.b.c.d.e", "12345678901.007",
+           "0000000000012.1", "0000000000.0", "123456789.1234567890.12345678901", "1.2\n", "é.ü€𝄞.1"]
+    df = spark.createDataFrame([(t,) for t in ids], "t string")
+    got = [r[0] for r in df.select(transaction_position(F.col("t"))).collect()]
+    assert got == [".".join(p.rjust(10, "0") for p in (t or "").split(".")) for t in ids]
+
+
 def test_renderer_writes_changed_columns_and_keys():
     sc = key_changes()
     messages, _ = shareplex_messages(sc.events)

@@ -78,11 +78,17 @@ def _lookup(mapping: dict[str, str], key: Column) -> Column:
 
 def transaction_position(trans: Column) -> Column:
     """An Oracle transaction id (``7.0.411499``) with each part padded to 10 digits, so that ids
-    compare part by part (only a tie-break between transactions of one SCN)."""
-    parts = F.split(F.coalesce(trans, F.lit("")), "\\.")
-    return F.array_join(
-        F.transform(parts, lambda p: F.when(F.length(p) >= _PART_WIDTH, p).otherwise(F.lpad(p, _PART_WIDTH, "0"))), "."
-    )
+    compare part by part (only a tie-break between transactions of one SCN).
+
+    A part of 10 characters or more is kept whole. Two regular expressions instead of a split and
+    a lambda (which Spark runs interpreted, outside the generated code of the rest): 10 zeros
+    are put before every part, then taken off again as far as the part is longer than 10.
+    """
+    zeros = "0" * _PART_WIDTH
+    padded = F.regexp_replace(F.coalesce(trans, F.lit("")), "(?<![^.])", zeros)
+    return F.regexp_replace(
+        padded, f"(?<![^.])(?:0{{{_PART_WIDTH}}}(?=[^.]{{{_PART_WIDTH}}})|0{{1,{_PART_WIDTH - 1}}}(?=[^.]{{{_PART_WIDTH}}}(?:\\.|\\z)))",
+        "")
 
 
 class SharePlexJsonDecoder(Decoder):
@@ -108,67 +114,87 @@ class SharePlexJsonDecoder(Decoder):
         )
 
     def read(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
+        # Staged projections, each value computed once per message: Spark shares no
+        # subexpression between the branches of a CASE WHEN, and the checks below read the op
+        # (a map lookup after trim, lower and a regex) a dozen times. The optimizer keeps a
+        # projection apart when another reads its non-trivial values more than once
+        # (CollapseProject); the meta members go through a struct for that reason (a map lookup
+        # alone counts as trivial and would be repeated).
         m = read_json(spark, files, _schema(T.StringType()), staging=staging)
         meta = F.col("meta")
-        op_text = F.regexp_replace(F.lower(F.trim(meta["op"])), "_", " ")
-        mapped = _lookup(OPS, op_text)
+        members = F.struct(
+            meta["op"].alias("op"), meta["table"].alias("table"), F.trim(meta["scn"]).alias("scn"),
+            meta["time"].alias("time"), F.trim(meta["seq"]).alias("seq"), meta["idx"].alias("idx"),
+            meta["trans"].alias("trans"),
+        )
+        m = m.select("*", members.alias("_m"))
+        raw_op, scn, seq_text = F.col("_m.op"), F.col("_m.scn"), F.col("_m.seq")
+        m = m.select("*", F.regexp_replace(F.lower(F.trim(raw_op)), "_", " ").alias("_op_text"))
+        m = m.select("*", _lookup(OPS, F.col("_op_text")).alias("_mapped"))
+        op_text, mapped = F.col("_op_text"), F.col("_mapped")
         op = F.when(~mapped.startswith("-"), mapped)
         skipped = F.when(mapped.startswith("-"), F.substring(mapped, 2, 100))
-        table = F.when(F.trim(meta["table"]) != "", meta["table"])
-        scn = F.trim(meta["scn"])
-        op_ts = parse_op_ts(F.trim(meta["time"]))
-        seq_text = F.trim(meta["seq"])
-        idx_text = F.substring_index(F.trim(meta["idx"]), "/", 1)
+        table = F.when(F.trim("_m.table") != "", F.col("_m.table"))
+        op_ts = parse_op_ts(F.trim("_m.time"))
+        idx_text = F.substring_index(F.trim("_m.idx"), "/", 1)
         data, key = F.col("data"), F.col("key")
+        event = F.col("_op").isNotNull()
         error = first_error(
             (F.col(CORRUPT).isNotNull(), "not valid JSON, or a member of the wrong type "
              "(expected 'meta', 'data' and 'key' objects)"),
             (meta.isNull(), "'meta' missing (expected an object)"),
-            (meta["op"].isNull(), "'meta.op' missing"),
+            (raw_op.isNull(), "'meta.op' missing"),
             (op_text.isin(*SPLIT_UPDATES), F.format_string(
                 "meta.op '%s': an update split into before and after messages cannot be paired reliably; "
-                "have SharePlex write whole updates ('upd')", meta["op"])),
+                "have SharePlex write whole updates ('upd')", raw_op)),
             (mapped.isNull(), F.format_string(
-                "unknown meta.op '%s' (expected one of ins, upd, del, truncate; drop column is skipped)", meta["op"])),
-            (table.isNull(), "'meta.table' missing or empty"),
-            (op.isNotNull() & ~F.coalesce(scn.rlike(_DIGITS), F.lit(False)), F.format_string(
+                "unknown meta.op '%s' (expected one of ins, upd, del, truncate; drop column is skipped)", raw_op)),
+            (F.col("_table").isNull(), "'meta.table' missing or empty"),
+            (event & ~F.coalesce(scn.rlike(_DIGITS), F.lit(False)), F.format_string(
                 "'meta.scn' missing or not a number: '%s' (it orders the changes)", F.coalesce(scn, F.lit("")))),
-            (op.isNotNull() & op_ts.isNull(), F.format_string(
-                "'meta.time' missing or not a timestamp: '%s'", F.coalesce(meta["time"], F.lit("")))),
-            (op.isNotNull() & seq_text.isNotNull() & ~F.coalesce(seq_text.rlike("^[0-9]{1,9}$"), F.lit(False)),
+            (event & F.col("_op_ts").isNull(), F.format_string(
+                "'meta.time' missing or not a timestamp: '%s'", F.coalesce("_m.time", F.lit("")))),
+            (event & seq_text.isNotNull() & ~F.coalesce(seq_text.rlike("^[0-9]{1,9}$"), F.lit(False)),
              F.format_string("'meta.seq' is not a whole number: '%s'", seq_text)),
-            ((op == "I") & data.isNull(), F.format_string("'data' missing for meta.op '%s' (expected the row)", meta["op"])),
-            ((op == "U") & data.isNull(), F.format_string(
-                "'data' missing for meta.op '%s' (expected the changed columns)", meta["op"])),
-            ((op == "D") & data.isNull() & key.isNull(), F.format_string(
-                "'data' missing for meta.op '%s' (expected the row)", meta["op"])),
+            ((F.col("_op") == "I") & data.isNull(), F.format_string(
+                "'data' missing for meta.op '%s' (expected the row)", raw_op)),
+            ((F.col("_op") == "U") & data.isNull(), F.format_string(
+                "'data' missing for meta.op '%s' (expected the changed columns)", raw_op)),
+            ((F.col("_op") == "D") & data.isNull() & key.isNull(), F.format_string(
+                "'data' missing for meta.op '%s' (expected the row)", raw_op)),
         )
-        event = op.isNotNull()
+        m = m.select("*", op.alias("_op"), skipped.alias("_skipped"), table.alias("_table"), op_ts.alias("_op_ts"))
+        m = m.select("*", error.alias("_err"))
+        op, skipped = F.col("_op"), F.col("_skipped")
         idx = F.when(event, F.coalesce(seq_text.try_cast("int"), idx_text.try_cast("int"), F.lit(0)))
-        pos = F.when(event, F.concat(sortable_position(scn), F.lit("."), transaction_position(meta["trans"])))
-        seq = F.when(event, F.concat_ws("|", pos, F.lpad(idx.cast("string"), _IDX_WIDTH, "0")))
+        pos = F.when(event, F.concat(sortable_position(scn), F.lit("."), transaction_position(F.col("_m.trans"))))
+        m = m.select("*", idx.alias("_idx"), pos.alias("_pos"))
+        seq = F.when(event, F.concat_ws("|", "_pos", F.lpad(F.col("_idx").cast("string"), _IDX_WIDTH, "0")))
         key_names = F.when(F.size(key) > 0, F.map_keys(key)) if self.keys_from_key else F.lit(None)
         before = F.when(op == "U", key).when(op == "D", F.coalesce(data, key))
-        kept_key = F.map_filter(F.coalesce(key, F.create_map().cast(IMAGE_TYPE)),
-                                lambda k, _v: ~F.map_contains_key(data, k))
+        # map_filter's lambda runs interpreted and takes the whole projection out of Spark's
+        # generated code: only for the rare messages that need it
+        kept_key = F.when(
+            ~F.arrays_overlap(F.map_keys(key), F.map_keys(data)), key
+        ).otherwise(F.map_filter(F.coalesce(key, F.create_map().cast(IMAGE_TYPE)), lambda k, _v: ~F.map_contains_key(data, k)))
         after = F.when(op == "I", data).when(op == "U", F.map_concat(kept_key, data))
-        source = F.map_concat(
+        plain = meta.isNotNull() & skipped.isNull() & ~F.map_contains_key(meta, "skipped")
+        source = F.when(plain, meta).otherwise(F.map_concat(
             F.map_filter(F.coalesce(meta, F.create_map().cast(_TEXT_MAP)), lambda k, _v: k != "skipped"),
             F.when(skipped.isNotNull(), F.create_map(F.lit("skipped"), skipped)).otherwise(F.create_map().cast(_TEXT_MAP)),
-        )
-        good = error.isNull()
+        ))
         return m.select(
-            table.alias("table"),
-            F.when(good, op).alias("op"),
-            F.when(event, op_ts).alias("op_ts"),
-            pos.alias("pos"),
-            idx.alias("idx"),
+            F.col("_table").alias("table"),
+            F.when(F.col("_err").isNull(), op).alias("op"),
+            F.when(event, F.col("_op_ts")).alias("op_ts"),
+            F.col("_pos").alias("pos"),
+            F.col("_idx").alias("idx"),
             seq.alias("seq"),
-            F.when(event, meta["trans"]).alias("txid"),
+            F.when(event, F.col("_m.trans")).alias("txid"),
             F.when(event, key_names).cast(T.ArrayType(T.StringType())).alias("keys"),
             before.alias("before"),
             after.alias("after"),
             source.alias("source"),
             "_file", "_block", "_row",
-            error.alias("_error"),
+            F.col("_err").alias("_error"),
         )
