@@ -94,6 +94,7 @@ SCHEMA_SUFFIX = ".schema.json"
 #: ``number`` columns: 28 integer digits and 10 fraction digits, exact.
 NUMBER_TYPE = T.DecimalType(38, 10)
 _VARIANT_MAP = T.MapType(T.StringType(), T.VariantType())
+_TEXT_MAP = T.MapType(T.StringType(), T.StringType())
 
 
 # -- GoldenGate JSON schemas (seed 13.3.5), shared with the delimited text decoder ------------------
@@ -235,6 +236,17 @@ def first_duplicate(names: Column) -> Column:
     return F.try_element_at(F.filter(names, lambda k, i: F.array_position(names, k) != i + 1), F.lit(1))
 
 
+def _first_duplicate_key(m: Column) -> Column:
+    """:func:`first_duplicate` of a map's keys, searched only when some key repeats."""
+    keys = F.map_keys(m)
+    return F.when(F.size(F.array_distinct(keys)) < F.size(keys), first_duplicate(keys))
+
+
+def _op_modeled(m: Column) -> Column:
+    """``after`` or ``before`` when that member of a map of variants is an object (else NULL)."""
+    return F.coalesce(*[F.when(F.schema_of_variant(m[n]).startswith("OBJECT"), F.lit(n)) for n in ("after", "before")])
+
+
 # -- the decoder --------------------------------------------------------------------------------------
 
 
@@ -305,10 +317,8 @@ class OggJsonRowDecoder(Decoder):
         cols["m_tokens"] = F.try_variant_get(mm["tokens"], "$", "map<string,string>")
         cols["m_columns"] = F.map_filter(mm, lambda k, _v: ~k.isin(*META_MEMBERS))
         cols["m_bad_json"] = mm.isNull()
-        cols["m_duplicate"] = first_duplicate(F.map_keys(mm))
-        cols["m_op_modeled"] = F.coalesce(
-            *[F.when(F.schema_of_variant(mm[n]).startswith("OBJECT"), F.lit(n)) for n in ("after", "before")]
-        )
+        cols["m_duplicate"] = _first_duplicate_key(mm)
+        cols["m_op_modeled"] = _op_modeled(mm)
         return parsed.select("_file", "_block", "_row", *[c.alias(n) for n, c in cols.items()])
 
     def read(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
@@ -316,9 +326,10 @@ class OggJsonRowDecoder(Decoder):
         if not data:
             return empty_events(spark)
         p = self._parse(spark, data, staging=staging)
+        # one codegen'd cast of the whole map, not a lambda per value (same text: the variants')
+        image = F.col("m_columns").cast(_TEXT_MAP)
         op, expected = op_column(self.op_map, F.col("m_op_type"))
         op_ts = parse_op_ts(F.col("m_op_ts"))
-        image = F.transform_values("m_columns", lambda _k, v: F.try_variant_get(v, "$", "string"))
         no_columns = op.isin("I", "U", "D") & (F.size("m_columns") == 0)
         error = first_error(
             (F.col("m_bad_json"), "not valid JSON (expected one object per message)"),
