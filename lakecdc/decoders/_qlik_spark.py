@@ -1,0 +1,308 @@
+"""``qlik-json`` data messages decoded in Spark SQL, the odd lines in Python.
+
+Decoding every line in Python (:func:`lakecdc.decoders.qlik.json_decode_batches`) costs a JSON
+parse and a few dictionaries per message. Most lines are Replicate's wrapped data messages
+(``{"magic": "atMSG", "type": "DT", "messageSchemaId": ..., "message": {"data", "beforeData",
+"headers"}}``) of a table version the catalog knows by that id: such a line is parsed by
+``from_json`` (``data``/``beforeData``/``headers`` as ``map<string, string>``) and decoded in SQL
+(:func:`decode`) when it is one this module reads exactly as the Python reader would
+(:func:`_plain`):
+
+* the line is one JSON object and nothing else (it is parsed inside a wrapper object whose last
+  member must be reached), with no member of the wrong type;
+* no number with a fraction or exponent, no ``-0``, no ``\\u`` escape of an ASCII character or
+  of a lone surrogate, no ``[`` and no object but the envelope's, the message and its three
+  parts (``from_json`` would not keep such texts exactly as written); no Kafka record (kcat);
+* ``messageSchemaId`` is printable ASCII naming a known version with at most 60 ordinals and no
+  binary column; ``data`` and ``beforeData`` (when not null) hold exactly that version's columns,
+  in ordinal order; the headers have no duplicate names, an ``operation`` written in capitals,
+  a digits-only ``changeSequence`` (empty only for ``REFRESH``), a ``transactionEventCounter`` of
+  at most 18 digits, masks that are JSON strings of whole hex bytes setting no bit above the
+  version's last ordinal;
+* the image its operation needs is there.
+
+Every other line goes to the Python reader through a pandas UDF that sees only those lines (the
+others reach it as NULL), so its rows are the same as ever. The masks are decoded by bit
+operations against the version's ordinals: a column whose ``columnMask`` bit is 0 is left out of
+the images (missing, not NULL); ``changeMask`` only names ``source['changed_columns']``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from lakecdc.changes import IMAGE_TYPE
+from lakecdc.decoders._qlik import HEADER_NAMES, OPERATIONS, Catalog, Row, TableVersion, failed
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+_TEXT_MAP = T.MapType(T.StringType(), T.StringType())
+_CORRUPT = "_corrupt"
+_END = "\u0001end"
+#: A data message in Replicate's envelope, as ``from_json`` reads it (inside the wrapper ``p``).
+ENVELOPE = T.StructType([
+    T.StructField("magic", T.StringType()), T.StructField("type", T.StringType()),
+    T.StructField("messageSchemaId", T.StringType()),
+    T.StructField("message", T.StructType([T.StructField(n, _TEXT_MAP) for n in ("data", "beforeData", "headers")])),
+])
+_WRAPPED = T.StructType([T.StructField("p", ENVELOPE), T.StructField(_END, T.IntegerType()),
+                         T.StructField(_CORRUPT, T.StringType())])
+#: from_json's options: as strict as Python's JSON.
+_STRICT = {"allowSingleQuotes": "false", "allowNonNumericNumbers": "false", "allowNumericLeadingZeros": "false",
+           "allowUnquotedControlChars": "false", "allowBackslashEscapingAnyCharacter": "false",
+           "columnNameOfCorruptRecord": _CORRUPT}
+#: Texts from_json would not keep as written, or the Python reader reads otherwise: a number with
+#: a fraction or exponent, -0, a mask that is no string, an escaped ASCII character or surrogate.
+_ODD_TEXT = (r"\"(?:[ \t\r\n]*:[ \t\r\n]*(?:-0|-?[0-9]+[.eE])"
+             r"|(?:changeMask|columnMask)\"[ \t\r\n]*:[ \t\r\n]*[^\" \t\r\nn])")
+_ODD_ESCAPE = r"\\u(?:00[0-7]|[dD][89a-fA-F])"
+#: Ordinals a mask is decoded for in SQL (15 hex digits: a long); wider versions are Python's.
+_MAX_ORDINAL = 60
+_MASK_DIGITS = 15
+X_SCHEMA = T.StructType([
+    T.StructField("x_table", T.StringType()), T.StructField("x_op", T.StringType()),
+    T.StructField("x_ts", T.StringType()), T.StructField("x_pos", T.StringType()),
+    T.StructField("x_counter", T.StringType()), T.StructField("x_seq", T.StringType()),
+    T.StructField("x_txid", T.StringType()), T.StructField("x_keys", T.ArrayType(T.StringType())),
+    T.StructField("x_before", IMAGE_TYPE), T.StructField("x_after", IMAGE_TYPE),
+    T.StructField("x_source", _TEXT_MAP), T.StructField("x_error", T.StringType()),
+])
+
+
+def eligible(catalog: Catalog) -> list[tuple[str, TableVersion]]:
+    """``(id, version)`` of the versions whose messages may be decoded in SQL."""
+    return [(sid, tv) for sid, tv in sorted(catalog.by_id.items())
+            if tv.top_ordinal <= _MAX_ORDINAL and not tv.binary_columns and sid.isascii() and sid.isprintable()
+            and sid.strip() == sid and sid]
+
+
+def _empty() -> Column:
+    return F.array().cast("array<string>")
+
+
+def _mask_bits(text: Column, top: int) -> tuple[Column, Column]:
+    """(the mask as a long, whether it is one SQL reads: whole hex bytes, no bit above ``top``)."""
+    n = F.length(text)
+    low = F.when(n > _MASK_DIGITS, F.substring(text, -_MASK_DIGITS, _MASK_DIGITS)).otherwise(text)
+    high_zero = F.when(n > _MASK_DIGITS, F.substring(text, 1, 1 << 20).rlike(f"^0*[0-9A-Fa-f]{{{_MASK_DIGITS}}}$"))
+    value = F.conv(low, 16, 10).cast("long")
+    ok = (
+        text.rlike("^([0-9A-Fa-f]{2})+$") & F.coalesce(high_zero, F.lit(True))
+        & (F.shiftright(value, top) == 0)
+    )
+    return value, ok
+
+
+def _bit(value: Column, ordinal: int) -> Column:
+    return (F.shiftright(value, ordinal - 1) % 2) == 1
+
+
+class _Version:
+    """The SQL of one table version's messages."""
+
+    def __init__(self, tv: TableVersion, sid: str) -> None:
+        self.tv, self.sid = tv, sid
+        self.names = [c.name for c in tv.columns]
+        self.ordinals = [c.ordinal for c in tv.columns]
+
+    def columns(self, m: Column) -> dict[str, Column]:
+        """The parts of a message of this version (``m``: the parsed envelope's ``message``)."""
+        h, data, before = m["headers"], m["data"], m["beforeData"]
+        names = F.array(*[F.lit(n) for n in self.names])
+        col_text, chg_text = F.col("_h_columnMask"), F.col("_h_changeMask")
+        col_given = col_text.isNotNull() & (col_text != "")
+        chg_given = chg_text.isNotNull() & (chg_text != "")
+        col_value, col_ok = _mask_bits(col_text, self.tv.top_ordinal)
+        chg_value, chg_ok = _mask_bits(chg_text, self.tv.top_ordinal)
+        fits = (
+            (F.map_keys(data) == names) & (before.isNull() | (F.map_keys(before) == names))
+            & (~col_given | col_ok) & (~chg_given | chg_ok)
+        )
+        del h
+        return {"fits": fits, "col": F.when(col_given, col_value), "chg": F.when(chg_given, chg_value)}
+
+    def image(self, image: Column, col: Column) -> Column:
+        """``image`` (its keys are this version's names, in order) without the columns whose
+        ``columnMask`` bit is 0 (``col`` NULL: no mask, every column present)."""
+        values = F.map_values(image)
+        everything = (1 << self.tv.top_ordinal) - 1
+        keys = F.concat(*[F.when(_bit(col, o), F.array(F.lit(n))).otherwise(_empty())
+                          for n, o in zip(self.names, self.ordinals, strict=True)])
+        kept = F.concat(*[F.when(_bit(col, o), F.array(values[i])).otherwise(_empty())
+                          for i, o in enumerate(self.ordinals)])
+        full = col.isNull() | ((col.bitwiseAND(F.lit(everything))) == F.lit(sum(1 << (o - 1) for o in self.ordinals)))
+        return F.when(image.isNull(), image).when(full, image).otherwise(F.map_from_arrays(keys, kept))
+
+    def listed(self, value: Column) -> Column:
+        """The names whose bit is set, comma-separated, in ordinal order ('' when none)."""
+        return F.concat_ws(",", *[F.when(_bit(value, o), F.lit(n)) for n, o in zip(self.names, self.ordinals, strict=True)])
+
+
+def _source(versions: dict[int, _Version]) -> Column:
+    """``source``: the headers in HEADER_NAMES order, the decoded masks, the version's names."""
+    keys: list[Column] = []
+    values: list[Column] = []
+
+    def add(name: str, value: Column) -> None:
+        there = value.isNotNull() & (value != "")
+        keys.append(F.when(there, F.array(F.lit(name))).otherwise(_empty()))
+        values.append(F.when(there, F.array(value)).otherwise(_empty()))
+
+    for name in HEADER_NAMES:
+        add(name, F.col(f"_h_{name}"))
+    vid = F.col("_vid")
+
+    def per_version(fn) -> Column:  # noqa: ANN001
+        out = F.when(F.lit(False), F.lit(None).cast("string"))
+        for k, v in versions.items():
+            out = out.when(vid == k, fn(v))
+        return out
+
+    add("changed_columns", F.when(F.col("_chg").isNotNull(), per_version(lambda v: v.listed(F.col("_chg")))))
+    add("present_columns", F.when(F.col("_col").isNotNull(), per_version(lambda v: v.listed(F.col("_col")))))
+    add("version_mask", F.when(F.col("_col").isNotNull() | F.col("_chg").isNotNull(),
+                               per_version(lambda v: F.lit(v.tv.ordinal_mask))))
+    add("table_version", per_version(lambda v: F.lit(str(v.tv.version))))
+    add("schema_id", per_version(lambda v: F.lit(v.tv.schema_id).cast("string")))
+    add("messageSchemaId", F.col("_sid"))
+    return F.map_from_arrays(F.concat(*keys), F.concat(*values))
+
+
+def decode(lines: DataFrame, catalog: Catalog, python_rows: Column) -> DataFrame:
+    """``lines`` (``value`` + origin columns) as ``x_*`` rows (see the module docstring);
+    ``python_rows`` is a pandas UDF over ``(value of the lines SQL does not read, _file, _row)``
+    giving the JSON of each such line's :class:`~lakecdc.decoders._qlik.Row` (:func:`row_json`)."""
+    known = eligible(catalog)
+    value = F.col("value")
+    wrapped = F.concat(F.lit('{"p":'), value, F.lit(',"\\u0001end":0}'))
+    parsed = lines.select("*", F.from_json(wrapped, _WRAPPED, _STRICT).alias("_j"))
+    env = F.col("_j.p")
+    sids = F.create_map(*[F.lit(x) for i, (sid, _tv) in enumerate(known) for x in (sid, F.lit(i))]) if known else None
+    versions = {i: _Version(tv, sid) for i, (sid, tv) in enumerate(known)}
+    kcat = value.contains('"offset"')  # (a kcat record has topic, partition and offset)
+    braces = F.octet_length(value) - F.octet_length(F.replace(value, F.lit("{"), F.lit("")))
+    message = env["message"]
+    parts = (F.lit(2) + message["data"].isNotNull().cast("int") + message["beforeData"].isNotNull().cast("int")
+             + message["headers"].isNotNull().cast("int"))
+    candidate = (
+        F.col("_j").getField(_CORRUPT).isNull() & (F.col("_j").getField(_END) == 0)
+        & (env["magic"] == "atMSG") & (env["type"] == "DT") & message["headers"].isNotNull()
+        & ~kcat & ~value.contains("[") & (braces == parts) & ~value.rlike(_ODD_TEXT)
+        & ~(value.contains("\\u") & value.rlike(_ODD_ESCAPE))
+    )
+    vid = sids[env["messageSchemaId"]] if sids is not None else F.lit(None).cast("int")
+    parsed = parsed.select(
+        "*", F.when(candidate, vid).alias("_vid"), env["messageSchemaId"].alias("_sid"),
+        message["data"].alias("_data"), message["beforeData"].alias("_before"),
+        *[message["headers"][n].alias(f"_h_{n}") for n in HEADER_NAMES],
+    )
+    vcol = F.col("_vid")
+    msg = F.struct(F.col("_data").alias("data"), F.col("_before").alias("beforeData"),
+                   message["headers"].alias("headers"))
+
+    def per_version(fn, kind: str = "string") -> Column:  # noqa: ANN001
+        out = F.when(F.lit(False), F.lit(None).cast(kind))
+        for k, v in versions.items():
+            out = out.when(vcol == k, fn(v))
+        return out
+
+    fits = per_version(lambda v: v.columns(msg)["fits"], "boolean")
+    col = per_version(lambda v: v.columns(msg)["col"], "long")
+    chg = per_version(lambda v: v.columns(msg)["chg"], "long")
+    headers = message["headers"]
+    op = F.create_map(*[F.lit(x) for kv in OPERATIONS.items() for x in kv])[F.col("_h_operation")]
+    sequence = F.col("_h_changeSequence")
+    counter = F.col("_h_transactionEventCounter")
+    seq_ok = F.when(sequence.isNull() | (sequence == ""), op == "R").otherwise(sequence.rlike("^[0-9]+$"))
+    images_ok = F.when(op == "D", F.col("_data").isNotNull() | F.col("_before").isNotNull()).otherwise(
+        F.col("_data").isNotNull())
+    plain = (
+        vcol.isNotNull() & F.coalesce(fits, F.lit(False)) & op.isNotNull() & seq_ok
+        & (counter.isNull() | counter.rlike("^[0-9]{1,18}$")) & images_ok
+        & (F.size(F.array_distinct(F.map_keys(headers))) == F.size(headers))
+    )
+    parsed = parsed.select("*", F.coalesce(plain, F.lit(False)).alias("_plain"), op.alias("_op"))
+    parsed = parsed.select("*", F.when(F.col("_plain"), col).alias("_col"), F.when(F.col("_plain"), chg).alias("_chg"))
+    opc = F.col("_op")
+    nonempty = lambda c: F.when(c != "", c)  # noqa: E731
+    small = {
+        "x_table": per_version(lambda v: F.lit(v.tv.table)),
+        "x_op": opc,
+        "x_ts": nonempty(F.col("_h_timestamp")),
+        "x_pos": nonempty(sequence),
+        "x_counter": counter,
+        "x_seq": F.lit(None).cast("string"),
+        "x_txid": nonempty(F.col("_h_transactionId")),
+        "x_keys": per_version(lambda v: F.array(*[F.lit(k) for k in v.tv.keys]) if v.tv.keys else
+                              F.lit(None).cast("array<string>"), "array<string>"),
+        "x_error": F.lit(None).cast("string"),
+    }
+    # the images and the source are built above the Python UDF: in the generated code of the
+    # parsing and checking below it, they would make one method too big to be compiled well
+    carried = ["_vid", "_sid", "_op", "_col", "_chg", "_data", "_before", *[f"_h_{n}" for n in HEADER_NAMES]]
+    done = parsed.select(
+        "_file", "_block", "_row", "_plain", F.when(~F.col("_plain"), value).alias("_text"),
+        F.spark_partition_id().alias("_part"),
+        *[F.when(F.col("_plain"), small[n]).cast(X_SCHEMA[n].dataType).alias(n) for n in small],
+        *[F.when(F.col("_plain"), F.col(c)).alias(c) for c in carried],
+    )
+    done = done.select("*", python_rows(F.col("_text"), F.col("_part")).alias("_py"))
+    data = per_version(lambda v: v.image(F.col("_data"), F.col("_col")), IMAGE_TYPE.simpleString())
+    before = per_version(lambda v: v.image(F.col("_before"), F.col("_col")), IMAGE_TYPE.simpleString())
+    done = done.select("*", F.from_json("_py", X_SCHEMA).alias("_pyrow"), data.alias("_di"), before.alias("_bi"))
+    big = {
+        "x_before": F.when(opc == "D", F.coalesce("_di", "_bi")).when(opc == "U", F.col("_bi")),
+        "x_after": F.when(opc != "D", F.col("_di")),
+        "x_source": _source(versions),
+    }
+    return done.select(
+        "_file", "_block", "_row",
+        *[F.when(F.col("_plain"), F.col(f.name) if f.name in small else big[f.name])
+          .otherwise(F.col("_pyrow")[f.name]).cast(f.dataType).alias(f.name) for f in X_SCHEMA.fields],
+    )
+
+
+def _pairs_json(pairs: Sequence[tuple[str, str | None]] | None) -> str:
+    if pairs is None:
+        return "null"
+    return "{" + ",".join(f"{json.dumps(k, ensure_ascii=False)}:{json.dumps(v, ensure_ascii=False)}"
+                          for k, v in pairs) + "}"
+
+
+def row_json(row: Row) -> str:
+    """A :class:`~lakecdc.decoders._qlik.Row` as the JSON ``from_json`` reads with :data:`X_SCHEMA`
+    (images and source as objects, their pairs in order)."""
+    try:
+        json.dumps(list(row), ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate from a JSON escape such as \ud800: Arrow cannot hold it
+        row = failed("a string holds a lone surrogate (a JSON escape such as \\ud800 without its pair), "
+                     "which is no Unicode text", row.table)
+    d = row._asdict()
+    scalars = {f"x_{k}": d[k] for k in ("table", "op", "ts", "pos", "counter", "seq", "txid", "error")}
+    body = ",".join(f"{json.dumps(k)}:{json.dumps(v, ensure_ascii=False)}" for k, v in scalars.items())
+    return (f'{{{body},"x_keys":{json.dumps(row.keys, ensure_ascii=False)},"x_before":{_pairs_json(row.before)},'
+            f'"x_after":{_pairs_json(row.after)},"x_source":{_pairs_json(row.source)}}}')
+
+
+def python_rows(catalog: Catalog):  # noqa: ANN201 (a pandas UDF)
+    """A pandas UDF ``(text, partition) -> JSON of the Row``: the Python reader's row for the lines
+    with a text, NULL for the others."""
+    from lakecdc.decoders._qlik_messages import json_row
+
+    def rows(batches: Iterator[tuple[pd.Series, pd.Series]]) -> Iterator[pd.Series]:
+        for texts, _part in batches:
+            out = pd.Series([None] * len(texts), dtype=object)
+            for i in np.flatnonzero(texts.notna().to_numpy()):
+                out[i] = row_json(json_row(texts[i], catalog))
+            yield out
+
+    return F.pandas_udf(rows, T.StringType()).asNondeterministic()  # type: ignore[call-overload]
