@@ -172,42 +172,6 @@ def test_metadata_change_appends_columns_the_newest_schema_decides(spark, tmp_pa
     assert parse_columns_option("S.T=ID,A;S.T=ID,A,B; X.Y = K") == {"S.T": [("ID", "A"), ("ID", "A", "B")], "X.Y": [("K",)]}
 
 
-def test_images_built_per_position_match_the_lambda_route(spark, tmp_path, monkeypatch):
-    """Positional images are built one expression per position up to the widest layout; tables
-    wider than ``MAX_POSITIONAL_WIDTH`` (or a column named like the field delimiter) go through
-    ``map_filter``/``transform_values``. Both give the same images: NULL, missing, a layout narrower
-    than the widest, a record of no known layout, a truncate."""
-    from lakecdc.decoders import ogg_delimited
-
-    f = tmp_path / "a.txt"
-    f.write_text(
-        "I|S.T|2020-01-01 00:00:00.000000|x|1|1|NULL|\n"
-        "U|S.T|2020-01-01 00:00:01.000000|x|2|1||b|NULL|\n"
-        "D|S.U|2020-01-01 00:00:02.000000|x|3|7\n"
-        "I|S.T|2020-01-01 00:00:03.000000|x|4|1|a|b|c|d|e\n"
-        "T|S.T|2020-01-01 00:00:04.000000|x|5|||||\n"
-    )
-    opts = {"fieldDelimiter": "|", "columns": "S.T=ID,A,B;S.T=ID,A,B,C,D;S.U=K"}
-    dec = get_decoder("ogg-delimited", opts)
-    assert dec._positional_width([str(f)]) == 5
-    by_position = decode(spark, f, **opts)
-    assert render(by_position) == [
-        "I S.T 1 after={A=None, ID='1'}",
-        "U S.T 2 after={B='b', C=None, ID='1'}",
-        "D S.U 3 before={K='7'}",
-        "I S.T 4",
-        "T S.T 5",
-    ]
-    assert by_position[3]["_error"].startswith("the record has 6 column value(s) but table 'S.T' has 3 or 5")
-    monkeypatch.setattr(ogg_delimited, "MAX_POSITIONAL_WIDTH", 4)
-    assert dec._positional_width([str(f)]) is None
-    by_lambda = decode(spark, f, **opts)
-    assert [(r["after"], r["before"], r["_error"]) for r in by_lambda] == [
-        (r["after"], r["before"], r["_error"]) for r in by_position]
-    named = get_decoder("ogg-delimited", {"fieldDelimiter": "|", "columns": "S.T=ID,|"})
-    assert named._positional_width([]) is None
-
-
 def test_suppressed_metadata_fields(spark, tmp_path):
     """Without table, op_ts, current_ts and pos; then without the op type (every record an upsert)."""
     f = tmp_path / "a.txt"

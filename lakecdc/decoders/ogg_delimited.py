@@ -138,9 +138,6 @@ _BLANK = " \t\r\n"
 _JAVA_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|.)", re.DOTALL)
 _SIMPLE_ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "f": "\f"}
 _EPOCH = dt.datetime(1970, 1, 1)
-#: Positional records of tables up to this many columns get their images built per position
-#: (:meth:`OggDelimitedDecoder._image_by_position`); wider ones through lambdas.
-MAX_POSITIONAL_WIDTH = 200
 
 
 def java_unescape(text: str) -> str:
@@ -366,12 +363,7 @@ class OggDelimitedDecoder(Decoder):
         n_values = F.size(f) - n_meta
         rest = F.slice(f, n_meta + 1, F.greatest(n_values, F.lit(0)))
         names, values, shape_error = self._columns(files, table, rest, n_values)
-        width = self._positional_width(files)
-        if width is None:
-            image = self._image(names, values)
-        else:  # names and values computed once, not once per position
-            p = p.select("*", names.alias("_names"), values.alias("_values"))
-            image = self._image_by_position(F.col("_names"), F.col("_values"), width)
+        image = self._image(names, values)
         has_image = op.isin("I", "U", "D", "R")
         checks: list[tuple[Column, Column | str]] = [
             (n_values < 0, F.format_string(
@@ -450,37 +442,6 @@ class OggDelimitedDecoder(Decoder):
                 n_values, table, expected[table], origin[table]))
         )
         return names, rest, error
-
-    def _positional_width(self, files: Sequence[str]) -> int | None:
-        """The most columns of any layout, when :meth:`_image_by_position` can build the images."""
-        if self.with_names:
-            return None
-        layouts = self.layouts(files).by_count
-        widths = [n for counts in layouts.values() for n in counts]
-        delimiter = self.options["fieldDelimiter"]
-        if any(c == delimiter for counts in layouts.values() for cols in counts.values() for c in cols):
-            return None
-        width = max(widths, default=0)
-        return width if 0 < width <= MAX_POSITIONAL_WIDTH else None
-
-    def _image_by_position(self, names: Column, values: Column, width: int) -> Column:
-        """:meth:`_image` without lambdas: one expression per position up to ``width``.
-
-        Spark evaluates higher-order functions (``map_filter``, ``transform_values``) outside
-        generated code, a cost per value. Here each position's name and value are picked out,
-        a missing value's (and a position past the record's end) replaced by the field
-        delimiter, which no field can hold, and ``array_remove`` drops those from both arrays.
-        """
-        o = self.options
-        gone = F.lit(o["fieldDelimiter"])
-        missing, null_rep = F.lit(o["missingValueRepresentation"]), F.lit(o["nullValueRepresentation"])
-        keys, vals = [], []
-        for i in range(1, width + 1):
-            name, value = F.try_element_at(names, F.lit(i)), F.try_element_at(values, F.lit(i))
-            absent = name.isNull() | (value == missing)
-            keys.append(F.when(absent, gone).otherwise(name))
-            vals.append(F.when(absent, gone).when(value != null_rep, value))
-        return F.map_from_arrays(F.array_remove(F.array(*keys), gone), F.array_remove(F.array(*vals), gone))
 
     def _image(self, names: Column, values: Column) -> Column:
         """``map(name -> value)`` without missing columns, NULL representation as NULL."""
