@@ -141,6 +141,8 @@ def test_seq_orders_by_op_ts_then_pos(spark, tmp_path):
     ("line", "reason"),
     [
         ('{"table":"S.T","op_type":"I"', "not valid JSON"),
+        # single quotes are no JSON (Spark's reader would take them unless told not to)
+        ("{'table':'S.T','op_type':'I','op_ts':'2020-01-01 00:00:00','pos':'1','after':{'ID':1}}", "not valid JSON"),
         ('{"op_type":"I","op_ts":"2020-01-01 00:00:00","pos":"1","after":{"ID":1}}', "'table' missing or empty"),
         ('{"table":"S.T","op_type":"X","op_ts":"2020-01-01 00:00:00","pos":"1","after":{"ID":1}}',
          "unknown op_type 'X' (expected one of I, U, D, T)"),

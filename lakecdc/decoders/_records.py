@@ -124,6 +124,7 @@ def read_json(spark: SparkSession, files: Sequence[str], schema: StructType, *, 
         spark.read.schema(full)
         .option("mode", "PERMISSIVE")
         .option("columnNameOfCorruptRecord", CORRUPT)
+        .option("allowSingleQuotes", "false")  # Spark's default takes {'a':'b'}: no JSON, quarantined
         .json(paths)
     )
     return df.select(
