@@ -116,7 +116,7 @@ class _Version:
 
     def columns(self, m: Column) -> dict[str, Column]:
         """The parts of a message of this version (``m``: the parsed envelope's ``message``)."""
-        h, data, before = m["headers"], m["data"], m["beforeData"]
+        data, before = m["data"], m["beforeData"]
         names = F.array(*[F.lit(n) for n in self.names])
         col_text, chg_text = F.col("_h_columnMask"), F.col("_h_changeMask")
         col_given = col_text.isNotNull() & (col_text != "")
@@ -127,7 +127,6 @@ class _Version:
             (F.map_keys(data) == names) & (before.isNull() | (F.map_keys(before) == names))
             & (~col_given | col_ok) & (~chg_given | chg_ok)
         )
-        del h
         return {"fits": fits, "col": F.when(col_given, col_value), "chg": F.when(chg_given, chg_value)}
 
     def image(self, image: Column, col: Column) -> Column:
