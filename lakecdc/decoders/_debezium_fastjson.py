@@ -22,7 +22,7 @@ bytes of a typical line), which was parsed again for every record. Two things ma
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import msgspec
@@ -32,7 +32,8 @@ from lakecdc.decoders._kafka_connect import Num, RecordError
 
 _DECODER = msgspec.json.Decoder(float_hook=Num)
 _HEAD = '{"schema":'
-_MID = ',"payload":'
+PAYLOAD_MEMBER = ',"payload":'
+_MID = PAYLOAD_MEMBER
 #: Distinct schema texts kept per reader (a topic has a few versions; many tables: a few dozen).
 CACHE_LIMIT = 256
 
@@ -70,13 +71,20 @@ class ConnectSplitter:
         if not text.startswith(_HEAD):
             return None
         mid = text.find(_MID)
-        end = text.rfind("}")
-        if mid < 0 or end < mid or (end + 1 < len(text) and text[end + 1 :].strip()):
+        if mid < 0:
             return None
-        head = text[:mid]
+        return self.split_payload(text[:mid], text[mid + len(_MID) :])
+
+    def split_payload(self, head: str, rest: str) -> tuple[Any, Mapping[str, Any] | None, Images | None] | None:
+        """:meth:`split` of a line already cut in two: ``head`` (up to, not including, the first
+        ``,"payload":``) and ``rest`` (what follows it), as :func:`connect_prefixes` lets Spark
+        cut lines before they reach Python."""
+        end = rest.rfind("}")
+        if end < 0 or (end + 1 < len(rest) and rest[end + 1 :].strip()):
+            return None
         known = self.schemas.get(head)
         try:
-            payload = _DECODER.decode(text[mid + len(_MID) : end])
+            payload = _DECODER.decode(rest[:end])
             if known is None:
                 known = self._learn(head, _DECODER.decode(head[len(_HEAD) :]))
         except Exception:  # a '"payload"' inside the schema, NaN, ...: parse it whole
@@ -89,4 +97,28 @@ class ConnectSplitter:
         known = (schema, image_readers(schema, self.settings)) if isinstance(schema, dict) else (None, None)
         self.schemas[head] = known
         return known
+
+
+def connect_head(first: str | None) -> str | None:
+    """The schema part of a compact ``{"schema":...,"payload":...}`` line (what :meth:`ConnectSplitter.split`
+    keys its cache by), None for a line of another shape."""
+    if first is None or not first.startswith(_HEAD) or _MID not in first:
+        return None
+    return first[: first.find(_MID)]
+
+
+def connect_prefixes(firsts: Iterable[str | None], limit: int = 16) -> list[str]:
+    """The distinct ``head + ',"payload":'`` prefixes of the files' first lines (at most ``limit``).
+
+    With ``schemas.enable=true`` every line repeats its Connect schema: most of its bytes. A line
+    that starts with a known prefix is sent to Python as the prefix's index and the text after it
+    (see :func:`lakecdc.decoders.debezium_json.DebeziumJsonDecoder.read`), so the schema is neither
+    copied into Arrow nor across to the Python worker again for each record.
+    """
+    out: list[str] = []
+    for first in firsts:
+        head = connect_head(first)
+        if head is not None and head + _MID not in out and len(out) < limit:
+            out.append(head + _MID)
+    return out
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -40,7 +40,7 @@ from lakecdc.decoders._debezium import (
     skipped,
 )
 from lakecdc.decoders._debezium_avro_json import AvroJson, is_avro_json
-from lakecdc.decoders._debezium_fastjson import ConnectSplitter, loads, slow_loads
+from lakecdc.decoders._debezium_fastjson import PAYLOAD_MEMBER, ConnectSplitter, loads, slow_loads
 from lakecdc.decoders._kafka_connect import Pairs, RecordError, compact_json, plain_text
 
 if TYPE_CHECKING:
@@ -137,28 +137,30 @@ class LineReader:
     by kcat's Avro deserialiser.
     """
 
-    def __init__(self, settings: Settings, registry: Registry | None = None) -> None:
+    def __init__(self, settings: Settings, registry: Registry | None = None, prefixes: Sequence[str] = ()) -> None:
         self.settings = settings
+        self.prefixes = list(prefixes)  # what Spark cut off lines whose _head is their index
         self.connect = ConnectSplitter(settings)
         self.avro_json = AvroJson(settings, registry)
         self.in_comment: str | None = None  # the file whose /* ... */ block is open
         self.pending: tuple[str, int, Key] | None = None
         self.paired = False  # whether the last value read took the pending key
 
-    def read_all(self, lines: list[tuple[str, str, int]]) -> list[Row]:
+    def read_all(self, lines: list[tuple[str, str, int]] | list[tuple[str, str, int, int | None]]) -> list[Row]:
         """The rows of consecutive lines; a key line that pairs with the next value is counted
-        under that value's table (its own schema name may spell the table otherwise)."""
+        under that value's table (its own schema name may spell the table otherwise). A line may
+        come as ``(text, file, row, head)``: ``head`` the index of the prefix cut off its text."""
         out: list[Row] = []
-        for text, file, row in lines:
-            decoded = self.read(text, file, row)
+        for text, file, row, *head in lines:
+            decoded = self.read(text, file, row, head[0] if head else None)
             if self.paired and out and decoded.table and out[-1].table != decoded.table:
                 out[-1] = out[-1]._replace(table=decoded.table)
             out.append(decoded)
         return out
 
-    def read(self, text: str, file: str, row: int) -> Row:
+    def read(self, text: str, file: str, row: int, head: int | None = None) -> Row:
         try:
-            return self._read(text, file, row)
+            return self._read(text, file, row, head)
         except RecordError as exc:
             return failed(str(exc))
         except Exception as exc:  # one odd record must not fail the batch
@@ -179,12 +181,21 @@ class LineReader:
             return True
         return stripped.startswith(("//", "*"))
 
-    def _read(self, text: str, file: str, row: int) -> Row:
+    def _read(self, text: str, file: str, row: int, head: int | None = None) -> Row:
         pending, self.pending, self.paired = self.pending, None, False
-        if self._comment(text, file):
+        split = None
+        if head is not None:
+            # the line started with prefixes[head] (a '{"schema":...' text): it is no comment,
+            # unless a comment block is open, where the whole line is read as it was
+            prefix = self.prefixes[head]
+            if self.in_comment is None:
+                split = self.connect.split_payload(prefix[: -len(PAYLOAD_MEMBER)], text)
+            text = prefix + text if split is None else text
+        if split is None and self._comment(text, file):
             return skipped("comment")
         images: Images | None = None
-        split = self.connect.split(text)
+        if split is None:
+            split = self.connect.split(text)
         if split is not None:
             payload, schema, images = split
         else:
@@ -236,12 +247,15 @@ class LineReader:
                             parse=parse_json, images=images)
 
 
-def lines_of(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[pa.RecordBatch, list[tuple[str, str, int]]]]:
+def lines_of(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[pa.RecordBatch, list[tuple[str, str, int, int | None]]]]:
+    """Each batch with its lines as ``(text, file, row, head)`` (``head`` from an optional
+    ``_head`` column: the index of the prefix Spark cut off the text, else None)."""
     for batch in batches:
         values = batch.column("value").to_pylist()
         files = batch.column("_file").to_pylist()
         rows = batch.column("_row").to_pylist()
-        yield batch, list(zip(values, files, rows, strict=True))
+        heads = batch.column("_head").to_pylist() if "_head" in batch.schema.names else [None] * len(values)
+        yield batch, list(zip(values, files, rows, heads, strict=True))
 
 
 def _arrow_type(dtype: T.DataType) -> pa.DataType:
@@ -292,9 +306,10 @@ def rows_batch(batch: pa.RecordBatch, out: list[Row]) -> pa.RecordBatch:
 
 
 def decode_batches(batches: Iterator[pa.RecordBatch], *, settings: Settings,
-                   registry: Registry | None = None) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` body: lines (``value`` + origin columns) to canonical rows (``x_*``)."""
-    reader = LineReader(settings, registry)
+                   registry: Registry | None = None, prefixes: Sequence[str] = ()) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body: lines (``value`` + origin columns, maybe ``_head``) to canonical rows
+    (``x_*``)."""
+    reader = LineReader(settings, registry, prefixes)
     for batch, lines in lines_of(batches):
         with gc_paused():  # the collector's passes cost a third of the decoding (see gc_paused)
             out = reader.read_all(lines)

@@ -69,9 +69,9 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import pyarrow as pa
 from pyspark.sql import functions as F
@@ -86,6 +86,7 @@ from lakecdc.decoders._debezium import (
     schema_change_types,
 )
 from lakecdc.decoders._debezium_ddl import SCHEMALESS, merge_declared
+from lakecdc.decoders._debezium_fastjson import PAYLOAD_MEMBER, ConnectSplitter, connect_prefixes
 from lakecdc.decoders._debezium_lines import (
     _KCAT,
     LineReader,
@@ -143,9 +144,9 @@ def _json_image(pairs: Pairs | None) -> str | None:
 
 
 def variant_batches(batches: Iterator[pa.RecordBatch], *, settings: Settings,
-                    registry: Registry | None = None) -> Iterator[pa.RecordBatch]:
+                    registry: Registry | None = None, prefixes: Sequence[str] = ()) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: good rows' ``table`` and images as JSON objects."""
-    reader = LineReader(settings, registry)
+    reader = LineReader(settings, registry, prefixes)
     for _batch, lines in lines_of(batches):
         rows = [r for r in reader.read_all(lines) if r.op is not None and r.error is None]
         yield pa.RecordBatch.from_pydict(
@@ -185,6 +186,12 @@ def _types_of(text: str, settings: Settings, *, find_schemaless: bool = False) -
         except RecordError:
             return
     payload, schema = _unwrap_connect(record)
+    yield from _declared(payload, schema, topic, settings)
+
+
+def _declared(payload: Any, schema: Mapping[str, Any] | None, topic: str | None,
+              settings: Settings) -> Iterator[tuple[str, str, str]]:
+    """:func:`_types_of` of a record's parsed ``payload`` and ``schema``."""
     if not isinstance(payload, dict):
         return
     if "op" not in payload and non_row_reason(payload, schema.get("name") if schema else None) == "schema change":
@@ -205,14 +212,52 @@ def _types_of(text: str, settings: Settings, *, find_schemaless: bool = False) -
                 yield table, column_name(name, field), dtype.json()
 
 
-def type_batches(batches: Iterator[pa.RecordBatch], *, settings: Settings) -> Iterator[pa.RecordBatch]:
+class _HeadTypes:
+    """:func:`_types_of` for lines whose schema Spark cut off (``_head``): each line's payload is
+    parsed (msgspec; a fraction of the line), its schema once per head, and a row message's
+    types once per head and table."""
+
+    def __init__(self, settings: Settings, prefixes: Sequence[str]) -> None:
+        self.settings = settings
+        self.prefixes = prefixes
+        self.splitter = ConnectSplitter(settings)
+        self.schemas: dict[int, Any] = {}
+        self.rows: dict[tuple[int, str | None], list[tuple[str, str, str]]] = {}
+
+    def types(self, head: int, rest: str) -> Iterable[tuple[str, str, str]] | None:
+        """The line's declared types; None when it must be read whole (:func:`_types_of`)."""
+        prefix = self.prefixes[head]
+        split = self.splitter.split_payload(prefix[: -len(PAYLOAD_MEMBER)], rest)
+        if split is None:
+            return None
+        payload = split[0]
+        if head not in self.schemas:
+            record = parse_json(prefix + "null}")  # the schema as _types_of parses it
+            self.schemas[head] = _unwrap_connect(record)[1]
+        schema = self.schemas[head]
+        source = payload.get("source") if isinstance(payload, dict) else None
+        if not isinstance(source, dict) or "op" not in payload or not schema:  # (not the common row)
+            return list(_declared(payload, schema, None, self.settings))
+        key = (head, envelope_table(source, schema.get("name"), None, self.settings))
+        if key not in self.rows:
+            self.rows[key] = list(_declared(payload, schema, None, self.settings))
+        return self.rows[key]
+
+
+def type_batches(batches: Iterator[pa.RecordBatch], *, settings: Settings,
+                 prefixes: Sequence[str] = ()) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: the distinct declared column types of the partition (and whether it
     holds row messages without schema: looked for until one is found)."""
     seen: set[tuple[str, str, str]] = set()
     schemaless = False
-    for batch in batches:
-        for text in batch.column("value").to_pylist():
-            for found in _types_of(text, settings, find_schemaless=not schemaless):
+    heads = _HeadTypes(settings, prefixes)
+    for _batch, lines in lines_of(batches):
+        for text, _file, _row, head in lines:
+            found_all = heads.types(head, text) if head is not None else None
+            if found_all is None:
+                text = text if head is None else prefixes[head] + text
+                found_all = _types_of(text, settings, find_schemaless=not schemaless)
+            for found in found_all:
                 schemaless = schemaless or found[2] == SCHEMALESS
                 seen.add(found)
     rows = sorted(seen)
@@ -398,20 +443,39 @@ class DebeziumJsonDecoder(Decoder):
             parts = tuple(p for part in parts for p in part.split("."))
         return parts
 
-    def lines(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
+    def lines(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> tuple[DataFrame, list[str]]:
         """Non-blank lines of the (staged) inputs with ``_file``, ``_block``, ``_row`` as
-        :func:`~lakecdc.decoders._records.read_text` gives them (so quarantine lines match)."""
-        return self._lines(spark, [stage(f, staging) for f in files])
+        :func:`~lakecdc.decoders._records.read_text` gives them (so quarantine lines match), and
+        ``_head``: the index of the Connect schema prefix cut off ``value``, in the list returned
+        beside the lines (see :func:`~lakecdc.decoders._debezium_fastjson.connect_prefixes`)."""
+        paths = [stage(f, staging) for f in files]
+        prefixes = connect_prefixes(_first_record(p) for p in paths)
+        return self._lines(spark, paths, prefixes), prefixes
 
-    def _lines(self, spark: SparkSession, paths: Sequence[str]) -> DataFrame:
+    def _lines(self, spark: SparkSession, paths: Sequence[str], prefixes: Sequence[str] = ()) -> DataFrame:
+        """The lines; with ``prefixes``, a line starting with one of them has it cut off its
+        ``value`` and its index in ``_head`` (NULL for the other lines): see
+        :func:`~lakecdc.decoders._debezium_fastjson.connect_prefixes`."""
         names = {Path(p).resolve().as_uri(): p for p in paths}
         mapping = F.create_map(*[F.lit(x) for kv in names.items() for x in kv])
         uri = F.input_file_name()
+        value = F.col("value")
+        extra = []
+        if prefixes:
+            head, cut = F.lit(None).cast("int"), value
+            for i, prefix in reversed(list(enumerate(prefixes))):
+                starts = value.startswith(prefix)
+                head = F.when(starts, F.lit(i)).otherwise(head)
+                # cut by bytes (a substring by characters walks the whole prefix's characters)
+                after = F.substring(value.cast("binary"), len(prefix.encode("utf-8")) + 1, 2**31 - 1)
+                cut = F.when(starts, after.cast("string")).otherwise(cut)
+            value, extra = cut.alias("value"), [head.alias("_head")]
         return spark.read.text(paths).where(F.col("value").rlike("[^ \\t\\r\\n]")).select(
-            "value",
+            value,
             F.coalesce(mapping[uri], uri).alias("_file"),
             F.input_file_block_start().alias("_block"),
             F.monotonically_increasing_id().alias("_row"),
+            *extra,
         )
 
     def read(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
@@ -424,8 +488,9 @@ class DebeziumJsonDecoder(Decoder):
                                          layout=source_layout(firsts[by_spark[0]])))
         rest = [p for p in paths if p not in by_spark]
         if rest or not parts:
-            body = functools.partial(decode_batches, settings=self.settings, registry=self.registry())
-            parts.append(self._lines(spark, rest).mapInArrow(body, PARSED_SCHEMA))
+            prefixes = connect_prefixes(firsts[p] if p in firsts else _first_record(p) for p in rest)
+            body = functools.partial(decode_batches, settings=self.settings, registry=self.registry(), prefixes=prefixes)
+            parts.append(self._lines(spark, rest, prefixes).mapInArrow(body, PARSED_SCHEMA))
         return canonical(functools.reduce(lambda a, b: a.unionByName(b), parts))
 
     def column_types(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> dict[str, dict[str, T.DataType]]:
@@ -433,14 +498,16 @@ class DebeziumJsonDecoder(Decoder):
         (a column declared with different types across messages gets the type that holds them
         all, string when none does), and of the columns only schema-change records name (the
         latest one's type; see :mod:`lakecdc.decoders._debezium_ddl`)."""
-        body = functools.partial(type_batches, settings=self.settings)
-        rows = self.lines(spark, files, staging=staging).select("value").mapInArrow(body, _TYPES_SCHEMA).distinct().collect()
+        lines, prefixes = self.lines(spark, files, staging=staging)
+        body = functools.partial(type_batches, settings=self.settings, prefixes=prefixes)
+        rows = lines.mapInArrow(body, _TYPES_SCHEMA).distinct().collect()
         return merge_declared(rows)
 
     def variant_images(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
         """``table``, ``before``, ``after`` as ``map<string, variant>`` (the decoded values' JSON
         types) for the columns no schema types."""
-        body = functools.partial(variant_batches, settings=self.settings, registry=self.registry())
+        lines, prefixes = self.lines(spark, files, staging=staging)
+        body = functools.partial(variant_batches, settings=self.settings, registry=self.registry(), prefixes=prefixes)
         vmap = T.MapType(T.StringType(), T.VariantType())
-        df = self.lines(spark, files, staging=staging).mapInArrow(body, _VARIANT_SCHEMA)
+        df = lines.mapInArrow(body, _VARIANT_SCHEMA)
         return df.select("table", F.from_json("before", vmap).alias("before"), F.from_json("after", vmap).alias("after"))
