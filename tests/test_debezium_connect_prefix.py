@@ -109,3 +109,33 @@ def test_a_cut_line_in_an_open_comment_block_is_read_whole():
     assert rows == plain
     assert [dict(r.source or []).get("skipped") for r in rows[:3]] == ["comment"] * 3
     assert rows[3].op == "I" and rows[3].error is None
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("schemas", [True, False])
+def test_apply_caches_the_events_only_when_python_decoded_them(spark, tmp_path, schemas):
+    """Records decoded in Python are cached for the run (not decoded again to fold them), those
+    Spark decodes are not (parsing again is cheaper); the cache is gone after the run."""
+    import lakecdc
+
+    landing = tmp_path / "in"
+    landing.mkdir()
+    image = {**IMAGE, "big": 5}  # (IMAGE's 30 digits fit no bigint: quarantined)
+    payloads = [_payload("c", 10, None, image), _payload("u", 11, {"id": 1}, {**image, "note": "n"})]
+    lines = [_line(SCHEMA, p) if schemas else json.dumps(p) for p in payloads]
+    (landing / "a.json").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    def persisted() -> int:
+        return len(spark.sparkContext._jsc.getPersistentRDDs())
+
+    before, during = persisted(), []
+
+    def progress(message: str) -> None:
+        if message.endswith("consolidating"):
+            during.append(persisted())
+
+    summary = lakecdc.apply([str(landing)], str(tmp_path / "lake"), format="debezium-json", keys={"app.t": "id"},
+                            spark=spark, progress=progress)
+    assert [(t.source_table, t.inserted) for t in summary.tables] == [("app.t", 1)]
+    assert during == [before + 1 if schemas else before]
+    assert persisted() == before

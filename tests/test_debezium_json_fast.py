@@ -13,7 +13,7 @@ import pytest
 
 from lakecdc.decoders._debezium_fastjson import ConnectSplitter, loads, slow_loads
 from lakecdc.decoders._debezium_lines import LineReader, decode_batches
-from lakecdc.decoders._kafka_connect import Num, RecordError
+from lakecdc.decoders._kafka_connect import ImageReader, Num, RecordError, image_pairs
 from lakecdc.decoders.debezium_json import DebeziumJsonDecoder
 
 SETTINGS = DebeziumJsonDecoder({}).settings
@@ -144,3 +144,41 @@ def test_only_lines_that_may_declare_types_are_parsed_for_them(line: str, declar
     from lakecdc.decoders.debezium_json import _may_declare
 
     assert _may_declare(line) is declares
+
+
+@pytest.mark.parametrize("ordered", [False, True])
+def test_image_reader_gives_what_the_plain_image_reading_gives(ordered: bool):
+    """The reader of whole images by position (:class:`~lakecdc.decoders._kafka_connect.ImageReader`)
+    against :func:`~lakecdc.decoders._kafka_connect.image_pairs`, value kind by value kind: NULLs,
+    placeholders (missing), values of the wrong JSON type, every field in order or not."""
+    fields = {f["field"]: f for f in ROW["fields"]}
+    placeholders = frozenset({"__debezium_unavailable_value"})
+    reader = ImageReader(fields, placeholders, ordered=ordered)
+    samples = {
+        "id": [1, None, -7, 12345678901234567890, "12", True, 1.5],
+        "price": [_b64(-1050), None, "__debezium_unavailable_value", 17],
+        "ratio": [0.25, None, 3, "x"],
+        "note": ["a", None, "__debezium_unavailable_value", "", 5, {"k": 1}],
+        "ts": [1_700_000_000_123_456, None, "x"],
+        "day": [19675, None],
+        "big": [2**70, None, "__debezium_unavailable_value"],
+    }
+    def outcome(read: Any, obj: dict[str, Any]) -> Any:
+        try:
+            return read(obj, "after")
+        except RecordError as exc:  # a value its type does not allow: the same reason either way
+            return f"error: {exc}"
+
+    names, errors = list(fields), 0
+    for i in range(max(len(v) for v in samples.values())):
+        obj = {n: samples[n][i % len(samples[n])] for n in names}
+        plain = outcome(lambda o, image: image_pairs(o, fields, placeholders, image), obj)
+        assert outcome(reader.pairs, obj) == plain, obj
+        errors += isinstance(plain, str)
+        if ordered:  # (an ordered reader's objects come in schema order: Avro records)
+            continue
+        swapped = dict(reversed(list(obj.items())))  # another order: read by name
+        assert outcome(reader.pairs, swapped) == outcome(lambda o, image: image_pairs(o, fields, placeholders, image), swapped)
+    assert 0 < errors < len(samples["id"])
+    one = ImageReader({"id": fields["id"]}, placeholders)
+    assert one.pairs({"id": 3}, "after") == [("id", "3")] and one.pairs({"id": None}, "after") == [("id", None)]

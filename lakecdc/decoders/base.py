@@ -80,6 +80,15 @@ class Decoder(ABC):
         """Whether the new lines appended to a file can be decoded on their own."""
         return self.LINES
 
+    #: Each record is decoded by Python in the executors (fastavro, an XML parser, ...): a second
+    #: pass over the events costs more than Spark's cache, so ``apply`` caches them even for one
+    #: table (whose events it otherwise decodes twice: once to profile them, once to fold them).
+    PYTHON_ROWS: ClassVar[bool] = False
+
+    def rows_in_python(self) -> bool:
+        """Whether the records of the last :meth:`read` are decoded in Python (see PYTHON_ROWS)."""
+        return self.PYTHON_ROWS
+
     #: A directory kept across the runs into one target (``<target>/_lakecdc/decoders/<name>``), set
     #: by :func:`lakecdc.apply` before :meth:`read`; None when decoding without a target
     #: (:func:`lakecdc.read_changes`). A format whose messages depend on earlier ones (Qlik's metadata

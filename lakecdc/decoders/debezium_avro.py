@@ -478,6 +478,7 @@ class DebeziumAvroDecoder(Decoder):
     """Debezium envelopes in Avro (Confluent wire format, OCF, kcat dumps) to canonical events."""
 
     name: ClassVar[str] = "debezium-avro"
+    PYTHON_ROWS: ClassVar[bool] = True  # (see Decoder.PYTHON_ROWS)
     TRANSACTION_MARKERS: ClassVar[bool] = True
     OPTIONS: ClassVar[dict[str, str]] = {**SETTINGS_OPTIONS, "schemaDirectory": "", "framing": "auto"}
     IGNORED_OPTIONS: ClassVar[frozenset[str]] = DebeziumJsonDecoder.IGNORED_OPTIONS | frozenset(

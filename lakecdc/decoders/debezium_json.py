@@ -478,6 +478,13 @@ class DebeziumJsonDecoder(Decoder):
             *extra,
         )
 
+    _python_files = False
+
+    def rows_in_python(self) -> bool:
+        """Whether the last :meth:`read` sent some file to the Python reader (a file of Connect
+        pairs with schema, kcat records, key and value lines, ``reader=python``)."""
+        return self._python_files
+
     def read(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
         paths = [stage(f, staging) for f in files]
         firsts = {p: _first_record(p) for p in paths} if self.options["reader"] == "spark" else {}
@@ -487,6 +494,7 @@ class DebeziumJsonDecoder(Decoder):
             parts.append(decode_in_spark(spark, by_spark, self.settings, self.registry(), staging=staging,
                                          layout=source_layout(firsts[by_spark[0]])))
         rest = [p for p in paths if p not in by_spark]
+        self._python_files = bool(rest)
         if rest or not parts:
             prefixes = connect_prefixes(firsts[p] if p in firsts else _first_record(p) for p in rest)
             body = functools.partial(decode_batches, settings=self.settings, registry=self.registry(), prefixes=prefixes)

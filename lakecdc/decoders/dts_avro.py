@@ -650,6 +650,7 @@ class DtsAvroDecoder(Decoder):
     """Alibaba DTS Avro ``Record`` s (length-prefixed dumps, kcat dumps, single messages, OCF) to canonical events."""
 
     name: ClassVar[str] = "dts-avro"
+    PYTHON_ROWS: ClassVar[bool] = True  # (see Decoder.PYTHON_ROWS)
     OPTIONS: ClassVar[dict[str, str]] = {"framing": "auto", "sequenceBy": "timestamp", "dateTimeFraction": "auto"}
 
     def __init__(self, options: Mapping[str, str] | None = None) -> None:

@@ -624,6 +624,7 @@ class OggAvroDecoder(Decoder):
     """GoldenGate Avro messages (row or op modeled) to canonical change events."""
 
     name: ClassVar[str] = "ogg-avro"
+    PYTHON_ROWS: ClassVar[bool] = True  # (see Decoder.PYTHON_ROWS)
     kind: ClassVar[Kind] = "op"
     OPTIONS: ClassVar[dict[str, str]] = {
         "insertOpKey": "I",

@@ -430,6 +430,7 @@ class OggXmlDecoder(Decoder):
     """GoldenGate XML operation documents to canonical change events."""
 
     name: ClassVar[str] = "ogg-xml"
+    PYTHON_ROWS: ClassVar[bool] = True  # (see Decoder.PYTHON_ROWS)
     OPTIONS: ClassVar[dict[str, str]] = {
         "insertOpKey": "I",
         "updateOpKey": "U",

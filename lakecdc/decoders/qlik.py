@@ -347,6 +347,9 @@ class QlikJsonDecoder(Decoder):
         return out
 
     # -- decoding
+    def rows_in_python(self) -> bool:
+        return self.PYTHON_ROWS or not self.spark_route
+
     def read(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
         files = self.inputs(files)
         if not files:
@@ -364,6 +367,7 @@ class QlikAvroDecoder(QlikJsonDecoder):
     """Qlik Replicate Avro envelopes (length-prefixed, single, kcat base64) to canonical events."""
 
     name: ClassVar[str] = "qlik-avro"
+    PYTHON_ROWS: ClassVar[bool] = True  # (see Decoder.PYTHON_ROWS)
     OPTIONS: ClassVar[dict[str, str]] = {**QlikJsonDecoder.OPTIONS, "framing": "auto"}
 
     def __init__(self, options: Mapping[str, str] | None = None) -> None:
