@@ -345,7 +345,7 @@ def _run_tables(
         return {fast.table: merge_one(engine, settings, target, fast, run_id=run_id, now=now, say=say)}, [], {}
     if decoder.rows_in_python():
         # decoded by Python record by record: caching them costs less than decoding them again
-        # (a first run of 200,000 Debezium messages with schema: 22.7 -> 15.1 s)
+        # (a first run of 200,000 Debezium messages with schema: 22.7 -> 15-18 s)
         events.persist(StorageLevel.MEMORY_AND_DISK)
     profile, decode_errors, skipped = profile_events(events)
     if len(profile) > 1 and not events.is_cached:
