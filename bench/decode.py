@@ -14,8 +14,12 @@ in one Python process with one Spark session (``local[2]``), for each encoding:
 * **floor**: the cheapest honest parse of the same bytes (see :data:`FLOORS`; where there are
   several, the fastest counts), also counted.
 
-Spark's start-up and a first job (lakecdc decoding the first 20,000 events of ``events.json``)
-are timed and reported apart. Each contender makes ``--warmup`` untimed runs then ``--repeat``
+With several encodings, each one is measured in a Python process and JVM of its own (this
+command run again for that encoding alone, its outcome read back), as a job decodes one format:
+the JIT compiles what one decoder runs, and a decoder measured after another one in the same JVM
+(qlik-json's large generated methods, say) was up to 1.7x slower than alone (canal-json, stop
+17). ``--same-jvm`` measures them all in this process, as before. Spark's start-up and a first
+job (lakecdc decoding the first 20,000 events of ``events.json``) are timed and reported apart. Each contender makes ``--warmup`` untimed runs then ``--repeat``
 timed ones; the median is reported, with CPU seconds of the process tree (JVM and Python
 workers), the peak resident memory of the tree and its peak above the RSS before the run
 (helpers of :mod:`bench.run`). ratio = floor seconds / lakecdc seconds; the target is >= 0.33
@@ -40,7 +44,7 @@ import threading
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -363,6 +367,22 @@ def measure(spark: SparkSession, encoded: Encoded, scratch: Path, warmup: int, r
     return Outcome(encoded, lakecdc, measured)
 
 
+def measure_in_child(encoded: Encoded, args: argparse.Namespace, command: str) -> tuple[Outcome, float]:
+    """:func:`measure` of one encoding by this benchmark run again for it alone (a fresh Python
+    process and JVM; its output goes to this one's), its outcome read back with the share of the
+    machine other work took meanwhile (the child's: this process cannot count its JVM)."""
+    module = command.split()[2]  # "python -m <module> ..."
+    out = args.workdir / f"outcome-{encoded.name}.json"
+    out.unlink(missing_ok=True)
+    argv = [sys.executable, "-m", module, "--events", str(args.events), "--keys", str(args.keys),
+            "--workdir", str(args.workdir), "--seed", str(args.seed), "--formats", encoded.name,
+            "--repeat", str(args.repeat), "--warmup", str(args.warmup), "--outcome-json", str(out)]
+    subprocess.run(argv, check=True, cwd=REPO)
+    (found,) = json.loads(out.read_text())
+    runs = {n: Runs(**r) for n, r in found["floors"].items()}
+    return Outcome(encoded, Runs(**found["lakecdc"]), runs), float(found["other"])
+
+
 # -- reporting ---------------------------------------------------------------------------------------
 
 
@@ -432,6 +452,9 @@ def parse_decode_args(argv: list[str] | None, description: str, encodings: Seque
     parser.add_argument("--warmup", type=int, default=1, help="untimed runs per contender before the timed ones")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--write-results", action="store_true", help="record the table in bench/RESULTS.md")
+    parser.add_argument("--same-jvm", action="store_true",
+                        help="measure every format in this process's Spark JVM (default: one fresh process each)")
+    parser.add_argument("--outcome-json", type=Path, help=argparse.SUPPRESS)  # (a child's outcome, for its parent)
     if convert_only:
         parser.add_argument("--convert-only", action="store_true", help="only build the encodings (cached)")
     args = parser.parse_args(argv)
@@ -468,12 +491,27 @@ def run_and_report(
     print(spark_line)
     machine = machine_markdown(spark)
     print(f"\nWorkload: {workload_markdown(workload)}")
-    with OtherLoad() as other:
-        outcomes = [measure(spark, e, scratch, args.warmup, args.repeat, None if floors is None else floors(e))
-                    for e in encodings]
+    children = len(encodings) > 1 and not args.same_jvm
+    if children:
+        spark_line += " Then each format was measured in a process and JVM of its own."
+        print("Each format is measured in a process and JVM of its own.")
+        measured = [measure_in_child(e, args, command) for e in encodings]
+        outcomes, other_share = [o for o, _ in measured], max(share for _, share in measured)
+    else:
+        with OtherLoad() as other:
+            outcomes = [measure(spark, e, scratch, args.warmup, args.repeat, None if floors is None else floors(e))
+                        for e in encodings]
+        other_share = other.share
+    if args.outcome_json:
+        args.outcome_json.write_text(json.dumps([
+            {"lakecdc": asdict(o.lakecdc), "floors": {n: asdict(r) for n, r in o.floors.items()}, "other": other_share}
+            for o in outcomes
+        ]))
     table = table_markdown(outcomes)
     details = details_markdown(outcomes)
-    load_line = f"Other work took {other.share:.0%} of the machine's CPU time meanwhile."
+    load_line = f"Other work took {other_share:.0%} of the machine's CPU time meanwhile" + (
+        " (the most any format's process saw)." if children else "."
+    )
     print(f"\n{table}\n\n{details}\n\n{load_line}")
     if args.write_results:
         when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

@@ -116,3 +116,20 @@ def test_floors_count_every_event(encodings: dict[str, formats.Encoded]) -> None
     for name, encoded in encodings.items():
         for floor in bench_decode.FLOORS[name]:
             assert floor.run(encoded) == EVENTS, (name, floor.name)
+
+
+def test_each_format_is_measured_in_a_process_of_its_own(tmp_path: Path) -> None:
+    """With several formats, the command runs itself again per format (a fresh JVM each) and
+    reports their outcomes together, as one run."""
+    import subprocess
+
+    argv = [sys.executable, "-m", "bench.decode", "--events", "2000", "--keys", "500", "--workdir", str(tmp_path),
+            "--formats", "ogg-json,ogg-delimited", "--repeat", "1", "--warmup", "0"]
+    done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, check=True)
+    table = done.stdout[done.stdout.rindex("| format |"):]
+    rows = [line.split("|")[1].strip() for line in table.splitlines() if line.startswith("| ogg-")]
+    assert rows == ["ogg-json", "ogg-delimited"]
+    assert "Each format is measured in a process and JVM of its own." in done.stdout
+    assert "(the most any format's process saw)" in done.stdout
+    assert sorted(p.name for p in tmp_path.glob("outcome-*.json")) == ["outcome-ogg-delimited.json",
+                                                                       "outcome-ogg-json.json"]
