@@ -32,8 +32,7 @@ from lakecdc.decoders._kafka_connect import Num, RecordError
 
 _DECODER = msgspec.json.Decoder(float_hook=Num)
 _HEAD = '{"schema":'
-PAYLOAD_MEMBER = ',"payload":'
-_MID = PAYLOAD_MEMBER
+_MID = ',"payload":'
 #: Distinct schema texts kept per reader (a topic has a few versions; many tables: a few dozen).
 CACHE_LIMIT = 256
 
@@ -75,10 +74,13 @@ class ConnectSplitter:
             return None
         return self.split_payload(text[:mid], text[mid + len(_MID) :])
 
+    def split_cut(self, prefix: str, rest: str) -> tuple[Any, Mapping[str, Any] | None, Images | None] | None:
+        """:meth:`split` of a line Spark cut after ``prefix`` (one of :func:`connect_prefixes`)."""
+        return self.split_payload(prefix[: -len(_MID)], rest)
+
     def split_payload(self, head: str, rest: str) -> tuple[Any, Mapping[str, Any] | None, Images | None] | None:
-        """:meth:`split` of a line already cut in two: ``head`` (up to, not including, the first
-        ``,"payload":``) and ``rest`` (what follows it), as :func:`connect_prefixes` lets Spark
-        cut lines before they reach Python."""
+        """:meth:`split` of a line in two parts: ``head`` (up to, not including, the first
+        ``,"payload":``) and ``rest`` (what follows it)."""
         end = rest.rfind("}")
         if end < 0 or (end + 1 < len(rest) and rest[end + 1 :].strip()):
             return None

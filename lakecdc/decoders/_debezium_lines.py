@@ -40,7 +40,7 @@ from lakecdc.decoders._debezium import (
     skipped,
 )
 from lakecdc.decoders._debezium_avro_json import AvroJson, is_avro_json
-from lakecdc.decoders._debezium_fastjson import PAYLOAD_MEMBER, ConnectSplitter, loads, slow_loads
+from lakecdc.decoders._debezium_fastjson import ConnectSplitter, loads, slow_loads
 from lakecdc.decoders._kafka_connect import Pairs, RecordError, compact_json, plain_text
 
 if TYPE_CHECKING:
@@ -189,7 +189,7 @@ class LineReader:
             # unless a comment block is open, where the whole line is read as it was
             prefix = self.prefixes[head]
             if self.in_comment is None:
-                split = self.connect.split_payload(prefix[: -len(PAYLOAD_MEMBER)], text)
+                split = self.connect.split_cut(prefix, text)
             text = prefix + text if split is None else text
         if split is None and self._comment(text, file):
             return skipped("comment")

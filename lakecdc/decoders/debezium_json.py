@@ -86,7 +86,7 @@ from lakecdc.decoders._debezium import (
     schema_change_types,
 )
 from lakecdc.decoders._debezium_ddl import SCHEMALESS, merge_declared
-from lakecdc.decoders._debezium_fastjson import PAYLOAD_MEMBER, ConnectSplitter, connect_prefixes
+from lakecdc.decoders._debezium_fastjson import ConnectSplitter, connect_prefixes
 from lakecdc.decoders._debezium_lines import (
     _KCAT,
     LineReader,
@@ -227,7 +227,7 @@ class _HeadTypes:
     def types(self, head: int, rest: str) -> Iterable[tuple[str, str, str]] | None:
         """The line's declared types; None when it must be read whole (:func:`_types_of`)."""
         prefix = self.prefixes[head]
-        split = self.splitter.split_payload(prefix[: -len(PAYLOAD_MEMBER)], rest)
+        split = self.splitter.split_cut(prefix, rest)
         if split is None:
             return None
         payload = split[0]
