@@ -391,6 +391,22 @@ def python_rows(settings: Settings, registry: Registry | None):  # noqa: ANN201 
     return F.pandas_udf(decode, T.StringType()).asNondeterministic()  # type: ignore[call-overload]
 
 
+def python_texts(settings: Settings, registry: Registry | None):  # noqa: ANN201 (a pandas UDF)
+    """A pandas UDF ``(row, file, text) -> JSON of the x_* row``: the Python reader's row of each
+    line given with its text, NULL for the others (a route that has every line's text at hand
+    needs no rank: see :func:`python_rows`)."""
+
+    def decode(batches: Iterator[tuple[pd.Series, pd.Series, pd.Series]]) -> Iterator[pd.Series]:
+        reader = LineReader(settings, registry)
+        for rows, files, texts in batches:
+            out = pd.Series([None] * len(texts), dtype=object)
+            for i in np.flatnonzero(texts.notna().to_numpy()):
+                out[i] = _row_json(reader.read(texts[i], files[i], int(rows[i])))
+            yield out
+
+    return F.pandas_udf(decode, T.StringType())  # type: ignore[call-overload]
+
+
 def decode(spark: SparkSession, paths: Sequence[str], settings: Settings, registry: Registry | None, *,
            staging: str, layout: Sequence[str] = ()) -> DataFrame:
     """The lines of ``paths`` (files :func:`spark_file` accepts) as PARSED_SCHEMA's rows.
@@ -400,10 +416,27 @@ def decode(spark: SparkSession, paths: Sequence[str], settings: Settings, regist
 
     Run inside :func:`~lakecdc.decoders._records.exact_json_strings`.
     """
+    return decode_parsed(read_json(spark, paths, ENVELOPE, staging=staging), settings, registry, layout=layout)
+
+
+#: How a route turns a parsed line's raw images into canonical ones: ``(before, after)`` columns
+#: and a column that is true when the line's images are beyond it (the line goes to Python).
+Images = tuple[Column, Column, Column]
+
+
+def decode_parsed(parsed: DataFrame, settings: Settings, registry: Registry | None, *, layout: Sequence[str] = (),
+                  text: Column | str = CORRUPT, images: Images | None = None) -> DataFrame:
+    """:func:`decode` of lines already parsed as :data:`ENVELOPE` (with ``_file``, ``_block``,
+    ``_row`` and ``_corrupt_record``: NULL when the line parsed).
+
+    ``text`` is the text of a line :func:`plain` refuses, for the Python reader: a column name
+    (the corrupt-record text by default; NULL: read again from the file by its rank,
+    :func:`python_rows`) or a column giving every line's text (:func:`python_texts`).
+    ``images`` converts the raw images of a plain line (see :data:`Images`).
+    """
     m = _Fields(layout)
     ops = F.create_map(*[F.lit(x) for kv in OPS.items() for x in kv])
     # the parts used more than once, as columns of their own (each evaluated once per row)
-    parsed = read_json(spark, paths, ENVELOPE, staging=staging)
     if layout:
         # a source block with the expected members in the expected order (all of them, as a
         # connector writes them) is read by position: one comparison per line instead of a
@@ -420,17 +453,28 @@ def decode(spark: SparkSession, paths: Sequence[str], settings: Settings, regist
         .select("*", _connector(m).alias("_conn"), _op_ts(m).alias("_ts"))
         .select("*", _table(m, settings).alias("_tbl"))
         .select("*", plain(m, settings).alias("_plain"))
+    )
+    if images is not None:
+        before, after, beyond = images
+        parsed = parsed.withColumns({"before": before, "after": after}).withColumn(
+            "_plain", F.col("_plain") & ~F.coalesce(beyond, F.lit(False)))
+    parsed = (
+        parsed
         # (each its own column: Spark does not share an expression between CASE branches)
         .select("*", F.when(F.col("_plain"), _source_map(m)).alias("_srcmap"))
         .select("*", F.when(F.col("_plain"), position(m, settings)).alias("_pos"))
         .select("*", sequence(m, settings).alias("_seq"))
     )
-    other = lambda c: F.when(~F.col("_plain"), F.col(c))  # noqa: E731
+    other = lambda c: F.when(~F.col("_plain"), F.col(c) if isinstance(c, str) else c)  # noqa: E731
     fast = envelope_columns(m)
     # the SQL columns first, so that only they (not the parsed blocks) wait beside the UDF's input
-    done = parsed.select("_file", "_block", "_row", "_plain", other(CORRUPT).alias("_text"),
+    done = parsed.select("_file", "_block", "_row", "_plain", other(text).alias("_text"),
                          *[F.when(F.col("_plain"), fast[f.name]).alias(f.name) for f in _X_SCHEMA.fields])
-    udf = python_rows(settings, registry)(F.xxhash64("_file", "_block"), "_row", other("_file"), other("_block"), "_text")
+    if isinstance(text, str):
+        udf = python_rows(settings, registry)(F.xxhash64("_file", "_block"), "_row", other("_file"), other("_block"),
+                                              "_text")
+    else:
+        udf = python_texts(settings, registry)("_row", "_file", "_text")
     return done.select("*", F.from_json(udf, _X_SCHEMA).alias("_py")).select(
         "_file", "_block", "_row",
         *[F.when(F.col("_plain"), F.col(f.name)).otherwise(F.col("_py")[f.name]).cast(f.dataType).alias(f.name)

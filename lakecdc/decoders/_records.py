@@ -29,10 +29,10 @@ from typing import TYPE_CHECKING, Literal
 
 import pyarrow as pa
 from pyspark.sql import functions as F
+from pyspark.sql.types import StringType, StructField, StructType
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.types import StructType
 
 Layout = Literal["lines", "documents"]
 CORRUPT = "_corrupt_record"
@@ -119,7 +119,8 @@ def read_json(spark: SparkSession, files: Sequence[str], schema: StructType, *, 
     names = {Path(p).resolve().as_uri(): p for p in paths}
     mapping = F.create_map(*[F.lit(x) for kv in names.items() for x in kv])
     uri = F.input_file_name()
-    full = schema if CORRUPT in schema.fieldNames() else schema.add(CORRUPT, "string")
+    # (a new struct: StructType.add would change the caller's schema in place)
+    full = schema if CORRUPT in schema.fieldNames() else StructType([*schema.fields, StructField(CORRUPT, StringType())])
     df = (
         spark.read.schema(full)
         .option("mode", "PERMISSIVE")

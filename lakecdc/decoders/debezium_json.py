@@ -85,6 +85,8 @@ from lakecdc.decoders._debezium import (
     non_row_reason,
     schema_change_types,
 )
+from lakecdc.decoders._debezium_connect import connect_file
+from lakecdc.decoders._debezium_connect import decode as decode_connect
 from lakecdc.decoders._debezium_ddl import SCHEMALESS, merge_declared
 from lakecdc.decoders._debezium_fastjson import ConnectSplitter, connect_prefixes
 from lakecdc.decoders._debezium_lines import (
@@ -493,7 +495,15 @@ class DebeziumJsonDecoder(Decoder):
         if by_spark:
             parts.append(decode_in_spark(spark, by_spark, self.settings, self.registry(), staging=staging,
                                          layout=source_layout(firsts[by_spark[0]])))
-        rest = [p for p in paths if p not in by_spark]
+        # Connect pairs with schema whose first record is an envelope of a schema SQL reads: the
+        # payloads decoded in SQL
+        pairs = {p: env for p in paths if p not in by_spark and (env := connect_file(firsts.get(p))) is not None}
+        if pairs:
+            prefixes = connect_prefixes(firsts[p] for p in pairs)
+            layout = tuple(next(iter(pairs.values()))["source"])
+            parts.append(decode_connect(self._lines(spark, list(pairs), prefixes), prefixes, self.settings,
+                                        self.registry(), layout=layout))
+        rest = [p for p in paths if p not in by_spark and p not in pairs]
         self._python_files = bool(rest)
         if rest or not parts:
             prefixes = connect_prefixes(firsts[p] if p in firsts else _first_record(p) for p in rest)
