@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import lakecdc
 from lakecdc.decoders import get_decoder
@@ -182,3 +183,17 @@ def test_key_changes_round_trip(spark, tmp_path):
 @given(sc=scenarios(max_events=14, modes=("delete-insert", "abend")))
 def test_random_histories_round_trip(spark, tmp_path_factory, sc):
     run_shareplex(spark, sc, tmp_path_factory.mktemp("shareplex"), max_runs=2)
+
+
+@pytest.mark.spark
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.text(alphabet="0123456789.xé", max_size=40), min_size=1, max_size=30))
+def test_transaction_ids_of_any_shape_are_padded_part_by_part(spark, ids):
+    """The three-part fast path and the general path agree with the rule for any text."""
+    from pyspark.sql import functions as F
+
+    from lakecdc.decoders.shareplex_json import transaction_position
+
+    df = spark.createDataFrame([(t,) for t in ids], "t string")
+    got = [r[0] for r in df.select(transaction_position(F.col("t"))).collect()]
+    assert got == [".".join(p.rjust(10, "0") for p in t.split(".")) for t in ids]

@@ -80,12 +80,26 @@ def transaction_position(trans: Column) -> Column:
     """An Oracle transaction id (``7.0.411499``) with each part padded to 10 digits, so that ids
     compare part by part (only a tie-break between transactions of one SCN).
 
-    A part of 10 characters or more is kept whole. Two regular expressions instead of a split and
-    a lambda (which Spark runs interpreted, outside the generated code of the rest): 10 zeros
-    are put before every part, then taken off again as far as the part is longer than 10.
+    A part of 10 characters or more is kept whole. An id of three parts (what Oracle writes) is
+    padded part by part (no regular expression); any other text by
+    :func:`_padded_parts`.
     """
+    text = F.coalesce(trans, F.lit(""))
+    dots = F.length(text) - F.length(F.replace(text, F.lit("."), F.lit("")))
+    # (substring_index: split_part compiles a regular expression for every value)
+    parts = [F.substring_index(text, ".", 1), F.substring_index(F.substring_index(text, ".", 2), ".", -1),
+             F.substring_index(text, ".", -1)]
+    three = F.concat_ws(".", *[F.when(F.length(p) >= _PART_WIDTH, p).otherwise(F.lpad(p, _PART_WIDTH, "0" * _PART_WIDTH))
+                               for p in parts])
+    return F.when(dots == 2, three).otherwise(_padded_parts(text))
+
+
+def _padded_parts(text: Column) -> Column:
+    """:func:`transaction_position` of any text. Two regular expressions instead of a split and a
+    lambda (which Spark runs interpreted, outside the generated code of the rest): 10 zeros are
+    put before every part, then taken off again as far as the part is longer than 10."""
     zeros = "0" * _PART_WIDTH
-    padded = F.regexp_replace(F.coalesce(trans, F.lit("")), "(?<![^.])", zeros)
+    padded = F.regexp_replace(text, "(?<![^.])", zeros)
     return F.regexp_replace(
         padded, f"(?<![^.])(?:0{{{_PART_WIDTH}}}(?=[^.]{{{_PART_WIDTH}}})|0{{1,{_PART_WIDTH - 1}}}(?=[^.]{{{_PART_WIDTH}}}(?:\\.|\\z)))",
         "")
@@ -106,7 +120,7 @@ class SharePlexJsonDecoder(Decoder):
         """``table``, ``before`` (``key``, else a delete's ``data``), ``after`` (``data``) as maps of
         variants: the JSON types of the values, for type inference."""
         df = read_json(spark, files, _schema(T.VariantType()), staging=staging)
-        op = _lookup(OPS, F.regexp_replace(F.lower(F.trim(F.col("meta")["op"])), "_", " "))
+        op = _lookup(OPS, F.replace(F.lower(F.trim(F.col("meta")["op"])), F.lit("_"), F.lit(" ")))
         return df.select(
             F.col("meta")["table"].alias("table"),
             F.when(op == "D", F.coalesce("data", "key")).otherwise(F.col("key")).alias("before"),
@@ -129,7 +143,7 @@ class SharePlexJsonDecoder(Decoder):
         )
         m = m.select("*", members.alias("_m"))
         raw_op, scn, seq_text = F.col("_m.op"), F.col("_m.scn"), F.col("_m.seq")
-        m = m.select("*", F.regexp_replace(F.lower(F.trim(raw_op)), "_", " ").alias("_op_text"))
+        m = m.select("*", F.replace(F.lower(F.trim(raw_op)), F.lit("_"), F.lit(" ")).alias("_op_text"))
         m = m.select("*", _lookup(OPS, F.col("_op_text")).alias("_mapped"))
         op_text, mapped = F.col("_op_text"), F.col("_mapped")
         op = F.when(~mapped.startswith("-"), mapped)
