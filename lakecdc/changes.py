@@ -30,6 +30,7 @@ never rounded through a double on the way.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Literal
 
 from pyspark.sql import Column
@@ -88,6 +89,33 @@ def sortable_position(pos: Column, width: int = _POS_WIDTH) -> Column:
     """
     pos = F.coalesce(pos, F.lit(""))
     return F.when(F.length(pos) >= width, pos).otherwise(F.lpad(pos, width, "0"))
+
+
+def padded_parts(text: Column, sep: str, width: int) -> Column:
+    """``text`` with each ``sep``-separated part left-padded with zeros to ``width`` characters
+    (a longer part kept whole), so that string order compares part by part.
+
+    Without a lambda, which Spark runs interpreted and which takes the whole projection holding
+    it out of the generated code: a text of three parts is padded part by part
+    (``substring_index``; ``split_part`` compiles a regular expression per value), any other by
+    two regular expressions (``width`` zeros put before every part, then taken off again as far
+    as the part is longer than ``width``).
+    """
+    text = F.coalesce(text, F.lit(""))
+    zeros = "0" * width
+
+    def pad(part: Column) -> Column:
+        return F.when(F.length(part) >= width, part).otherwise(F.lpad(part, width, zeros))
+
+    seps = F.length(text) - F.length(F.replace(text, F.lit(sep), F.lit("")))
+    three = F.concat_ws(sep, pad(F.substring_index(text, sep, 1)),
+                        pad(F.substring_index(F.substring_index(text, sep, 2), sep, -1)),
+                        pad(F.substring_index(text, sep, -1)))
+    q = re.escape(sep)
+    padded = F.regexp_replace(text, f"(?<![^{q}])", zeros)
+    general = F.regexp_replace(
+        padded, f"(?<![^{q}])(?:0{{{width}}}(?=[^{q}]{{{width}}})|0{{1,{width - 1}}}(?=[^{q}]{{{width}}}(?:{q}|\\z)))", "")
+    return F.when(seps == 2, three).otherwise(general)
 
 
 def default_seq(op_ts: Column, pos: Column, idx: Column) -> Column:

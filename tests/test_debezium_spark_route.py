@@ -177,3 +177,15 @@ def test_small_files_sharing_a_partition_and_blocks_in_other_layouts(spark, tmp_
     assert by_spark == by_python
     assert sum(r["op"] == "I" for r in by_spark) == 4 * 7 and sum(r["op"] is None for r in by_spark) == 4 * 3
     assert {r["table"] for r in by_spark if r["op"]} == {"APP.T", "shop.T", "public.T"}
+
+
+@pytest.mark.spark
+def test_positions_are_sortable_as_the_python_reader_writes_them(spark):
+    """LSNs of any number of parts, upper or lower case, digits and other text (no lambda in SQL)."""
+    from lakecdc.decoders._debezium import sortable
+    from lakecdc.decoders._debezium_spark import _sortable
+
+    texts = ["00000025:00000d98:00a2", "25:D98:A2", "1:2", "0:1:2:3", "ABCDEF0123456789ABCD:1:2", "4711", "", None,
+             "mysql-bin.000012", "12345678901234567890123"]
+    df = spark.createDataFrame([(t,) for t in texts], "t string")
+    assert [r[0] for r in df.select(_sortable(F.col("t"))).collect()] == [sortable(t) for t in texts]

@@ -37,7 +37,17 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakecdc.decoders._debezium import _MAX, _NAMING, _NUM_WIDTH, _SNAPSHOT_FLAGS, OPS, Settings, failed
+from lakecdc.changes import padded_parts
+from lakecdc.decoders._debezium import (
+    _LSN_WIDTH,
+    _MAX,
+    _NAMING,
+    _NUM_WIDTH,
+    _SNAPSHOT_FLAGS,
+    OPS,
+    Settings,
+    failed,
+)
 from lakecdc.decoders._debezium_lines import PARSED_SCHEMA, LineReader, _encodable
 from lakecdc.decoders._records import CORRUPT, locate, read_json
 
@@ -150,7 +160,7 @@ def _digits(c: Column) -> Column:
 def _sortable(c: Column) -> Column:
     """``_debezium.sortable`` for texts: digits zero-padded to 20, an LSN per part to 16 lower-case
     hex digits, other text as it is, NULL as the empty string."""
-    lsn = F.array_join(F.transform(F.split(F.lower(c), ":"), lambda p: _pad(p, 16)), ":")
+    lsn = padded_parts(F.lower(c), ":", _LSN_WIDTH)
     return (
         F.when(c.isNull() | (c == ""), F.lit(""))
         .when(_digits(c), _pad(c))
@@ -268,8 +278,8 @@ def _source_map(m: _Fields) -> Column:
 
 def _odd_value(block: Column, placeholders: Iterable[str]) -> Column:
     """Some value of the map is nested JSON (its text starts with ``{`` or ``[``) or one of
-    ``placeholders``. (One lambda over the values: testing them one by one by position, or by
-    ``array_contains``, measured slower.)"""
+    ``placeholders``. (One lambda over the values: testing them one by one by position, by
+    ``array_contains``, or searching the values joined by ``array_join``, measured slower.)"""
     texts = sorted(placeholders)
 
     def odd(v: Column) -> Column:

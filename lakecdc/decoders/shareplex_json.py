@@ -47,7 +47,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakecdc.changes import IMAGE_TYPE, sortable_position
+from lakecdc.changes import IMAGE_TYPE, padded_parts, sortable_position
 from lakecdc.decoders._records import CORRUPT, read_json
 from lakecdc.decoders.base import Decoder, first_error, parse_op_ts
 
@@ -78,31 +78,9 @@ def _lookup(mapping: dict[str, str], key: Column) -> Column:
 
 def transaction_position(trans: Column) -> Column:
     """An Oracle transaction id (``7.0.411499``) with each part padded to 10 digits, so that ids
-    compare part by part (only a tie-break between transactions of one SCN).
-
-    A part of 10 characters or more is kept whole. An id of three parts (what Oracle writes) is
-    padded part by part (no regular expression); any other text by
-    :func:`_padded_parts`.
-    """
-    text = F.coalesce(trans, F.lit(""))
-    dots = F.length(text) - F.length(F.replace(text, F.lit("."), F.lit("")))
-    # (substring_index: split_part compiles a regular expression for every value)
-    parts = [F.substring_index(text, ".", 1), F.substring_index(F.substring_index(text, ".", 2), ".", -1),
-             F.substring_index(text, ".", -1)]
-    three = F.concat_ws(".", *[F.when(F.length(p) >= _PART_WIDTH, p).otherwise(F.lpad(p, _PART_WIDTH, "0" * _PART_WIDTH))
-                               for p in parts])
-    return F.when(dots == 2, three).otherwise(_padded_parts(text))
-
-
-def _padded_parts(text: Column) -> Column:
-    """:func:`transaction_position` of any text. Two regular expressions instead of a split and a
-    lambda (which Spark runs interpreted, outside the generated code of the rest): 10 zeros are
-    put before every part, then taken off again as far as the part is longer than 10."""
-    zeros = "0" * _PART_WIDTH
-    padded = F.regexp_replace(text, "(?<![^.])", zeros)
-    return F.regexp_replace(
-        padded, f"(?<![^.])(?:0{{{_PART_WIDTH}}}(?=[^.]{{{_PART_WIDTH}}})|0{{1,{_PART_WIDTH - 1}}}(?=[^.]{{{_PART_WIDTH}}}(?:\\.|\\z)))",
-        "")
+    compare part by part (only a tie-break between transactions of one SCN); a part of 10
+    characters or more is kept whole (:func:`~lakecdc.changes.padded_parts`)."""
+    return padded_parts(trans, ".", _PART_WIDTH)
 
 
 class SharePlexJsonDecoder(Decoder):
