@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 import lakecdc
 from lakecdc.decoders import DECODERS, get_decoder
 from lakecdc.decoders._records import locate
-from lakecdc.decoders.ogg_delimited import java_unescape, parse_columns_option, regex_literal
+from lakecdc.decoders.ogg_delimited import java_unescape, parse_columns_option, regex_literal, split_pattern
 from lakecdc.errors import ConfigError
 
 try:
@@ -312,6 +312,20 @@ def test_options_are_checked():
 def test_escapes_and_regex_quoting():
     assert java_unescape("\\u0001") == "\u0001" and java_unescape("a\\tb\\\\n") == "a\tb\\n"
     assert regex_literal("a|.") == "a\\x{7c}\\x{2e}"
+
+
+@pytest.mark.spark
+def test_split_patterns_split_as_python_does(spark):
+    """One-character delimiters go to Spark's split in the form Java splits without a regular
+    expression; every delimiter splits exactly as str.split."""
+    from pyspark.sql import functions as F
+
+    assert split_pattern("\x01") == "\x01" and split_pattern("|") == "\\|" and split_pattern("ab") == "ab"
+    text = "a|b.c\\d$e\x01f^g*hé,i||j"
+    delimiters = ["|", ".", "\\", "$", "\x01", "^", "*", "é", ",", "||", "b.c", "𝄞", "a"]
+    df = spark.createDataFrame([(text,)], "v string")
+    got = df.select(*[F.split("v", split_pattern(d), -1).alias(f"c{i}") for i, d in enumerate(delimiters)]).first()
+    assert [list(got[i]) for i in range(len(delimiters))] == [text.split(d) for d in delimiters]
 
 
 def test_non_utf8_encoding_is_staged(spark, tmp_path):

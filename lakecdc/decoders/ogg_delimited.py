@@ -157,6 +157,20 @@ def regex_literal(text: str) -> str:
     return "".join(c if c.isascii() and c.isalnum() else f"\\x{{{ord(c):x}}}" for c in text)
 
 
+#: Characters Java's ``String.split`` reads as a regular expression when alone.
+_JAVA_META = ".$|()[{^?*+\\"
+
+
+def split_pattern(text: str) -> str:
+    """:func:`regex_literal` of ``text`` as Spark's ``split`` should get it: Spark splits with
+    Java's ``String.split``, which compiles the pattern for every value unless it is one plain
+    character, or a backslash and one non-alphanumeric character (its fast path). A one-character
+    delimiter (ASCII 001, ``|``, ``,``, tab) is given so; a longer one as a regular expression."""
+    if len(text) == 1 and ord(text) < 0xD800:
+        return "\\" + text if text in _JAVA_META else text
+    return regex_literal(text)
+
+
 def parse_columns_option(text: str) -> dict[str, list[tuple[str, ...]]]:
     """``T1=A,B;T2=C`` as ``{"T1": [("A", "B")], "T2": [("C",)]}`` (a repeated table: older first)."""
     out: dict[str, list[tuple[str, ...]]] = {}
@@ -326,8 +340,8 @@ class OggDelimitedDecoder(Decoder):
     def _tokens(self, text: Column) -> tuple[Column, Column]:
         """The tokens field as a map, and the first key that appears twice (NULL when none)."""
         o = self.options
-        pairs = F.split(text, regex_literal(o["keyValuePairDelimiter"]), -1)
-        kv = F.transform(pairs, lambda p: F.split(p, regex_literal(o["keyValueDelimiter"]), 2))
+        pairs = F.split(text, split_pattern(o["keyValuePairDelimiter"]), -1)
+        kv = F.transform(pairs, lambda p: F.split(p, split_pattern(o["keyValueDelimiter"]), 2))
         keys = F.transform(kv, lambda a: F.try_element_at(a, F.lit(1)))
         values = F.transform(kv, lambda a: F.try_element_at(a, F.lit(2)))
         dup = F.when(text != "", first_duplicate(keys))
@@ -344,7 +358,7 @@ class OggDelimitedDecoder(Decoder):
         if not data:
             return empty_events(spark)
         o = self.options
-        fields = F.split("value", regex_literal(o["fieldDelimiter"]), -1)
+        fields = F.split("value", split_pattern(o["fieldDelimiter"]), -1)
         p = self.records(spark, data, staging=staging).select("_file", "_block", "_row", fields.alias("_f"))
         f = F.col("_f")
         n_meta = len(self.meta)
