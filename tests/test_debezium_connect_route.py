@@ -21,17 +21,7 @@ from lakecdc.decoders._debezium_connect import _decimal_stages, connect_file, pl
 from lakecdc.decoders._debezium_fastjson import connect_prefixes
 from lakecdc.decoders._kafka_connect import decimal_text
 from lakecdc.decoders._records import exact_json_strings
-
-DECIMAL = "org.apache.kafka.connect.data.Decimal"
-
-
-def _field(name: str, kind: str, logical: str | None = None, **params: str) -> dict[str, Any]:
-    out: dict[str, Any] = {"type": kind, "optional": True, "field": name}
-    if logical:
-        out["name"] = logical
-    if params:
-        out["parameters"] = params
-    return out
+from tests.test_debezium_json_fast import DECIMAL, _field
 
 
 def _schema(*fields: dict[str, Any], name: str = "srv.app.t") -> dict[str, Any]:
