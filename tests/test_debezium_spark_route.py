@@ -12,7 +12,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from lakecdc.decoders import get_decoder
-from lakecdc.decoders._debezium_spark import spark_file
+from lakecdc.decoders._debezium_spark import Shape, shape_of, spark_file
 from lakecdc.decoders._records import exact_json_strings
 from lakecdc.errors import ConfigError
 
@@ -74,13 +74,26 @@ def _read(spark, path: Path, **options: str) -> list[dict[str, Any]]:
 @pytest.mark.spark
 @pytest.mark.parametrize("options", [{}, {"sequenceBy": "op_ts"}, {"sequenceBy": "source.pos,ts_ms"},
                                      {"tableName": "db.table"}])
-def test_every_kind_of_line_decodes_as_the_python_reader_decodes_it(spark, tmp_path, options):
+@pytest.mark.parametrize("first", [ORACLE, MYSQL, PG, DB2, SQLSERVER], ids=lambda s: s["connector"])
+def test_every_kind_of_line_decodes_as_the_python_reader_decodes_it(spark, tmp_path, options, first):
+    """The first line's connector is the one SQL is built for; the other connectors' lines go to
+    the Python reader."""
+    lines = [json.dumps(_env("c", first, after={"ID": 100})), *LINES]
     path = tmp_path / "topic.json"
-    path.write_text("\n".join(LINES) + "\n")
-    assert spark_file(LINES[0])
+    path.write_text("\n".join(lines) + "\n")
+    assert spark_file(lines[0])
     by_spark, by_python = _read(spark, path, reader="spark", **options), _read(spark, path, reader="python", **options)
-    assert len(by_spark) == len([x for x in LINES if x.strip()])
+    assert len(by_spark) == len([x for x in lines if x.strip()])
     assert by_spark == by_python
+
+
+def test_the_shape_of_files_names_their_connectors_when_sql_reads_them_all():
+    oracle, mysql = shape_of([ORACLE]), shape_of([MYSQL, {"file": "b.1", "pos": 4}, {**MYSQL, "connector": "MySQL"}])
+    assert oracle == Shape(tuple(ORACLE), ("oracle",)) and mysql.connectors == ("mysql",)
+    assert shape_of([ORACLE, SQLSERVER]).connectors == ("oracle", "sqlserver")
+    # a connector SQL does not read, or none named or guessed: every connector's SQL is built
+    assert shape_of([ORACLE, _source("mongodb", collection="T")]) == Shape(tuple(ORACLE), ())
+    assert shape_of([ORACLE, None]).connectors == () and shape_of([]) == Shape()
 
 
 @pytest.mark.spark

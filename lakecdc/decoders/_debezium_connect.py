@@ -39,7 +39,7 @@ from lakecdc.columns import sql_string
 from lakecdc.decoders._debezium import Settings
 from lakecdc.decoders._debezium_fastjson import connect_prefixes
 from lakecdc.decoders._debezium_lines import _unwrap_connect, parse_json
-from lakecdc.decoders._debezium_spark import ENVELOPE, Images, decode_parsed
+from lakecdc.decoders._debezium_spark import ENVELOPE, NO_SHAPE, Images, Shape, decode_parsed
 from lakecdc.decoders._kafka_connect import (
     _INT_TYPES,
     _SPECIAL,
@@ -176,12 +176,13 @@ def _convert_images(parsed: DataFrame, plans: Mapping[int, Plan]) -> tuple[DataF
 
 
 def decode(lines: DataFrame, prefixes: Sequence[str], settings: Settings, registry: Registry | None, *,
-           layout: Sequence[str] = ()) -> DataFrame:
+           shape: Shape = NO_SHAPE) -> DataFrame:
     """PARSED_SCHEMA's rows of ``lines`` (``value``, ``_file``, ``_block``, ``_row``, ``_head``:
     :meth:`~lakecdc.decoders.debezium_json.DebeziumJsonDecoder.lines`), the lines whose schema
     :func:`plan` accepts decoded in SQL, the others by the Python reader.
 
-    ``layout``: the ``source`` block's members as the connector writes them.
+    ``shape``: what the files' first records say of their lines
+    (:func:`~lakecdc.decoders._debezium_spark.shape_of`).
     """
     plans = {i: p for i, prefix in enumerate(prefixes) if (p := plan(prefix)) is not None}
     value, head = F.col("value"), F.col("_head")
@@ -193,8 +194,8 @@ def decode(lines: DataFrame, prefixes: Sequence[str], settings: Settings, regist
     # generated code.)
     body = F.expr("CAST(substring(CAST(value AS BINARY), 1, octet_length(value) - 1) AS STRING)")
     wrapped = F.concat(F.lit("["), body, F.lit("]"))
-    shape = T.ArrayType(ENVELOPE_ONLY)
-    pairs = F.when(known & value.endswith("}"), F.from_json(wrapped, shape, {"allowSingleQuotes": "false"}))
+    array_of_one = T.ArrayType(ENVELOPE_ONLY)
+    pairs = F.when(known & value.endswith("}"), F.from_json(wrapped, array_of_one, {"allowSingleQuotes": "false"}))
     parsed = lines.select("_file", "_block", "_row", "_head", pairs.alias("_pairs"), value) \
         .select("_file", "_block", "_row", "_head", "value", F.get("_pairs", 0).alias("_pair"),
                 F.when(F.coalesce(F.size("_pairs") != 1, F.lit(True)), F.lit("")).alias(CORRUPT)) \
@@ -204,7 +205,7 @@ def decode(lines: DataFrame, prefixes: Sequence[str], settings: Settings, regist
     for i, prefix in enumerate(prefixes):
         whole = whole.when(head == i, F.concat(F.lit(prefix), value))
     parsed, images = _convert_images(parsed, plans)
-    return decode_parsed(parsed, settings, registry, layout=layout, text=whole, images=images)
+    return decode_parsed(parsed, settings, registry, shape=shape, text=whole, images=images)
 
 
 def connect_file(first_record: str | None) -> dict | None:

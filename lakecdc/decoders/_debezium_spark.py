@@ -28,7 +28,8 @@ alternating keys and values starts with a key, and is read in Python as a whole)
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -46,6 +47,7 @@ from lakecdc.decoders._debezium import (
     _SNAPSHOT_FLAGS,
     OPS,
     Settings,
+    connector_of,
     failed,
 )
 from lakecdc.decoders._debezium_lines import PARSED_SCHEMA, LineReader, _encodable
@@ -92,10 +94,38 @@ def spark_file(first_record: str | None) -> bool:
     return _bare_envelope(first_record) is not None
 
 
-def source_layout(first_record: str | None) -> tuple[str, ...]:
-    """The members of the ``source`` block of a :func:`spark_file`'s first record, in order."""
+@dataclass(frozen=True)
+class Shape:
+    """What the first records of the files read say of their lines, to build less SQL.
+
+    ``layout``: the members of the source block in the order the connector writes them (a block
+    written so is read by position). ``connectors``: the connectors they name; when set, the SQL
+    positions and table names are built for these only (a connector writes one file, and the
+    generated code of every connector's positions outgrows what the JVM compiles, which costs a
+    tenth of the decode), and a line of another connector goes to the Python reader. Empty:
+    nothing known, every connector's SQL."""
+
+    layout: tuple[str, ...] = ()
+    connectors: tuple[str, ...] = ()
+
+
+#: Nothing known of the lines.
+NO_SHAPE = Shape()
+
+
+def shape_of(sources: Sequence[Mapping | None]) -> Shape:
+    """The :class:`Shape` of files whose first records have these ``source`` blocks (the layout
+    is the first one's; no connectors when a block names none :data:`_KNOWN_CONNECTORS` has)."""
+    blocks = [s if isinstance(s, Mapping) else {} for s in sources]
+    named = {connector_of(b) for b in blocks}
+    return Shape(tuple(blocks[0]) if blocks else (),
+                 tuple(sorted(named)) if named <= set(_KNOWN_CONNECTORS) else ())
+
+
+def source_block(first_record: str | None) -> Mapping | None:
+    """The ``source`` block of a :func:`spark_file`'s first record."""
     value = _bare_envelope(first_record)
-    return tuple(value["source"]) if value else ()
+    return value["source"] if value else None
 
 
 # -- SQL pieces -----------------------------------------------------------------------------------
@@ -112,11 +142,12 @@ _LOOKED_UP = tuple(sorted(
 
 class _Fields:
     """The parsed envelope's columns by name (``m["source"]``), as :data:`ENVELOPE` reads them,
-    and the source block's members (``m.src("scn")``). With a ``layout`` (the members of the
-    source block as the connector writes them), ``_same`` says a line's block is written so."""
+    and the source block's members (``m.src("scn")``), for lines of a :class:`Shape` (with a
+    layout, ``_same`` says a line's block is written so)."""
 
-    def __init__(self, layout: Sequence[str] = ()) -> None:
-        self.layout = tuple(layout)
+    def __init__(self, shape: Shape = NO_SHAPE) -> None:
+        self.layout = shape.layout
+        self.connectors = shape.connectors or _KNOWN_CONNECTORS
 
     def __getitem__(self, name: str) -> Column:
         return F.col(name)
@@ -199,7 +230,7 @@ def _table(m: _Fields, settings: Settings) -> Column:
     connector = m["_conn"]
     default = F.when(_text(m.src("schema")).isNotNull(), join(("schema", "table"))).otherwise(join(("db", "table")))
     out = F.when(F.lit(False), F.lit(None).cast("string"))
-    for name in _KNOWN_CONNECTORS:
+    for name in m.connectors:
         out = out.when(connector == name, join(_NAMING[name]))
     return out.otherwise(default)
 
@@ -247,12 +278,11 @@ def _position(m: _Fields) -> Column:
         binlog, _sortable(s("pos")), F.when(read, "0").otherwise("1"), _sortable(row)))
     lsn = _text(s("lsn"))
     pg = F.when(lsn.isNotNull(), _joined(_sortable(lsn), F.when(read, "1").otherwise("0")))
-    pos = (
-        F.when(connector == "oracle", oracle)
-        .when(connector.isin("db2", "sqlserver"), db2)
-        .when(connector.isin("mysql", "mariadb"), mysql)
-        .when(connector == "postgresql", pg)
-    )
+    pos = F.when(F.lit(False), F.lit(None).cast("string"))
+    for names, branch in ((("oracle",), oracle), (("db2", "sqlserver"), db2), (("mysql", "mariadb"), mysql),
+                          (("postgresql",), pg)):
+        if wanted := [n for n in names if n in m.connectors]:
+            pos = pos.when(connector.isin(*wanted), branch)
     return pos
 
 
@@ -289,6 +319,16 @@ def _odd_value(block: Column, placeholders: Iterable[str]) -> Column:
     return F.exists(F.map_values(block), odd)
 
 
+def odd(settings: Settings) -> Column:
+    """A line has a nested object or array in a block, which is left to the Python reader (it
+    writes them as compact JSON), or a placeholder in an image (which it drops)."""
+    out = F.lit(False)
+    for n in ("before", "after", "source", "transaction"):
+        out = out | F.coalesce(_odd_value(F.col(n), settings.placeholders if n in ("before", "after") else ()),
+                               F.lit(False))
+    return out
+
+
 def plain(m: _Fields, settings: Settings) -> Column:
     """Whether a parsed line is an envelope :func:`envelope_columns` reads as the Python reader
     would (see the module docstring); every other line goes to the Python reader."""
@@ -298,20 +338,17 @@ def plain(m: _Fields, settings: Settings) -> Column:
         .when(op == "d", m["before"].isNotNull())
         .otherwise(F.lit(True))
     )
-    # a nested object or array is left to the Python reader, which writes it as compact JSON
-    # (and drops a placeholder from the image)
-    odd = [_odd_value(m[n], settings.placeholders if n in ("before", "after") else ())
-           for n in ("before", "after", "source", "transaction")]
     checks = [
         m[CORRUPT].isNull(),
         *[m[n].isNull() for n in _NOT_ENVELOPE],
         op.isin(*OPS), m["source"].isNotNull(),
-        m["_conn"].isin(*_KNOWN_CONNECTORS) | (m["_conn"] == ""),
+        m["_conn"].isin(*m.connectors) | (m["_conn"] == "") if m.connectors == _KNOWN_CONNECTORS
+        else m["_conn"].isin(*m.connectors),
         ~F.coalesce(F.instr(m.src("commit_scn"), ":") > 0, F.lit(False)),
         m["_ts"].isNotNull(), m["_tbl"].isNotNull(), needs,
         m.keys_fit(),
         F.coalesce(F.instr(F.array_join(F.map_keys(m["transaction"]), ""), _SEP) == 0, F.lit(True)),
-        *[~F.coalesce(c, F.lit(False)) for c in odd],
+        ~odd(settings),
     ]
     out = F.lit(True)
     for c in checks:
@@ -418,15 +455,14 @@ def python_texts(settings: Settings, registry: Registry | None):  # noqa: ANN201
 
 
 def decode(spark: SparkSession, paths: Sequence[str], settings: Settings, registry: Registry | None, *,
-           staging: str, layout: Sequence[str] = ()) -> DataFrame:
+           staging: str, shape: Shape = NO_SHAPE) -> DataFrame:
     """The lines of ``paths`` (files :func:`spark_file` accepts) as PARSED_SCHEMA's rows.
 
-    ``layout`` is the ``source`` block's members as the connector writes them
-    (:func:`source_layout` of a file's first record): blocks written so are read faster.
+    ``shape``: what the files' first records say of their lines (:func:`shape_of`).
 
     Run inside :func:`~lakecdc.decoders._records.exact_json_strings`.
     """
-    return decode_parsed(read_json(spark, paths, ENVELOPE, staging=staging), settings, registry, layout=layout)
+    return decode_parsed(read_json(spark, paths, ENVELOPE, staging=staging), settings, registry, shape=shape)
 
 
 #: How a route turns a parsed line's raw images into canonical ones: ``(before, after)`` columns
@@ -434,7 +470,7 @@ def decode(spark: SparkSession, paths: Sequence[str], settings: Settings, regist
 Images = tuple[Column, Column, Column]
 
 
-def decode_parsed(parsed: DataFrame, settings: Settings, registry: Registry | None, *, layout: Sequence[str] = (),
+def decode_parsed(parsed: DataFrame, settings: Settings, registry: Registry | None, *, shape: Shape = NO_SHAPE,
                   text: Column | str = CORRUPT, images: Images | None = None) -> DataFrame:
     """:func:`decode` of lines already parsed as :data:`ENVELOPE` (with ``_file``, ``_block``,
     ``_row`` and ``_corrupt_record``: NULL when the line parsed).
@@ -444,7 +480,8 @@ def decode_parsed(parsed: DataFrame, settings: Settings, registry: Registry | No
     :func:`python_rows`) or a column giving every line's text (:func:`python_texts`).
     ``images`` converts the raw images of a plain line (see :data:`Images`).
     """
-    m = _Fields(layout)
+    m = _Fields(shape)
+    layout = shape.layout
     ops = F.create_map(*[F.lit(x) for kv in OPS.items() for x in kv])
     # the parts used more than once, as columns of their own (each evaluated once per row)
     if layout:

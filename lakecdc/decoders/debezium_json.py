@@ -104,7 +104,7 @@ from lakecdc.decoders._debezium_lines import _kafka_pairs as _kafka_pairs
 from lakecdc.decoders._debezium_lines import _kcat_part as _kcat_part
 from lakecdc.decoders._debezium_lines import _same_table as _same_table
 from lakecdc.decoders._debezium_spark import decode as decode_in_spark
-from lakecdc.decoders._debezium_spark import source_layout, spark_file
+from lakecdc.decoders._debezium_spark import shape_of, source_block, spark_file
 from lakecdc.decoders._kafka_connect import (
     Num,
     Pairs,
@@ -494,15 +494,15 @@ class DebeziumJsonDecoder(Decoder):
         parts = []
         if by_spark:
             parts.append(decode_in_spark(spark, by_spark, self.settings, self.registry(), staging=staging,
-                                         layout=source_layout(firsts[by_spark[0]])))
+                                         shape=shape_of([source_block(firsts[p]) for p in by_spark])))
         # Connect pairs with schema whose first record is an envelope of a schema SQL reads: the
         # payloads decoded in SQL
         pairs = {p: env for p in paths if p not in by_spark and (env := connect_file(firsts.get(p))) is not None}
         if pairs:
             prefixes = connect_prefixes(firsts[p] for p in pairs)
-            layout = tuple(next(iter(pairs.values()))["source"])
+            shape = shape_of([env["source"] for env in pairs.values()])
             parts.append(decode_connect(self._lines(spark, list(pairs), prefixes), prefixes, self.settings,
-                                        self.registry(), layout=layout))
+                                        self.registry(), shape=shape))
         rest = [p for p in paths if p not in by_spark and p not in pairs]
         self._python_files = bool(rest)
         if rest or not parts:
