@@ -306,26 +306,20 @@ def _source_map(m: _Fields) -> Column:
     return F.map_from_arrays(F.concat(*keys), F.concat(*values))
 
 
-def _odd_value(block: Column, placeholders: Iterable[str]) -> Column:
-    """Some value of the map is nested JSON (its text starts with ``{`` or ``[``) or one of
-    ``placeholders``. (One lambda over the values: testing them one by one by position, by
-    ``array_contains``, or searching the values joined by ``array_join``, measured slower.)"""
-    texts = sorted(placeholders)
-
-    def odd(v: Column) -> Column:
-        out = v.startswith("{") | v.startswith("[")
-        return out | v.isin(*texts) if texts else out
-
-    return F.exists(F.map_values(block), odd)
-
-
 def odd(settings: Settings) -> Column:
-    """A line has a nested object or array in a block, which is left to the Python reader (it
-    writes them as compact JSON), or a placeholder in an image (which it drops)."""
-    out = F.lit(False)
-    for n in ("before", "after", "source", "transaction"):
-        out = out | F.coalesce(_odd_value(F.col(n), settings.placeholders if n in ("before", "after") else ()),
-                               F.lit(False))
+    """A line has a nested object or array as a value of a block (text starting with ``{`` or
+    ``[``: the Python reader writes it as compact JSON) or a placeholder in an image (which it
+    drops). Without a lambda, which Spark interprets value by value and which takes its projection
+    out of the generated code: every value after a ``\\u0001``, all in one text, searched for
+    ``\\u0001{`` and ``\\u0001[`` (a value holding such a pair only sends its line to the
+    Python reader), and each placeholder looked for among the images' values."""
+    blocks = ("before", "after", "source", "transaction")
+    joined = F.concat_ws(_SEP, F.lit(""), *[F.map_values(F.col(n)) for n in blocks])
+    # (a brace or bracket first: searching for the pair itself stops at every value's \\u0001)
+    out = (joined.contains("{") & joined.contains(_SEP + "{")) | (joined.contains("[") & joined.contains(_SEP + "["))
+    for text in sorted(settings.placeholders):
+        for n in ("before", "after"):
+            out = out | F.coalesce(F.array_contains(F.map_values(F.col(n)), text), F.lit(False))
     return out
 
 
