@@ -5,10 +5,13 @@ as ``reader=python`` (the Python reader for the whole file), whatever the lines 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
 from lakecdc.decoders import get_decoder
@@ -202,3 +205,16 @@ def test_positions_are_sortable_as_the_python_reader_writes_them(spark):
              "mysql-bin.000012", "12345678901234567890123"]
     df = spark.createDataFrame([(t,) for t in texts], "t string")
     assert [r[0] for r in df.select(_sortable(F.col("t"))).collect()] == [sortable(t) for t in texts]
+
+
+@pytest.mark.spark
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(texts=st.lists(st.one_of(st.none(), st.text(alphabet="0123456789+- a\u0661", max_size=22),
+                                st.integers(min_value=-(2**64), max_value=2**64).map(str)), min_size=1, max_size=30))
+def test_digit_texts_are_told_without_a_regular_expression_as_with_one(spark, texts):
+    """Spark's own rendering of a long decides the common case; every other text is matched."""
+    from lakecdc.decoders._debezium_spark import _digits
+
+    df = spark.createDataFrame([(t,) for t in texts], "t string")
+    got = [r[0] for r in df.select(_digits(F.col("t"))).collect()]
+    assert got == [None if t is None else re.fullmatch("[0-9]+", t) is not None for t in texts]

@@ -28,7 +28,7 @@ alternating keys and values starts with a key, and is read in Python as a whole)
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -184,8 +184,11 @@ def _text(c: Column) -> Column:
 
 
 def _digits(c: Column) -> Column:
-    """``c`` is one or more ASCII digits (``translate`` would be slower: a hash lookup per character)."""
-    return c.rlike("^[0-9]+$")
+    """``c`` is one or more ASCII digits. A number as Spark writes a non-negative long is (no
+    regular expression, which matches a copy of the text as a Java string: the common case);
+    any other text is matched (``translate`` would be slower: a hash lookup per character)."""
+    n = c.try_cast("bigint")
+    return F.when((n >= 0) & (n.cast("string") == c), F.lit(True)).otherwise(c.rlike("^[0-9]+$"))
 
 
 def _sortable(c: Column) -> Column:
@@ -243,7 +246,10 @@ def _op_ts(m: _Fields) -> Column:
         for name, scale in (("ts_ns", None), ("ts_us", 1), ("ts_ms", 1000)):
             v = block(name)
             n = v.try_cast("bigint")
-            micros = F.floor(n.cast("decimal(20,0)") / F.lit(1000)) if scale is None else F.try_multiply(n, F.lit(scale))
+            # (nanoseconds floored to microseconds: a long's division when not negative)
+            floored = F.when(n >= 0, F.call_function("div", n, F.lit(1000))).otherwise(
+                F.floor(n.cast("decimal(20,0)") / F.lit(1000)).cast("bigint"))
+            micros = floored if scale is None else F.try_multiply(n, F.lit(scale))
             integer = F.when(v.startswith("-"), _digits(F.substring(v, 2, 1 << 20))).otherwise(_digits(v))
             out = out.when(integer, micros.cast("bigint"))
     return out
