@@ -12,8 +12,9 @@ option ``reader=spark`` (the default), a file whose first record is such an enve
   ``17520.00``);
 * a line is decoded in SQL (:func:`envelope_columns`) when it is a plain envelope this module
   reads exactly as the Python reader would (:func:`plain`): ``op`` one of ``c``/``u``/``d``/
-  ``r``/``t``, a ``source`` object naming the table and a timestamp, a known connector other than
-  MongoDB (or none), no nested object or array anywhere but the images, source and transaction
+  ``r``/``t``, a ``source`` object naming the table and a timestamp, a connector the first
+  records of the files name (:class:`Shape`; any known one but MongoDB, or none, when a first
+  record names another), no nested object or array anywhere but the images, source and transaction
   blocks, no unavailable-value placeholder, no ``\\uD8xx`` escape, the image its op needs;
 * every other line (a tombstone, a transaction marker, a schema change, a heartbeat, a bad
   record, a placeholder to drop, ...) goes to the Python reader
