@@ -49,7 +49,6 @@ from pathlib import Path
 from typing import Any
 
 import fastavro
-import psutil
 import pyarrow as pa
 import pyarrow.csv as pcsv
 import pyarrow.json as pj
@@ -64,6 +63,7 @@ from bench.run import (
     REPO,
     OtherLoad,
     PeakRss,
+    TreeCpu,
     ensure_workload,
     machine_markdown,
     start_spark,
@@ -259,20 +259,6 @@ FLOORS: dict[str, list[Floor]] = {
 # -- measuring ---------------------------------------------------------------------------------------
 
 
-def tree_cpu() -> float:
-    """CPU seconds of this process and its descendants, including descendants that have exited and
-    been reaped (``children_*``): Spark's Python workers come and go during a run, and counting only
-    the living (as :meth:`bench.run.OtherLoad._own` does) can even give a negative difference."""
-    total = 0.0
-    for process in [psutil.Process(), *psutil.Process().children(recursive=True)]:
-        try:
-            t = process.cpu_times()
-        except psutil.Error:
-            continue
-        total += t.user + t.system + t.children_user + t.children_system
-    return total
-
-
 @dataclass
 class Runs:
     """The runs of one contender on one encoding."""
@@ -302,9 +288,9 @@ def timed(label: str, run: Callable[[], int], expected: int, warmup: int, repeat
     for attempt in range(1, warmup + repeat + 1):
         gc.collect()
         with PeakRss() as memory:
-            started, cpu_started = time.perf_counter(), tree_cpu()
+            started, cpu_started = time.perf_counter(), TreeCpu()
             got = run()
-            seconds, cpu = time.perf_counter() - started, tree_cpu() - cpu_started
+            seconds, cpu = time.perf_counter() - started, cpu_started.since()
         if got != expected:
             raise AssertionError(f"{label}: {got:,} events, expected {expected:,}")
         runs.seconds.append(seconds)

@@ -77,7 +77,7 @@ from bench.generate import (
     _object,
     _write_lines,
 )
-from bench.run import GIB, OtherLoad, PeakRss, machine_markdown, start_spark, write_results
+from bench.run import GIB, OtherLoad, PeakRss, TreeCpu, machine_markdown, start_spark, write_results
 
 BIG_FILES, SMALL_FILES = 100, 10
 SMALL_DIVISOR = 10  # the small table has rows / 10 rows
@@ -498,9 +498,9 @@ def merge_once(spark: SparkSession, spy: MergeSpy, contender: str, batch: Batch,
     before = len(_actions(table))
     in_range = files_in_range(table, batch.low, batch.high)
     gc.collect()
-    started, cpu = time.perf_counter(), OtherLoad._own()
+    started, cpu = time.perf_counter(), TreeCpu()
     updated = _lakecdc_merge(spark, batch, copy) if contender == "lakecdc" else _peer_merge(batch, table)
-    seconds, cpu = time.perf_counter() - started, OtherLoad._own() - cpu
+    seconds, cpu = time.perf_counter() - started, cpu.since()
     if updated != batch.keys:
         raise RuntimeError(f"{contender}: {updated:,} rows updated, {batch.keys:,} expected")
     run = Run(seconds, cpu, spy.take(), before, in_range)

@@ -37,6 +37,7 @@ from pyspark.sql import SparkSession
 from bench.generate import KEY, TABLE, Workload
 from bench.run import (
     OtherLoad,
+    TreeCpu,
     _lakecdc_apply,
     _lakecdc_preload,
     ensure_workload,
@@ -91,9 +92,9 @@ def contract_yaml(path: Path, spark: SparkSession) -> str:
 
 
 def _timed(run: Any, *args: Any, **kwargs: Any) -> tuple[Any, float, float]:
-    started, cpu = time.perf_counter(), OtherLoad._own()
+    started, cpu = time.perf_counter(), TreeCpu()
     value = run(*args, **kwargs)
-    return value, time.perf_counter() - started, OtherLoad._own() - cpu
+    return value, time.perf_counter() - started, cpu.since()
 
 
 def measure(spark: SparkSession, workload: Workload, scratch: Path, warmup: int, repeat: int,

@@ -103,6 +103,36 @@ class PeakRss:
         self.peak = max(self.peak, process_tree_rss())
 
 
+class TreeCpu:
+    """CPU seconds this process and its descendants spent since the object was made (:meth:`since`).
+
+    Counted per process (pid and start time): each living process's own user and system time,
+    plus what the processes this one waited for used (its ``children_*``). A descendant that
+    exits meanwhile takes its share with it (Spark reuses its Python workers, so few do), but
+    nothing is counted twice or taken away: summing every process's ``children_*`` instead could
+    go negative (a worker whose parent ignores SIGCHLD leaves no trace when it exits)."""
+
+    def __init__(self) -> None:
+        self._start = self._snapshot()
+
+    @staticmethod
+    def _snapshot() -> dict[tuple[int, float], float]:
+        me = psutil.Process()
+        times = me.cpu_times()
+        out = {(0, 0.0): times.children_user + times.children_system}
+        for process in [me, *me.children(recursive=True)]:
+            try:
+                with process.oneshot():
+                    t = process.cpu_times()
+                    out[(process.pid, process.create_time())] = t.user + t.system
+            except psutil.Error:  # exited between listing and reading
+                continue
+        return out
+
+    def since(self) -> float:
+        return sum(seconds - self._start.get(key, 0.0) for key, seconds in self._snapshot().items())
+
+
 class OtherLoad:
     """Share of the machine's CPU time used meanwhile by other processes (and the hypervisor's
     steal): other work on the machine skews every figure."""
@@ -110,14 +140,14 @@ class OtherLoad:
     share = 0.0
 
     def __enter__(self) -> OtherLoad:
-        self._wall, self._busy_start, self._own_start = time.perf_counter(), self._busy(), self._own()
+        self._wall, self._busy_start, self._own = time.perf_counter(), self._busy(), TreeCpu()
         return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         wall = time.perf_counter() - self._wall
-        others = (self._busy() - self._busy_start) - (self._own() - self._own_start)
+        others = (self._busy() - self._busy_start) - self._own.since()
         self.share = max(0.0, others) / (wall * (os.cpu_count() or 1))
 
     @staticmethod
@@ -128,18 +158,6 @@ class OtherLoad:
             getattr(times, name, 0.0) for name in ("user", "nice", "system", "irq", "softirq", "steal")
         )
 
-    @staticmethod
-    def _own() -> float:
-        """CPU seconds of this process tree, including descendants that exited and were reaped
-        (``children_*``): Spark's Python workers come and go during a run."""
-        total = 0.0
-        for process in [psutil.Process(), *psutil.Process().children(recursive=True)]:
-            try:
-                times = process.cpu_times()
-            except psutil.Error:
-                continue
-            total += times.user + times.system + times.children_user + times.children_system
-        return total
 
 
 # --- Correctness -----------------------------------------------------------------------------
@@ -329,9 +347,9 @@ def measure(
             shutil.copytree(template, target)
         gc.collect()
         with PeakRss() as memory:
-            started, cpu_started = time.perf_counter(), OtherLoad._own()
+            started, cpu_started = time.perf_counter(), TreeCpu()
             table = contender.run(spark, workload, target)
-            seconds, cpu = time.perf_counter() - started, OtherLoad._own() - cpu_started
+            seconds, cpu = time.perf_counter() - started, cpu_started.since()
         outcome.seconds.append(seconds)
         outcome.cpu.append(cpu)
         outcome.peak = max(outcome.peak, memory.peak)

@@ -133,3 +133,30 @@ def test_each_format_is_measured_in_a_process_of_its_own(tmp_path: Path) -> None
     assert "(the most any format's process saw)" in done.stdout
     assert sorted(p.name for p in tmp_path.glob("outcome-*.json")) == ["outcome-ogg-delimited.json",
                                                                        "outcome-ogg-json.json"]
+
+
+_PARENT = """
+import signal, subprocess, sys, time
+signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # its children leave no trace when they exit
+subprocess.Popen([sys.executable, "-c", "import time; t = time.process_time(); exec('while time.process_time() - t < 0.4: pass'); time.sleep(1.2)"])
+time.sleep(3)
+"""
+
+
+def test_tree_cpu_counts_no_less_than_nothing_when_a_worker_exits_unreaped(tmp_path: Path) -> None:
+    """A descendant that used CPU before the snapshot and exits without being waited for (as a
+    Spark Python worker can) once made the CPU figures negative."""
+    import subprocess
+    import time
+
+    from bench.run import TreeCpu
+
+    parent = subprocess.Popen([sys.executable, "-c", _PARENT])
+    try:
+        time.sleep(0.9)  # the grandchild has burnt its 0.4 CPU s and sleeps
+        cpu = TreeCpu()
+        time.sleep(1.3)  # ... and is gone
+        assert 0 <= cpu.since() < 0.3
+    finally:
+        parent.wait()
+    assert TreeCpu().since() >= 0
