@@ -136,10 +136,19 @@ def test_each_format_is_measured_in_a_process_of_its_own(tmp_path: Path) -> None
 
 
 _PARENT = """
-import signal, subprocess, sys, time
+import os, signal, subprocess, sys, time
 signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # its children leave no trace when they exit
-subprocess.Popen([sys.executable, "-c", "import time; t = time.process_time(); exec('while time.process_time() - t < 0.4: pass'); time.sleep(1.2)"])
-time.sleep(3)
+subprocess.Popen([sys.executable, "-c", sys.argv[1], sys.argv[2]])
+time.sleep(60)
+"""
+_WORKER = """
+import os, sys, time
+t = time.process_time()
+while time.process_time() - t < 0.4:
+    pass
+open(sys.argv[1], "w").write(str(os.getpid()))  # burnt: the test takes its snapshot now
+while os.path.exists(sys.argv[1]):  # ... and removes the file when the worker is to go
+    time.sleep(0.01)
 """
 
 
@@ -149,14 +158,22 @@ def test_tree_cpu_counts_no_less_than_nothing_when_a_worker_exits_unreaped(tmp_p
     import subprocess
     import time
 
+    import psutil
+
     from bench.run import TreeCpu
 
-    parent = subprocess.Popen([sys.executable, "-c", _PARENT])
+    flag = tmp_path / "burnt"
+    parent = subprocess.Popen([sys.executable, "-c", _PARENT, _WORKER, str(flag)])
     try:
-        time.sleep(0.9)  # the grandchild has burnt its 0.4 CPU s and sleeps
+        while not flag.exists() or not flag.read_text():
+            time.sleep(0.01)
+        worker = int(flag.read_text())
         cpu = TreeCpu()
-        time.sleep(1.3)  # ... and is gone
+        flag.unlink()
+        while psutil.pid_exists(worker) and psutil.Process(worker).status() != psutil.STATUS_ZOMBIE:
+            time.sleep(0.01)
+        # the worker's 0.4 CPU s were spent before the snapshot: nothing of them, and nothing below 0
         assert 0 <= cpu.since() < 0.3
     finally:
+        parent.kill()
         parent.wait()
-    assert TreeCpu().since() >= 0

@@ -149,6 +149,8 @@ class _Fields:
     def __init__(self, shape: Shape = NO_SHAPE) -> None:
         self.layout = shape.layout
         self.connectors = shape.connectors or _KNOWN_CONNECTORS
+        #: the ``_conn`` values read in SQL (none named or guessed too, when nothing is known)
+        self.readable = shape.connectors or (*_KNOWN_CONNECTORS, "")
 
     def __getitem__(self, name: str) -> Column:
         return F.col(name)
@@ -247,10 +249,11 @@ def _op_ts(m: _Fields) -> Column:
         for name, scale in (("ts_ns", None), ("ts_us", 1), ("ts_ms", 1000)):
             v = block(name)
             n = v.try_cast("bigint")
-            # (nanoseconds floored to microseconds: a long's division when not negative)
-            floored = F.when(n >= 0, F.call_function("div", n, F.lit(1000))).otherwise(
-                F.floor(n.cast("decimal(20,0)") / F.lit(1000)).cast("bigint"))
-            micros = floored if scale is None else F.try_multiply(n, F.lit(scale))
+            if scale is None:  # nanoseconds floored to microseconds: a long's division when not negative
+                micros = F.when(n >= 0, F.call_function("div", n, F.lit(1000))).otherwise(
+                    F.floor(n.cast("decimal(20,0)") / F.lit(1000)).cast("bigint"))
+            else:
+                micros = F.try_multiply(n, F.lit(scale))
             integer = F.when(v.startswith("-"), _digits(F.substring(v, 2, 1 << 20))).otherwise(_digits(v))
             out = out.when(integer, micros.cast("bigint"))
     return out
@@ -343,8 +346,7 @@ def plain(m: _Fields, settings: Settings) -> Column:
         m[CORRUPT].isNull(),
         *[m[n].isNull() for n in _NOT_ENVELOPE],
         op.isin(*OPS), m["source"].isNotNull(),
-        m["_conn"].isin(*m.connectors) | (m["_conn"] == "") if m.connectors == _KNOWN_CONNECTORS
-        else m["_conn"].isin(*m.connectors),
+        m["_conn"].isin(*m.readable),
         ~F.coalesce(F.instr(m.src("commit_scn"), ":") > 0, F.lit(False)),
         m["_ts"].isNotNull(), m["_tbl"].isNotNull(), needs,
         m.keys_fit(),
