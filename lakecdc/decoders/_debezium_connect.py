@@ -113,18 +113,23 @@ def plan(prefix: str) -> Plan | None:
     return out[0], out[1]
 
 
+def _beyond(v: str) -> str:
+    """SQL: the Connect Decimal text in ``v`` is one SQL does not convert (more than 7 bytes, or
+    no base64); false for NULL."""
+    return f"({v} IS NOT NULL AND NOT {v} RLIKE {sql_string(_SHORT_BASE64)})"
+
+
 def _decimal_stages(v: str, scale: int) -> list[list[tuple[str, str]]]:
-    """Successive projections turning the Connect Decimal's base64 text in column ``v`` into
-    exact decimal text ``{v}_t`` (as :func:`~lakecdc.decoders._kafka_connect.decimal_text` writes
-    it; NULL for NULL) and ``{v}_x``: true when SQL cannot read it (more than 7 bytes, or no
-    base64). Each part is a column of its own: Spark evaluates a part used twice in one
-    expression twice."""
+    """Successive projections turning the Connect Decimal's base64 text in column ``v`` (at most 7
+    bytes: not :func:`_beyond`, checked before) into exact decimal text ``{v}_t`` (as
+    :func:`~lakecdc.decoders._kafka_connect.decimal_text` writes it; NULL for NULL). Each part is
+    a column of its own: Spark evaluates a part used twice in one expression twice."""
     h, n, m, p = f"{v}_h", f"{v}_n", f"{v}_m", f"{v}_p"
     # two's complement: a first hex digit 8-F is a negative number
     negative = f"IF(substring({h}, 1, 1) >= '8', shiftleft(1L, char_length({h}) * 4), 0L)"
     stages = [
-        [(h, f"IF({v} RLIKE {sql_string(_SHORT_BASE64)}, hex(unbase64({v})), NULL)")],
-        [(n, f"CAST(conv({h}, 16, 10) AS BIGINT) - {negative}"), (f"{v}_x", f"{v} IS NOT NULL AND {h} IS NULL")],
+        [(h, f"hex(unbase64({v}))")],
+        [(n, f"CAST(conv({h}, 16, 10) AS BIGINT) - {negative}")],
     ]
     if scale == 0:
         return [*stages, [(f"{v}_t", f"CAST({n} AS STRING)")]]
@@ -138,41 +143,60 @@ def _decimal_stages(v: str, scale: int) -> list[list[tuple[str, str]]]:
     ]
 
 
-def _convert_images(parsed: DataFrame, plans: Mapping[int, Plan]) -> tuple[DataFrame, Images | None]:
-    """``parsed`` with the columns :func:`~lakecdc.decoders._debezium_spark.decode_parsed` needs to
-    convert the Decimal values of the lines' images (see its ``images``), and those columns.
+def _images(plans: Mapping[int, Plan]) -> tuple[dict[str, str], Images | None]:
+    """How :func:`~lakecdc.decoders._debezium_spark.decode_parsed` converts the Decimal values of
+    the lines' images (see :class:`~lakecdc.decoders._debezium_spark.Images`).
 
-    An image written as the connector writes it (every field of the schema, in order) is read
-    by position; another one sends its line to the Python reader."""
-    selects: list[list[tuple[str, str]]] = [[], []]
-    converted, beyond = {}, []
+    An image written as the connector writes it (every field of the schema, in order:
+    ``_<image><head>_same``) is read by position; another one, or a Decimal SQL cannot convert,
+    sends its line to the Python reader. The conversion itself runs on the decoded rows.
+
+    Returns the ``_same`` columns to add to the parsed lines first (name -> SQL), and the
+    :class:`~lakecdc.decoders._debezium_spark.Images` (None when no image holds a Decimal)."""
+    checks: dict[str, str] = {}
+    beyond: list[str] = []
     for at, image in enumerate(("before", "after")):
-        whens = []
         for i, p in plans.items():
             names, decimals = p[at]
             if not decimals:
                 continue
             same = f"_{image}{i}_same"
-            selects[0].append((same, f"_head = {i} AND map_keys({image}) = array({', '.join(map(sql_string, names))})"))
+            checks[same] = f"_head = {i} AND map_keys({image}) = array({', '.join(map(sql_string, names))})"
             beyond.append(f"(_head = {i} AND {image} IS NOT NULL AND NOT coalesce({same}, false))")
-            values = [f"map_values({image})[{j}]" for j in range(len(names))]
-            for j, scale in decimals.items():
-                v = f"_{image}{i}_{j}"
-                selects[1].append((v, f"IF({same}, map_values({image})[{j}], NULL)"))
-                for k, stage in enumerate(_decimal_stages(v, scale), start=2):
-                    selects += [[] for _ in range(k + 1 - len(selects))]
-                    selects[k] += stage
-                values[j] = f"{v}_t"
-                beyond.append(f"{v}_x")
-            whens.append(f"WHEN {same} THEN map_from_arrays(map_keys({image}), array({', '.join(values)}))")
-        converted[image] = f"CASE {' '.join(whens)} ELSE {image} END" if whens else image
+            for j in decimals:
+                # (get: NULL past the end; Spark may evaluate a repeated part before the AND's left side)
+                v = f"get(map_values({image}), {j})"
+                beyond.append(f"({same} AND {_beyond(v)})")
     if not beyond:
-        return parsed, None
-    for select in selects:
-        parsed = parsed.selectExpr("*", *[f"{sql} AS {name}" for name, sql in select])
-    parsed = parsed.selectExpr("*", f"{converted['before']} AS _cbefore", f"{converted['after']} AS _cafter",
-                               f"coalesce({' OR '.join(beyond)}, false) AS _beyond")
-    return parsed, (F.col("_cbefore"), F.col("_cafter"), F.col("_beyond"))
+        return {}, None
+
+    def convert(rows: DataFrame) -> DataFrame:
+        selects: list[list[tuple[str, str]]] = [[]]
+        converted = {}
+        for at, image in enumerate(("before", "after")):
+            whens = []
+            for i, p in plans.items():
+                names, decimals = p[at]
+                if not decimals:
+                    continue
+                same = f"_{image}{i}_same"
+                column = f"x_{image}"
+                values = [f"get(map_values({column}), {j})" for j in range(len(names))]
+                for j, scale in decimals.items():
+                    v = f"_{image}{i}_{j}"
+                    selects[0].append((v, f"IF(_plain AND {same}, get(map_values({column}), {j}), NULL)"))
+                    for k, stage in enumerate(_decimal_stages(v, scale), start=1):
+                        selects += [[] for _ in range(k + 1 - len(selects))]
+                        selects[k] += stage
+                    values[j] = f"{v}_t"
+                whens.append(f"WHEN _plain AND {same} THEN map_from_arrays(map_keys({column}), array({', '.join(values)}))")
+            converted[f"x_{image}"] = f"CASE {' '.join(whens)} ELSE x_{image} END" if whens else f"x_{image}"
+        for select in selects:
+            rows = rows.selectExpr("*", *[f"{sql} AS {name}" for name, sql in select])
+        return rows.withColumns({name: F.expr(sql) for name, sql in converted.items()})
+
+    return checks, Images(beyond=F.expr(f"coalesce({' OR '.join(beyond)}, false)"), keep=("_head", *checks),
+                          convert=convert)
 
 
 def decode(lines: DataFrame, prefixes: Sequence[str], settings: Settings, registry: Registry | None, *,
@@ -204,7 +228,8 @@ def decode(lines: DataFrame, prefixes: Sequence[str], settings: Settings, regist
     whole = F.when(head.isNull(), value)
     for i, prefix in enumerate(prefixes):
         whole = whole.when(head == i, F.concat(F.lit(prefix), value))
-    parsed, images = _convert_images(parsed, plans)
+    checks, images = _images(plans)
+    parsed = parsed.selectExpr("*", *[f"{sql} AS {name}" for name, sql in checks.items()])
     return decode_parsed(parsed, settings, registry, shape=shape, text=whole, images=images)
 
 

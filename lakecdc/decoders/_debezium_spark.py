@@ -29,7 +29,7 @@ alternating keys and values starts with a key, and is read in Python as a whole)
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -50,6 +50,7 @@ from lakecdc.decoders._debezium import (
     Settings,
     connector_of,
     failed,
+    sortable,
 )
 from lakecdc.decoders._debezium_lines import PARSED_SCHEMA, LineReader, _encodable
 from lakecdc.decoders._records import CORRUPT, locate, read_json
@@ -131,6 +132,19 @@ def source_block(first_record: str | None) -> Mapping | None:
 
 # -- SQL pieces -----------------------------------------------------------------------------------
 
+#: The source members each connector's position is built from. Each is made sortable once, into a
+#: column of its own (``_q_<name>``): written into the position's expression, a sortable text is
+#: 370 lines of generated Java per use, and Oracle's position uses its members six times (9,000
+#: lines, which with a Connect schema's Decimals outgrow what the JVM compiles).
+_POSITION_MEMBERS = {
+    "oracle": ("scn", "commit_scn", "redo_thread", "ssn"),
+    "db2": ("commit_lsn", "change_lsn", "event_serial_no"),
+    "sqlserver": ("commit_lsn", "change_lsn", "event_serial_no"),
+    "mysql": ("pos", "row"),
+    "mariadb": ("pos", "row"),
+    "postgresql": ("lsn",),
+}
+
 #: ``source`` members read more than once, each looked up once per line into a column of its own
 #: (``_s_<name>``): a map lookup scans the map's keys, and Spark does not share the lookups made
 #: in the branches of a ``CASE``.
@@ -169,6 +183,14 @@ class _Fields:
         """No source key holds ``\\u0001`` (which :func:`_prefixed_keys` splits at)."""
         fit = F.size(_prefixed_keys(F.col("source"), "source.")) == F.size(F.col("source"))
         return F.col("_same") | fit if self.layout else fit
+
+    def position_members(self) -> tuple[str, ...]:
+        """The source members the connectors' positions are built from (:data:`_POSITION_MEMBERS`)."""
+        return tuple(sorted({n for c in self.connectors for n in _POSITION_MEMBERS.get(c, ())}))
+
+    def sortable(self, name: str) -> Column:
+        """:func:`_sortable` of a :meth:`position_members` member: its column (``_q_<name>``)."""
+        return F.col(f"_q_{name}")
 
     def has(self, name: str) -> Column:
         """The source block has the member (even as null)."""
@@ -260,34 +282,37 @@ def _op_ts(m: _Fields) -> Column:
 
 
 def _position(m: _Fields) -> Column:
-    """``_debezium.connector_position``: ``pos`` when positional, else NULL (MongoDB never comes here)."""
-    s, connector = m.src, m["_conn"]
+    """``_debezium.connector_position``: ``pos`` when positional, else NULL (MongoDB never comes here).
+    Built from the members' sortable texts (:meth:`_Fields.sortable`; that of an empty text is
+    that of NULL, so ``_text`` need not come first)."""
+    s, q, connector = m.src, m.sortable, m["_conn"]
     flag = s("snapshot")
     snapshot = F.when(flag == "false", F.lit(False)).otherwise(F.lower(flag).isin(*sorted(_SNAPSHOT_FLAGS)))
     read = (m["_op"] == "R") | F.coalesce(snapshot, F.lit(False))
     scn, commit = _text(s("scn")), _text(s("commit_scn"))
-    first = F.coalesce(commit, scn)
+    # _sortable(coalesce(commit, scn)) and _sortable(coalesce(scn, commit))
+    first = F.when(commit.isNotNull(), q("commit_scn")).otherwise(q("scn"))
+    then = F.when(scn.isNotNull(), q("scn")).otherwise(q("commit_scn"))
     oracle = (
-        F.when(read & scn.isNotNull(), _joined(_sortable(scn), _sortable(scn), F.lit(_MAX), F.lit(_MAX)))
-        .when(first.isNotNull(), _joined(_sortable(first), _sortable(F.coalesce(scn, first)),
-                                         _sortable(s("redo_thread")), _sortable(s("ssn"))))
+        F.when(read & scn.isNotNull(), _joined(q("scn"), q("scn"), F.lit(_MAX), F.lit(_MAX)))
+        .when(commit.isNotNull() | scn.isNotNull(), _joined(first, then, q("redo_thread"), q("ssn")))
     )
     c_lsn, ch_lsn = _text(s("commit_lsn")), _text(s("change_lsn"))
     db2 = (
         F.when(c_lsn.isNull(), F.lit(None).cast("string"))
-        .when(ch_lsn.isNull(), _joined(_sortable(c_lsn), F.lit(_MAX), F.lit(_MAX)))
-        .otherwise(_joined(_sortable(c_lsn), _sortable(ch_lsn), _sortable(s("event_serial_no"))))
+        .when(ch_lsn.isNull(), _joined(q("commit_lsn"), F.lit(_MAX), F.lit(_MAX)))
+        .otherwise(_joined(q("commit_lsn"), q("change_lsn"), q("event_serial_no")))
     )
     file = _text(s("file"))
     binlog = F.when(file.rlike("^.*?[0-9]+$"), F.concat(
         F.regexp_extract(file, "^(.*?)([0-9]+)$", 1),
         _pad(F.regexp_extract(file, "^(.*?)([0-9]+)$", 2)),
     )).otherwise(file)
-    row = F.when(m.has("row"), s("row")).otherwise(F.lit("0"))
+    row = F.when(m.has("row"), q("row")).otherwise(F.lit(sortable("0")))
     mysql = F.when(file.isNotNull() & s("pos").isNotNull(), _joined(
-        binlog, _sortable(s("pos")), F.when(read, "0").otherwise("1"), _sortable(row)))
+        binlog, q("pos"), F.when(read, "0").otherwise("1"), row))
     lsn = _text(s("lsn"))
-    pg = F.when(lsn.isNotNull(), _joined(_sortable(lsn), F.when(read, "1").otherwise("0")))
+    pg = F.when(lsn.isNotNull(), _joined(q("lsn"), F.when(read, "1").otherwise("0")))
     pos = F.when(F.lit(False), F.lit(None).cast("string"))
     for names, branch in ((("oracle",), oracle), (("db2", "sqlserver"), db2), (("mysql", "mariadb"), mysql),
                           (("postgresql",), pg)):
@@ -468,9 +493,20 @@ def decode(spark: SparkSession, paths: Sequence[str], settings: Settings, regist
     return decode_parsed(read_json(spark, paths, ENVELOPE, staging=staging), settings, registry, shape=shape)
 
 
-#: How a route turns a parsed line's raw images into canonical ones: ``(before, after)`` columns
-#: and a column that is true when the line's images are beyond it (the line goes to Python).
-Images = tuple[Column, Column, Column]
+@dataclass(frozen=True)
+class Images:
+    """How a route turns a parsed line's raw images into canonical ones, in two steps with the
+    Python reader between them (so that neither half of the generated code grows too large for
+    the JIT: one method of 10,000 lines ran at a third of the speed of two smaller ones).
+
+    ``beyond``: true when the line's images are beyond SQL (the line goes to the Python reader),
+    evaluated on the parsed line. ``keep``: the parsed line's columns ``convert`` needs (they
+    travel with the decoded row). ``convert``: the decoded rows with the ``x_before``/``x_after``
+    of the lines SQL read (``_plain``) made canonical, the ``keep`` columns still there."""
+
+    beyond: Column
+    keep: tuple[str, ...]
+    convert: Callable[[DataFrame], DataFrame]
 
 
 def decode_parsed(parsed: DataFrame, settings: Settings, registry: Registry | None, *, shape: Shape = NO_SHAPE,
@@ -505,28 +541,31 @@ def decode_parsed(parsed: DataFrame, settings: Settings, registry: Registry | No
         .select("*", plain(m, settings).alias("_plain"))
     )
     if images is not None:
-        before, after, beyond = images
-        parsed = parsed.withColumns({"before": before, "after": after}).withColumn(
-            "_plain", F.col("_plain") & ~F.coalesce(beyond, F.lit(False)))
+        parsed = parsed.withColumn("_plain", F.col("_plain") & ~F.coalesce(images.beyond, F.lit(False)))
     parsed = (
         parsed
         # (each its own column: Spark does not share an expression between CASE branches)
         .select("*", F.when(F.col("_plain"), _source_map(m)).alias("_srcmap"))
+        .select("*", *[F.when(F.col("_plain"), _sortable(m.src(n))).alias(f"_q_{n}") for n in m.position_members()])
         .select("*", F.when(F.col("_plain"), position(m, settings)).alias("_pos"))
         .select("*", sequence(m, settings).alias("_seq"))
     )
     other = lambda c: F.when(~F.col("_plain"), F.col(c) if isinstance(c, str) else c)  # noqa: E731
     fast = envelope_columns(m)
+    keep = images.keep if images is not None else ()
     # the SQL columns first, so that only they (not the parsed blocks) wait beside the UDF's input
-    done = parsed.select("_file", "_block", "_row", "_plain", other(text).alias("_text"),
+    done = parsed.select("_file", "_block", "_row", "_plain", *keep, other(text).alias("_text"),
                          *[F.when(F.col("_plain"), fast[f.name]).alias(f.name) for f in _X_SCHEMA.fields])
     if isinstance(text, str):
         udf = python_rows(settings, registry)(F.xxhash64("_file", "_block"), "_row", other("_file"), other("_block"),
                                               "_text")
     else:
         udf = python_texts(settings, registry)("_row", "_file", "_text")
-    return done.select("*", F.from_json(udf, _X_SCHEMA).alias("_py")).select(
-        "_file", "_block", "_row",
+    out = done.select("*", F.from_json(udf, _X_SCHEMA).alias("_py")).select(
+        "_file", "_block", "_row", *(("_plain", *keep) if images is not None else ()),
         *[F.when(F.col("_plain"), F.col(f.name)).otherwise(F.col("_py")[f.name]).cast(f.dataType).alias(f.name)
           for f in _X_SCHEMA.fields],
     )
+    if images is None:
+        return out
+    return images.convert(out).select("_file", "_block", "_row", *[f.name for f in _X_SCHEMA.fields])
