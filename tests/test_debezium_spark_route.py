@@ -61,6 +61,9 @@ LINES: list[str] = [
     json.dumps(_env("c", {**ORACLE, "snapshot": "last"}, after={"ID": 16})),
     "",
     json.dumps(_env("c", {**MYSQL, "file": "binlog", "row": None}, after={"ID": 17, "V": "\u00e9 \\ \""})),
+    # digits other than ASCII's are text in a position, as SQL reads them
+    json.dumps(_env("c", {**ORACLE, "scn": "\u0661\u0662", "commit_scn": "\u00b2"}, after={"ID": 18})),
+    json.dumps(_env("c", {**MYSQL, "file": "binlog.\u0663", "pos": "\u0664"}, after={"ID": 19})),
 ]
 
 

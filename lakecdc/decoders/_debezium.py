@@ -394,18 +394,18 @@ _NUM_WIDTH = 20
 _LSN_WIDTH = 16
 _MAX = "~"  # sorts after every digit, letter and '|'
 _LSN = re.compile(r"[0-9A-Fa-f]+(?::[0-9A-Fa-f]+)+")
-_FILE_NUMBER = re.compile(r"(.*?)(\d+)")
+_FILE_NUMBER = re.compile(r"(.*?)([0-9]+)")
 
 
 def sortable(value: Any) -> str:
-    """One position part as fixed-width text: a number zero-padded to 20 digits, an LSN
-    (``00000025:00000d98:00a2``) to 16 lower-case hex digits per part, other text as it is."""
-    if type(value) is str and value.isdigit():  # the common case, fast
+    """One position part as fixed-width text: a number (ASCII digits) zero-padded to 20 digits, an
+    LSN (``00000025:00000d98:00a2``) to 16 lower-case hex digits per part, other text as it is."""
+    if type(value) is str and value.isdigit() and value.isascii():  # the common case, fast
         return value.rjust(_NUM_WIDTH, "0")
     text = _text(value)
     if text is None:
         return ""
-    if text.isdigit():
+    if text.isdigit() and text.isascii():
         return text.rjust(_NUM_WIDTH, "0")
     if _LSN.fullmatch(text):
         return ":".join(p.lower().rjust(_LSN_WIDTH, "0") for p in text.split(":"))
