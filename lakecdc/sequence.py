@@ -206,7 +206,10 @@ def _field_value(
     if f.name == "pos":
         return sortable_position(F.col("pos")), None, kinds[f.kind] if f.kind else T.StringType()
     if f.name.startswith("source."):
-        return F.col("source")[f.name[len("source."):]], None, kinds[f.kind] if f.kind else T.StringType()
+        # the member under its whole name (Debezium's ``source.scn``), else without the prefix
+        source = F.col("source")
+        value = F.when(F.map_contains_key(source, f.name), source[f.name]).otherwise(source[f.name[len("source."):]])
+        return value, None, kinds[f.kind] if f.kind else T.StringType()
     names = [f.name, *(n for n in spellings.get(f.name.lower(), ()) if n != f.name)]
     image = F.when(F.col("after").isNotNull(), F.col("after")).otherwise(F.col("before"))
     value = F.coalesce(*[image[n] for n in names]) if len(names) > 1 else image[names[0]]

@@ -106,7 +106,7 @@ def test_encodings_keep_the_order_of_values(spark) -> None:
     assert [r[0] for r in bad.select(encode(F.col("v"), Ty.LongType())).collect()][:2] == [None, None]
 
 
-def test_parse_and_refuse_float_columns() -> None:
+def test_parse_and_refuse_float_columns(spark) -> None:  # (F.col needs a running Spark)
     assert [str(f) for f in parse_sequence_by("VER, source.scn:int ,op_ts")] == ["VER", "source.scn:int", "op_ts"]
     for bad in ("", "VER:float", "source."):
         with pytest.raises(ConfigError):
@@ -257,3 +257,19 @@ def test_property_any_delivery_order_equals_the_oracle(tmp_path_factory, spark, 
     got = [{"ID": r["ID"], "VER": r["VER"], "NOTE": r.get("NOTE")} for r in rows(path, "ID")] if path.exists() else []
     assert got == want
     shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_debezium_source_member_orders_the_table(tmp_path: Path, spark) -> None:
+    # the README's example: Debezium's source map names its members "source.<name>"
+    def line(op: str, scn: int, v: str) -> dict[str, Any]:
+        source = {"version": "2.7.0.Final", "connector": "oracle", "name": "srv", "ts_ms": 1_700_000_000_000,
+                  "snapshot": "false", "db": "D", "schema": "APP", "table": "T", "scn": str(scn),
+                  "commit_scn": str(scn), "ssn": 0, "redo_thread": 1, "txId": "x"}
+        return {"before": {"ID": 1} if op == "u" else None, "after": {"ID": 1, "V": v}, "source": source, "op": op,
+                "ts_ms": 1_700_000_000_000 + scn}
+    # delivered by op_ts: c (scn 10), u (scn 30), u (scn 20): by scn the 30 wins
+    write_jsonl(tmp_path / "in" / "t.json", [line("c", 10, "a"), line("u", 30, "b"), line("u", 20, "c")])
+    s = lakecdc.apply(tmp_path / "in", tmp_path / "lake", format="debezium-json", keys={"APP.T": ["ID"]},
+                      sequence_by=["source.scn:int"], spark=spark)
+    assert s.ok and s.table("APP.T").quarantined == 0, s.render()
+    assert [r["V"] for r in rows(tmp_path / "lake" / "APP.T", "ID")] == ["b"]
