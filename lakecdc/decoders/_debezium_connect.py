@@ -143,60 +143,48 @@ def _decimal_stages(v: str, scale: int) -> list[list[tuple[str, str]]]:
     ]
 
 
-def _images(plans: Mapping[int, Plan]) -> tuple[dict[str, str], Images | None]:
-    """How :func:`~lakecdc.decoders._debezium_spark.decode_parsed` converts the Decimal values of
-    the lines' images (see :class:`~lakecdc.decoders._debezium_spark.Images`).
+def _images(parsed: DataFrame, plans: Mapping[int, Plan]) -> tuple[DataFrame, Images | None]:
+    """``parsed`` with the ``_<image><head>_same`` columns, and how
+    :func:`~lakecdc.decoders._debezium_spark.decode_parsed` converts the Decimal values of the
+    lines' images (:class:`~lakecdc.decoders._debezium_spark.Images`; None when no image holds a
+    Decimal).
 
-    An image written as the connector writes it (every field of the schema, in order:
-    ``_<image><head>_same``) is read by position; another one, or a Decimal SQL cannot convert,
-    sends its line to the Python reader. The conversion itself runs on the decoded rows.
-
-    Returns the ``_same`` columns to add to the parsed lines first (name -> SQL), and the
-    :class:`~lakecdc.decoders._debezium_spark.Images` (None when no image holds a Decimal)."""
-    checks: dict[str, str] = {}
-    beyond: list[str] = []
-    for at, image in enumerate(("before", "after")):
-        for i, p in plans.items():
-            names, decimals = p[at]
-            if not decimals:
-                continue
-            same = f"_{image}{i}_same"
-            checks[same] = f"_head = {i} AND map_keys({image}) = array({', '.join(map(sql_string, names))})"
-            beyond.append(f"(_head = {i} AND {image} IS NOT NULL AND NOT coalesce({same}, false))")
-            for j in decimals:
-                # (get: NULL past the end; Spark may evaluate a repeated part before the AND's left side)
-                v = f"get(map_values({image}), {j})"
-                beyond.append(f"({same} AND {_beyond(v)})")
-    if not beyond:
-        return {}, None
+    An image written as the connector writes it (every field of the schema, in order: ``_same``)
+    is read by position; another one, or a Decimal SQL cannot convert, sends its line to the
+    Python reader. The conversion itself runs on the decoded rows."""
+    # (image, head, field names, Decimal positions -> scale, the _same column) of each image with Decimals
+    slots = [(image, i, p[at][0], p[at][1], f"_{image}{i}_same")
+             for at, image in enumerate(("before", "after")) for i, p in plans.items() if p[at][1]]
+    if not slots:
+        return parsed, None
+    beyond = []
+    for image, i, _names, decimals, same in slots:
+        beyond.append(f"(_head = {i} AND {image} IS NOT NULL AND NOT coalesce({same}, false))")
+        # (get: NULL past the end; Spark may evaluate a repeated part before the AND's left side)
+        beyond += [f"({same} AND {_beyond(f'get(map_values({image}), {j})')})" for j in decimals]
+    parsed = parsed.selectExpr("*", *[f"_head = {i} AND map_keys({image}) = array({', '.join(map(sql_string, names))})"
+                                      f" AS {same}" for image, i, names, _, same in slots])
 
     def convert(rows: DataFrame) -> DataFrame:
         selects: list[list[tuple[str, str]]] = [[]]
-        converted = {}
-        for at, image in enumerate(("before", "after")):
-            whens = []
-            for i, p in plans.items():
-                names, decimals = p[at]
-                if not decimals:
-                    continue
-                same = f"_{image}{i}_same"
-                column = f"x_{image}"
-                values = [f"get(map_values({column}), {j})" for j in range(len(names))]
-                for j, scale in decimals.items():
-                    v = f"_{image}{i}_{j}"
-                    selects[0].append((v, f"IF(_plain AND {same}, get(map_values({column}), {j}), NULL)"))
-                    for k, stage in enumerate(_decimal_stages(v, scale), start=1):
-                        selects += [[] for _ in range(k + 1 - len(selects))]
-                        selects[k] += stage
-                    values[j] = f"{v}_t"
-                whens.append(f"WHEN _plain AND {same} THEN map_from_arrays(map_keys({column}), array({', '.join(values)}))")
-            converted[f"x_{image}"] = f"CASE {' '.join(whens)} ELSE x_{image} END" if whens else f"x_{image}"
+        whens: dict[str, list[str]] = {"x_before": [], "x_after": []}
+        for image, i, names, decimals, same in slots:
+            column = f"x_{image}"
+            values = [f"get(map_values({column}), {j})" for j in range(len(names))]
+            for j, scale in decimals.items():
+                v = f"_{image}{i}_{j}"
+                selects[0].append((v, f"IF(_plain AND {same}, {values[j]}, NULL)"))
+                for k, stage in enumerate(_decimal_stages(v, scale), start=1):
+                    selects += [[] for _ in range(k + 1 - len(selects))]
+                    selects[k] += stage
+                values[j] = f"{v}_t"
+            whens[column].append(f"WHEN _plain AND {same} THEN map_from_arrays(map_keys({column}), array({', '.join(values)}))")
         for select in selects:
             rows = rows.selectExpr("*", *[f"{sql} AS {name}" for name, sql in select])
-        return rows.withColumns({name: F.expr(sql) for name, sql in converted.items()})
+        return rows.withColumns({c: F.expr(f"CASE {' '.join(w)} ELSE {c} END") for c, w in whens.items() if w})
 
-    return checks, Images(beyond=F.expr(f"coalesce({' OR '.join(beyond)}, false)"), keep=("_head", *checks),
-                          convert=convert)
+    return parsed, Images(beyond=F.expr(f"coalesce({' OR '.join(beyond)}, false)"),
+                          keep=("_head", *[same for *_, same in slots]), convert=convert)
 
 
 def decode(lines: DataFrame, prefixes: Sequence[str], settings: Settings, registry: Registry | None, *,
@@ -228,8 +216,7 @@ def decode(lines: DataFrame, prefixes: Sequence[str], settings: Settings, regist
     whole = F.when(head.isNull(), value)
     for i, prefix in enumerate(prefixes):
         whole = whole.when(head == i, F.concat(F.lit(prefix), value))
-    checks, images = _images(plans)
-    parsed = parsed.selectExpr("*", *[f"{sql} AS {name}" for name, sql in checks.items()])
+    parsed, images = _images(parsed, plans)
     return decode_parsed(parsed, settings, registry, shape=shape, text=whole, images=images)
 
 
