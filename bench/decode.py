@@ -19,8 +19,11 @@ command run again for that encoding alone, its outcome read back), as a job deco
 the JIT compiles what one decoder runs, and a decoder measured after another one in the same JVM
 (qlik-json's large generated methods, say) was up to 1.7x slower than alone (canal-json, stop
 17). ``--same-jvm`` measures them all in this process, as before. Spark's start-up and a first
-job (lakecdc decoding the first 20,000 events of ``events.json``) are timed and reported apart. Each contender makes ``--warmup`` untimed runs then ``--repeat``
-timed ones; the median is reported, with CPU seconds of the process tree (JVM and Python
+job (lakecdc decoding the first 20,000 events of ``events.json``) are timed and reported apart.
+Each contender makes ``--warmup`` untimed runs then ``--repeat`` timed ones, the contenders taking
+turns (lakecdc, floor, lakecdc, floor, ...: this machine's speed drifts by 20-25% over minutes,
+which skewed the ratio when all of lakecdc's runs came before all of the floor's); the median is
+reported, with CPU seconds of the process tree (JVM and Python
 workers), the peak resident memory of the tree and its peak above the RSS before the run
 (helpers of :mod:`bench.run`). ratio = floor seconds / lakecdc seconds; the target is >= 0.33
 (lakecdc within 3x of the floor). The CPU ratio (floor CPU seconds / lakecdc CPU seconds) is
@@ -43,7 +46,7 @@ import sys
 import threading
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -282,26 +285,35 @@ class Runs:
         return self.seconds[0]
 
 
-def timed(label: str, run: Callable[[], int], expected: int, warmup: int, repeat: int) -> Runs:
-    """Run ``run`` ``warmup + repeat`` times (each must return ``expected``): time, CPU, memory."""
-    runs = Runs(warmup)
-    for attempt in range(1, warmup + repeat + 1):
-        gc.collect()
-        with PeakRss() as memory:
-            started, cpu_started = time.perf_counter(), TreeCpu()
-            got = run()
-            seconds, cpu = time.perf_counter() - started, cpu_started.since()
-        if got != expected:
-            raise AssertionError(f"{label}: {got:,} events, expected {expected:,}")
-        runs.seconds.append(seconds)
-        runs.cpu.append(cpu)
-        runs.peak = max(runs.peak, memory.peak)
-        runs.above_baseline = max(runs.above_baseline, memory.peak - memory.baseline)
-        kind = "warm-up" if attempt <= warmup else "timed"
-        print(
-            f"  {label} run {attempt}/{warmup + repeat} ({kind}): {seconds:.2f} s ({cpu:.1f} CPU s), "
-            f"peak RSS {memory.peak / GIB:.2f} GiB"
-        )
+def _run_once(label: str, run: Callable[[], int], expected: int, runs: Runs, attempt: int, total: int) -> None:
+    """One timed run of ``run`` (it must return ``expected``) recorded in ``runs``."""
+    gc.collect()
+    with PeakRss() as memory:
+        started, cpu_started = time.perf_counter(), TreeCpu()
+        got = run()
+        seconds, cpu = time.perf_counter() - started, cpu_started.since()
+    if got != expected:
+        raise AssertionError(f"{label}: {got:,} events, expected {expected:,}")
+    runs.seconds.append(seconds)
+    runs.cpu.append(cpu)
+    runs.peak = max(runs.peak, memory.peak)
+    runs.above_baseline = max(runs.above_baseline, memory.peak - memory.baseline)
+    kind = "warm-up" if attempt <= runs.warmup else "timed"
+    print(
+        f"  {label} run {attempt}/{total} ({kind}): {seconds:.2f} s ({cpu:.1f} CPU s), "
+        f"peak RSS {memory.peak / GIB:.2f} GiB"
+    )
+
+
+def timed(contenders: Mapping[str, Callable[[], int]], expected: int, warmup: int, repeat: int) -> dict[str, Runs]:
+    """Run each of ``contenders`` ``warmup + repeat`` times (each run must return ``expected``):
+    time, CPU, memory. The contenders take turns, one run each per round, so that a machine whose
+    speed drifts over minutes (a shared host: 20-25% here) slows them alike and the ratio holds."""
+    runs = {label: Runs(warmup) for label in contenders}
+    total = warmup + repeat
+    for attempt in range(1, total + 1):
+        for label, run in contenders.items():
+            _run_once(label, run, expected, runs[label], attempt, total)
     return runs
 
 
@@ -345,12 +357,12 @@ def measure(spark: SparkSession, encoded: Encoded, scratch: Path, warmup: int, r
         return decoded.rows
 
     print(f"\n== {encoded.name}: {encoded.description}; {encoded.bytes / MB:,.1f} MB in {len(files)} file(s)")
-    lakecdc = timed(f"lakecdc {encoded.decoder}", decode, encoded.events, warmup, repeat)
-    measured = {
-        floor.name: timed(f"floor ({floor.name})", lambda floor=floor: floor.run(encoded), encoded.events, warmup, repeat)
-        for floor in (FLOORS[encoded.name] if floors is None else floors)
-    }
-    return Outcome(encoded, lakecdc, measured)
+    chosen = FLOORS[encoded.name] if floors is None else floors
+    contenders: dict[str, Callable[[], int]] = {f"lakecdc {encoded.decoder}": decode}
+    contenders.update({f"floor ({floor.name})": (lambda floor=floor: floor.run(encoded)) for floor in chosen})
+    runs = timed(contenders, encoded.events, warmup, repeat)
+    return Outcome(encoded, runs[f"lakecdc {encoded.decoder}"],
+                   {floor.name: runs[f"floor ({floor.name})"] for floor in chosen})
 
 
 def measure_in_child(encoded: Encoded, args: argparse.Namespace, command: str) -> tuple[Outcome, float]:

@@ -7,7 +7,8 @@ For each workload (generated into ``--workdir`` if absent, by :mod:`bench.genera
 subprocess), every contender runs on ``events.json`` against a Delta table freshly copied from a
 preloaded template, in one Python process sharing one Spark session. Spark's start-up and a first
 warm-up job are timed and reported apart. Each contender then makes ``--warmup`` untimed runs and
-``--repeat`` timed ones (median reported); a run covers read, consolidation and merge.
+``--repeat`` timed ones (median reported), the contenders taking turns (one run each per round: the
+machine's speed drifts over minutes); a run covers read, consolidation and merge.
 Peak memory is the largest resident set of this process plus its children (the Spark JVM),
 sampled every 50 ms; the peak above the RSS just before the run is reported too. Each resulting
 table is compared with the simulated source, ``expected.parquet``, by ``ID``.
@@ -27,7 +28,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
@@ -326,13 +327,7 @@ class Outcome:
         return max(self.checks, key=lambda c: c.wrong, default=None)
 
 
-def measure(
-    spark: SparkSession, workload: Workload, contender: Contender, scratch: Path, warmup: int, repeat: int
-) -> Outcome:
-    """Preload a template for ``contender``, then run it ``warmup + repeat`` times, each on a fresh
-    copy; every run is timed, memory-sampled and checked, the median counts only the last ``repeat``."""
-    template = scratch / f"{contender.name}-template"
-    target = scratch / f"{contender.name}-run"
+def _preload(spark: SparkSession, workload: Workload, contender: Contender, template: Path) -> None:
     shutil.rmtree(template, ignore_errors=True)
     if contender.preload is not None:
         started = time.perf_counter()
@@ -340,31 +335,53 @@ def measure(
         print(
             f"  {contender.name}: preloaded {workload.keys:,} keys in {time.perf_counter() - started:.1f} s (not timed)"
         )
-    outcome = Outcome(contender, warmup)
-    for attempt in range(1, warmup + repeat + 1):
-        shutil.rmtree(target, ignore_errors=True)
-        if template.exists():
-            shutil.copytree(template, target)
-        gc.collect()
-        with PeakRss() as memory:
-            started, cpu_started = time.perf_counter(), TreeCpu()
-            table = contender.run(spark, workload, target)
-            seconds, cpu = time.perf_counter() - started, cpu_started.since()
-        outcome.seconds.append(seconds)
-        outcome.cpu.append(cpu)
-        outcome.peak = max(outcome.peak, memory.peak)
-        outcome.above_baseline = max(outcome.above_baseline, memory.peak - memory.baseline)
-        kind = "warm-up" if attempt <= warmup else "timed"
-        line = (
-            f"  {contender.name} run {attempt}/{warmup + repeat} ({kind}): {seconds:.2f} s ({cpu:.1f} CPU s), "
-            f"peak RSS {memory.peak / GIB:.2f} GiB"
-        )
-        if table is not None:
-            result = check(table, workload.expected_parquet)
-            outcome.checks.append(result)
-            line += f", {result.wrong:,} wrong rows"
-        print(line)
-    return outcome
+
+
+def _run_once(
+    spark: SparkSession, workload: Workload, contender: Contender, scratch: Path, outcome: Outcome, attempt: int,
+    total: int,
+) -> None:
+    """One run of ``contender`` on a fresh copy of its template: timed, memory-sampled, checked."""
+    template = scratch / f"{contender.name}-template"
+    target = scratch / f"{contender.name}-run"
+    shutil.rmtree(target, ignore_errors=True)
+    if template.exists():
+        shutil.copytree(template, target)
+    gc.collect()
+    with PeakRss() as memory:
+        started, cpu_started = time.perf_counter(), TreeCpu()
+        table = contender.run(spark, workload, target)
+        seconds, cpu = time.perf_counter() - started, cpu_started.since()
+    outcome.seconds.append(seconds)
+    outcome.cpu.append(cpu)
+    outcome.peak = max(outcome.peak, memory.peak)
+    outcome.above_baseline = max(outcome.above_baseline, memory.peak - memory.baseline)
+    kind = "warm-up" if attempt <= outcome.warmup else "timed"
+    line = (
+        f"  {contender.name} run {attempt}/{total} ({kind}): {seconds:.2f} s ({cpu:.1f} CPU s), "
+        f"peak RSS {memory.peak / GIB:.2f} GiB"
+    )
+    if table is not None:
+        result = check(table, workload.expected_parquet)
+        outcome.checks.append(result)
+        line += f", {result.wrong:,} wrong rows"
+    print(line)
+
+
+def measure(
+    spark: SparkSession, workload: Workload, contenders: Sequence[Contender], scratch: Path, warmup: int, repeat: int
+) -> list[Outcome]:
+    """Preload a template for each contender, then run them ``warmup + repeat`` times each, taking
+    turns (one run each per round: a drift of the machine's speed slows them alike), each run on a
+    fresh copy of its template; the medians count only the last ``repeat`` runs."""
+    for contender in contenders:
+        _preload(spark, workload, contender, scratch / f"{contender.name}-template")
+    outcomes = [Outcome(contender, warmup) for contender in contenders]
+    total = warmup + repeat
+    for attempt in range(1, total + 1):
+        for contender, outcome in zip(contenders, outcomes, strict=True):
+            _run_once(spark, workload, contender, scratch, outcome, attempt, total)
+    return outcomes
 
 
 # --- Reporting -------------------------------------------------------------------------------
@@ -544,10 +561,7 @@ def main(argv: list[str] | None = None) -> None:
         scratch = args.workdir / "targets" / workload.directory.name
         scratch.mkdir(parents=True, exist_ok=True)
         with OtherLoad() as other:
-            outcomes = [
-                measure(spark, workload, contender, scratch, args.warmup, args.repeat)
-                for contender in contenders
-            ]
+            outcomes = measure(spark, workload, contenders, scratch, args.warmup, args.repeat)
         table = table_markdown(workload, outcomes)
         details = details_markdown(outcomes)
         load_line = f"Other work took {other.share:.0%} of the machine's CPU time meanwhile."

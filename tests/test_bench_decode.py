@@ -118,6 +118,25 @@ def test_floors_count_every_event(encodings: dict[str, formats.Encoded]) -> None
             assert floor.run(encoded) == EVENTS, (name, floor.name)
 
 
+def test_contenders_take_turns() -> None:
+    """lakecdc and the floors run in rounds (one run each per round), so that a drift of the
+    machine's speed slows them alike; warm-up runs stay out of the medians."""
+    order: list[str] = []
+
+    def contender(name: str):  # noqa: ANN202
+        def run() -> int:
+            order.append(name)
+            return 7
+        return run
+
+    runs = bench_decode.timed({"lakecdc": contender("lakecdc"), "floor": contender("floor")}, 7, 1, 2)
+    assert order == ["lakecdc", "floor"] * 3
+    assert {name: len(r.seconds) for name, r in runs.items()} == {"lakecdc": 3, "floor": 3}
+    assert all(r.warmup == 1 for r in runs.values())
+    with pytest.raises(AssertionError, match="6 events, expected 7"):
+        bench_decode.timed({"short": lambda: 6}, 7, 0, 1)
+
+
 def test_each_format_is_measured_in_a_process_of_its_own(tmp_path: Path) -> None:
     """With several formats, the command runs itself again per format (a fresh JVM each) and
     reports their outcomes together, as one run."""
