@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 import lakecdc
 from lakecdc.decoders import DECODERS, get_decoder
-from lakecdc.decoders._debezium import sortable
+from lakecdc.decoders._debezium import op_ts_micros, sortable
 from lakecdc.decoders._kafka_connect import decimal_text, zoned_to_utc
 from lakecdc.decoders._records import exact_json_strings, locate
 from lakecdc.errors import ConfigError
@@ -820,3 +820,12 @@ def _transactions_round_trip(spark, workdir: Path, sc, reads: list[bool], style:
 @given(sc=scenarios(max_events=12), reads=st.lists(st.booleans(), min_size=12, max_size=12))
 def test_transactions_cut_across_runs_apply_whole_as_the_oracle_says(spark, tmp_path_factory, style, sc, reads):
     _transactions_round_trip(spark, tmp_path_factory.mktemp("dbztx"), sc, reads, STYLES[style])
+
+
+def test_op_ts_takes_ascii_digits_only():
+    """A time written in other digits (Arabic-Indic, superscripts) is no number: the envelope's
+    time is taken instead, as SQL does (Python's int() would read '\u0661\u0662' as 12)."""
+    assert op_ts_micros({"ts_ms": 5}, {"ts_ms": "\u0661\u0662"}) == 5000
+    assert op_ts_micros({}, {"ts_us": "\u00b2"}) is None
+    assert op_ts_micros({}, {"ts_ns": "-1500", "ts_ms": 9}) == -2
+    assert op_ts_micros({}, {"ts_ms": "12"}) == 12000

@@ -106,7 +106,7 @@ from lakecdc.errors import ConfigError
 #: Debezium's default ``unavailable.value.placeholder``.
 UNAVAILABLE = "__debezium_unavailable_value"
 
-_DIGITS = re.compile(r"-?\d+")
+_DIGITS = re.compile(r"-?[0-9]+")  # ASCII digits only, as SQL reads them (int() takes others)
 
 OPS: dict[str, str] = {"c": "I", "u": "U", "d": "D", "r": "R", "t": "T"}
 _OP_LIST = "c, u, d, r, t"
