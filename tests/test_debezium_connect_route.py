@@ -90,6 +90,7 @@ def _lines() -> list[str]:
         _line(DATED, _env("c", 19, None, {**_image(7), "day": 19675})),                          # another schema
         _line(SCHEMA, _env("c", 20, None, {**_image(8), "doc": {"k": 1}})),                      # nested value
         _line(SCHEMA, _env("x", 21, None, _image(9))),                                           # unknown op
+        _line(SCHEMA, _env("c", 23, None, _image(11, note="b~c"))).replace("b~c", "b\\ud800c"),  # lone surrogate
         "",
         _line(SCHEMA, _env("c", 22, None, _image(10, id="12a"))),                                # text in int64
     ]

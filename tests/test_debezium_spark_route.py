@@ -64,6 +64,16 @@ LINES: list[str] = [
     # digits other than ASCII's are text in a position, as SQL reads them
     json.dumps(_env("c", {**ORACLE, "scn": "\u0661\u0662", "commit_scn": "\u00b2"}, after={"ID": 18})),
     json.dumps(_env("c", {**MYSQL, "file": "binlog.\u0663", "pos": "\u0664"}, after={"ID": 19})),
+    # a lone surrogate escape (Spark's parser writes "?", the Python reader fails the record) in a
+    # value, the source block (a value, a name), the transaction block's names and the envelope's
+    # time; a "?" of its own; a surrogate pair
+    json.dumps(_env("c", MYSQL, after={"ID": 20, "V": "b\ud800c"})),
+    json.dumps(_env("c", {**MYSQL, "file": "bin\udbff"}, after={"ID": 21})),
+    json.dumps(_env("c", {**MYSQL, "x\udc00": 1}, after={"ID": 22})),
+    json.dumps(_env("c", MYSQL, after={"ID": 23}, transaction={"id": "t1", "\ud800": 1})),
+    json.dumps(_env("c", MYSQL, after={"ID": 24}, ts_ms="1\ud800")),
+    json.dumps(_env("c", MYSQL, after={"ID": 25, "V": "why?", "W?": "x"})),
+    json.dumps(_env("c", MYSQL, after={"ID": 26, "V": "\U0001F600"})),
 ]
 
 

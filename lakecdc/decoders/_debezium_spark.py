@@ -15,7 +15,8 @@ option ``reader=spark`` (the default), a file whose first record is such an enve
   ``r``/``t``, a ``source`` object naming the table and a timestamp, a connector the first
   records of the files name (:class:`Shape`; any known one but MongoDB, or none, when a first
   record names another), no nested object or array anywhere but the images, source and transaction
-  blocks, no unavailable-value placeholder, no ``\\uD8xx`` escape, the image its op needs;
+  blocks, no unavailable-value placeholder, no lone surrogate escape (:data:`_LONE`), the image
+  its op needs;
 * every other line (a tombstone, a transaction marker, a schema change, a heartbeat, a bad
   record, a placeholder to drop, ...) goes to the Python reader
   (:class:`~lakecdc.decoders._debezium_lines.LineReader`) through a pandas UDF that sees only those
@@ -23,7 +24,9 @@ option ``reader=spark`` (the default), a file whose first record is such an enve
 
 One difference from reading the whole file in Python: a *key* record in the middle of such a file
 is skipped as a key, but does not lend its columns to the value on the next line (a file of
-alternating keys and values starts with a key, and is read in Python as a whole).
+alternating keys and values starts with a key, and is read in Python as a whole). Another: a lone
+surrogate escape (``\\ud800``) in an image's *column name* is read as ``?`` (the Python reader
+fails such a record); in a value or anywhere else it sends the line to the Python reader.
 """
 
 from __future__ import annotations
@@ -76,6 +79,12 @@ _INDEX_MASK = (1 << 33) - 1  # monotonically_increasing_id: the row's index with
 #: The connectors read here: every one the Python reader names tables for, but MongoDB.
 _KNOWN_CONNECTORS = tuple(c for c in _NAMING if c != "mongodb")
 _SEP = "\u0001"
+#: What Spark's JSON parser writes for a lone surrogate escape such as ``\\ud800`` (a JSON text,
+#: but no Unicode one), which the Python reader fails the record for: a line with it in a value or
+#: in the names of its source or transaction block goes to the Python reader. (Not looked for in
+#: the images' column names: joining them costs a tenth of the decode; a name holding it is read
+#: with ``?``.)
+_LONE = "?"
 
 
 def _bare_envelope(first_record: str | None) -> dict | None:
@@ -180,8 +189,10 @@ class _Fields:
         return F.when(F.col("_same"), F.array(*[F.lit("source." + k) for k in self.layout])).otherwise(prefixed)
 
     def keys_fit(self) -> Column:
-        """No source key holds ``\\u0001`` (which :func:`_prefixed_keys` splits at)."""
-        fit = F.size(_prefixed_keys(F.col("source"), "source.")) == F.size(F.col("source"))
+        """No source key holds ``\\u0001`` (which :func:`_prefixed_keys` splits at) or :data:`_LONE`
+        (the keys of a ``_same`` block are the first record's, as Python read them)."""
+        keys = F.array_join(F.map_keys(F.col("source")), _SEP)
+        fit = (F.size(F.split(keys, _SEP)) == F.size(F.col("source"))) & ~keys.contains(_LONE)
         return F.col("_same") | fit if self.layout else fit
 
     def position_members(self) -> tuple[str, ...]:
@@ -343,15 +354,18 @@ def _source_map(m: _Fields) -> Column:
 
 def odd(settings: Settings) -> Column:
     """A line has a nested object or array as a value of a block (text starting with ``{`` or
-    ``[``: the Python reader writes it as compact JSON) or a placeholder in an image (which it
-    drops). Without a lambda, which Spark interprets value by value and which takes its projection
-    out of the generated code: every value after a ``\\u0001``, all in one text, searched for
-    ``\\u0001{`` and ``\\u0001[`` (a value holding such a pair only sends its line to the
-    Python reader), and each placeholder looked for among the images' values."""
+    ``[``: the Python reader writes it as compact JSON), a ``?`` in a block's value or the
+    envelope's time (:data:`_LONE`), or a placeholder in an image (which it drops). Without a
+    lambda, which Spark interprets value by value and which takes its projection out of the
+    generated code: every value after a ``\\u0001``, all in one text, searched for ``\\u0001{``
+    and ``\\u0001[`` (a value holding such a pair, or a ``?``, only sends its line to the Python
+    reader), and each placeholder looked for among the images' values."""
     blocks = ("before", "after", "source", "transaction")
-    joined = F.concat_ws(_SEP, F.lit(""), *[F.map_values(F.col(n)) for n in blocks])
+    times = [F.col(n) for n in ("ts_ms", "ts_us", "ts_ns")]
+    joined = F.concat_ws(_SEP, F.lit(""), *[F.map_values(F.col(n)) for n in blocks], *times)
     # (a brace or bracket first: searching for the pair itself stops at every value's \\u0001)
     out = (joined.contains("{") & joined.contains(_SEP + "{")) | (joined.contains("[") & joined.contains(_SEP + "["))
+    out = out | joined.contains(_LONE)
     for text in sorted(settings.placeholders):
         for n in ("before", "after"):
             out = out | F.coalesce(F.array_contains(F.map_values(F.col(n)), text), F.lit(False))
@@ -362,6 +376,7 @@ def plain(m: _Fields, settings: Settings) -> Column:
     """Whether a parsed line is an envelope :func:`envelope_columns` reads as the Python reader
     would (see the module docstring); every other line goes to the Python reader."""
     op = m["op"]
+    tx_keys = F.array_join(F.map_keys(m["transaction"]), "")
     needs = (
         F.when(op.isin("c", "r", "u"), m["after"].isNotNull())
         .when(op == "d", m["before"].isNotNull())
@@ -375,7 +390,7 @@ def plain(m: _Fields, settings: Settings) -> Column:
         ~F.coalesce(F.instr(m.src("commit_scn"), ":") > 0, F.lit(False)),
         m["_ts"].isNotNull(), m["_tbl"].isNotNull(), needs,
         m.keys_fit(),
-        F.coalesce(F.instr(F.array_join(F.map_keys(m["transaction"]), ""), _SEP) == 0, F.lit(True)),
+        ~F.coalesce(tx_keys.contains(_SEP) | tx_keys.contains(_LONE), F.lit(False)),
         ~odd(settings),
     ]
     out = F.lit(True)
