@@ -2,14 +2,20 @@
 
     python -m bench.run --events 1000000 --keys 200000 [--events 5000000 --keys 1000000]
         [--workdir DIR] [--only lakecdc,peer,floor] [--warmup N] [--repeat N] [--write-results]
+        [--same-jvm]
 
 For each workload (generated into ``--workdir`` if absent, by :mod:`bench.generate` in a
 subprocess), every contender runs on ``events.json`` against a Delta table freshly copied from a
-preloaded template, in one Python process sharing one Spark session. Spark's start-up and a first
-warm-up job are timed and reported apart. Each contender then makes ``--warmup`` untimed runs and
-``--repeat`` timed ones (median reported), the contenders taking turns (one run each per round: the
-machine's speed drifts over minutes); a run covers read, consolidation and merge.
-Peak memory is the largest resident set of this process plus its children (the Spark JVM),
+preloaded template. The contenders take turns, round by round (the machine's speed drifts over
+minutes), and each round gives each contender a Python process and Spark JVM of its own: this
+command runs itself again with ``--only <contender> --repeat 1``. Sharing one JVM slowed whoever
+ran after the other (5M events: lakecdc 48.8 s alone, 99.4 s beside the peer; the peer 19.3 s
+alone, 23.9 s beside lakecdc: code compiled for one contender's data is worse for the other's).
+In its process a contender makes ``--warmup`` untimed runs, then one timed run; the median of the
+``--repeat`` timed runs is reported. ``--same-jvm`` runs everything in this process, one Spark
+session, contenders taking turns run by run (the old way). Spark's start-up and a first warm-up
+job are timed and reported apart; a run covers read, consolidation and merge.
+Peak memory is the largest resident set of the process plus its children (the Spark JVM),
 sampled every 50 ms; the peak above the RSS just before the run is reported too. Each resulting
 table is compared with the simulated source, ``expected.parquet``, by ``ID``.
 """
@@ -17,9 +23,11 @@ table is compared with the simulated source, ``expected.parquet``, by ``ID``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import gc
 import importlib.metadata
+import json
 import os
 import platform
 import shutil
@@ -307,11 +315,33 @@ class Outcome:
     peak: int = 0
     above_baseline: int = 0
     checks: list[Check] = field(default_factory=list)
+    #: seconds of the first run in the first process, when the runs come from several processes
+    first_run: float | None = None
 
     @property
     def first(self) -> float:
         """Seconds of the first run (a warm-up run unless ``warmup`` is 0)."""
-        return self.seconds[0]
+        return self.seconds[0] if self.first_run is None else self.first_run
+
+    def to_json(self) -> dict:
+        return {"contender": self.contender.name, "warmup": self.warmup, "seconds": self.seconds, "cpu": self.cpu,
+                "peak": self.peak, "above_baseline": self.above_baseline,
+                "checks": [dataclasses.asdict(c) for c in self.checks]}
+
+    @classmethod
+    def from_json(cls, found: dict) -> Outcome:
+        return cls(CONTENDERS[found["contender"]], found["warmup"], found["seconds"], found["cpu"], found["peak"],
+                   found["above_baseline"], [Check(**c) for c in found["checks"]])
+
+    def add_timed(self, other: Outcome) -> None:
+        """Take ``other``'s timed runs (another process's) as more of this outcome's."""
+        if self.first_run is None:
+            self.first_run = other.first
+        self.seconds += other.seconds[other.warmup :]
+        self.cpu += other.cpu[other.warmup :]
+        self.peak = max(self.peak, other.peak)
+        self.above_baseline = max(self.above_baseline, other.above_baseline)
+        self.checks += other.checks
 
     @property
     def median(self) -> float:
@@ -514,33 +544,54 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--only", default=",".join(CONTENDERS), help="comma-separated contenders, run in this order"
     )
     parser.add_argument(
-        "--repeat", type=int, default=1, help="timed runs per contender; the median time is reported"
+        "--repeat", type=int, default=1,
+        help="rounds: timed runs per contender, each in a fresh process; the median time is reported",
     )
     parser.add_argument(
-        "--warmup", type=int, default=1, help="untimed runs per contender before the timed ones"
+        "--warmup", type=int, default=1, help="untimed runs per contender before each timed one (in its process)"
     )
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument(
         "--write-results", action="store_true", help=f"record the tables in {RESULTS.relative_to(REPO)}"
     )
+    parser.add_argument(
+        "--same-jvm", action="store_true",
+        help="run every contender in this process and one Spark session (--warmup runs, then --repeat timed "
+        "ones, taking turns run by run)",
+    )
+    parser.add_argument("--outcome-json", type=Path, help=argparse.SUPPRESS)  # a child's outcome, for its parent
     args = parser.parse_args(argv)
     if len(args.events) != len(args.keys):
         parser.error("give one --keys per --events")
     unknown = set(args.only.split(",")) - set(CONTENDERS)
     if unknown:
         parser.error(f"unknown contenders {sorted(unknown)}; choose from {list(CONTENDERS)}")
+    if args.outcome_json is not None and len(args.events) != 1:
+        parser.error("--outcome-json takes one workload")
     return args
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = parse_args(argv)
-    contenders = [CONTENDERS[name] for name in args.only.split(",")]
-    pa.set_cpu_count(2)  # every contender gets the 2 cores Spark's local[2] gets
-    args.workdir.mkdir(parents=True, exist_ok=True)
-    workloads = [
-        ensure_workload(args.workdir, e, k, args.seed) for e, k in zip(args.events, args.keys, strict=True)
-    ]
+@dataclass
+class Measured:
+    """One workload's outcomes, with what the machine and Spark were like meanwhile."""
 
+    outcomes: list[Outcome]
+    other: float
+    spark_line: str
+    machine: str
+
+    def to_json(self) -> dict:
+        return {"outcomes": [o.to_json() for o in self.outcomes], "other": self.other,
+                "spark_line": self.spark_line, "machine": self.machine}
+
+    @classmethod
+    def from_json(cls, found: dict) -> Measured:
+        return cls([Outcome.from_json(o) for o in found["outcomes"]], found["other"], found["spark_line"],
+                   found["machine"])
+
+
+def measure_here(args: argparse.Namespace, contenders: Sequence[Contender], workloads: Sequence[Workload]) -> list[Measured]:
+    """Every workload measured in this process, one Spark session for all contenders."""
     started = time.perf_counter()
     spark = start_spark()
     startup = time.perf_counter() - started
@@ -553,30 +604,86 @@ def main(argv: list[str] | None = None) -> None:
     )
     print(spark_line)
     machine = machine_markdown(spark)
-    command = "python -m bench.run " + " ".join(sys.argv[1:] if argv is None else argv)
-
+    measured = []
     for workload in workloads:
-        heading = f"{workload.events:,} events over {workload.keys:,} keys"
-        print(f"\n== {heading}: {workload_markdown(workload)}")
+        print(f"\n== {heading_of(workload)}: {workload_markdown(workload)}")
         scratch = args.workdir / "targets" / workload.directory.name
         scratch.mkdir(parents=True, exist_ok=True)
         with OtherLoad() as other:
             outcomes = measure(spark, workload, contenders, scratch, args.warmup, args.repeat)
-        table = table_markdown(workload, outcomes)
-        details = details_markdown(outcomes)
-        load_line = f"Other work took {other.share:.0%} of the machine's CPU time meanwhile."
-        print(f"\n{table}\n\n{details}\n\n{load_line}")
+        measured.append(Measured(outcomes, other.share, spark_line, machine))
+    spark.stop()
+    return measured
+
+
+def measure_apart(args: argparse.Namespace, contenders: Sequence[Contender], workload: Workload) -> Measured:
+    """``workload`` measured in rounds, each contender in a fresh process and JVM per round (this
+    command again, with ``--only <contender> --repeat 1``); the outcomes merged."""
+    print(f"\n== {heading_of(workload)}: {workload_markdown(workload)}")
+    merged = {c.name: Outcome(c, 0) for c in contenders}
+    children: list[Measured] = []
+    for round_ in range(1, args.repeat + 1):
+        for contender in contenders:
+            print(f"  round {round_}/{args.repeat}: {contender.name} in a process of its own", flush=True)
+            out = args.workdir / f"outcome-run-{contender.name}.json"
+            out.unlink(missing_ok=True)
+            argv = [sys.executable, "-m", "bench.run", "--events", str(workload.events), "--keys", str(workload.keys),
+                    "--workdir", str(args.workdir), "--seed", str(args.seed), "--only", contender.name,
+                    "--warmup", str(args.warmup), "--repeat", "1", "--outcome-json", str(out)]
+            subprocess.run(argv, check=True, cwd=REPO)
+            child = Measured.from_json(json.loads(out.read_text()))
+            children.append(child)
+            (outcome,) = child.outcomes
+            merged[contender.name].add_timed(outcome)
+    first = children[0]
+    return Measured(list(merged.values()), max(c.other for c in children), first.spark_line, first.machine)
+
+
+def heading_of(workload: Workload) -> str:
+    return f"{workload.events:,} events over {workload.keys:,} keys"
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    contenders = [CONTENDERS[name] for name in args.only.split(",")]
+    pa.set_cpu_count(2)  # every contender gets the 2 cores Spark's local[2] gets
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    workloads = [
+        ensure_workload(args.workdir, e, k, args.seed) for e, k in zip(args.events, args.keys, strict=True)
+    ]
+    if args.outcome_json is not None:  # a child of measure_apart
+        (measured,) = measure_here(args, contenders, workloads)
+        args.outcome_json.write_text(json.dumps(measured.to_json()))
+        return
+    apart = not args.same_jvm
+    if apart:
+        measured_all = [measure_apart(args, contenders, w) for w in workloads]
+    else:
+        measured_all = measure_here(args, contenders, workloads)
+    command = "python -m bench.run " + " ".join(sys.argv[1:] if argv is None else argv)
+    for workload, measured in zip(workloads, measured_all, strict=True):
+        table = table_markdown(workload, measured.outcomes)
+        details = details_markdown(measured.outcomes)
+        if apart:
+            how = ("Each contender ran in a Python process and Spark JVM of its own, a fresh one per round. "
+                   f"In the first of them: {measured.spark_line}")
+            load_line = (f"Other work took up to {measured.other:.0%} of the machine's CPU time meanwhile "
+                         "(the most any contender's process saw).")
+        else:
+            how = f"All contenders ran in one process and Spark session. {measured.spark_line}"
+            load_line = f"Other work took {measured.other:.0%} of the machine's CPU time meanwhile."
+        print(f"\n{how}\n\n{table}\n\n{details}\n\n{load_line}")
         if args.write_results:
             when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
             runs = f"median of {args.repeat} timed runs" if args.repeat > 1 else "one timed run"
-            runs += f" after {args.warmup} warm-up run{'s' if args.warmup != 1 else ''} per contender"
+            warm = f"{args.warmup} warm-up run{'s' if args.warmup != 1 else ''}"
+            runs += f", each after {warm} in its process" if apart else f" after {warm} per contender"
             write_results(
-                heading,
+                heading_of(workload),
                 f"Measured {when}, {runs}, with `{command}`.\n\n"
-                f"- Machine: {machine}.\n- Workload: {workload_markdown(workload)}.\n- {spark_line}\n- {load_line}\n\n"
-                f"{table}\n\n{details}\n",
+                f"- Machine: {measured.machine}.\n- Workload: {workload_markdown(workload)}.\n- {how}\n"
+                f"- {load_line}\n\n{table}\n\n{details}\n",
             )
-    spark.stop()
 
 
 if __name__ == "__main__":
