@@ -10,7 +10,7 @@ preloaded template. The contenders take turns, round by round (the machine's spe
 minutes), and each round gives each contender a Python process and Spark JVM of its own: this
 command runs itself again with ``--only <contender> --repeat 1``. Sharing one JVM slowed whoever
 ran after the other (5M events: lakecdc 48.8 s alone, 99.4 s beside the peer; the peer 19.3 s
-alone, 23.9 s beside lakecdc: code compiled for one contender's data is worse for the other's).
+alone, 23.9 s beside lakecdc; whether through the JIT or memory was not told apart).
 In its process a contender makes ``--warmup`` untimed runs, then one timed run; the median of the
 ``--repeat`` timed runs is reported. ``--same-jvm`` runs everything in this process, one Spark
 session, contenders taking turns run by run (the old way). Spark's start-up and a first warm-up
