@@ -76,10 +76,16 @@ _IDX_WIDTH = 6
 _MICROS_WIDTH = 17
 
 
+def zero_pad(text: Column, width: int) -> Column:
+    """``lpad(text, width, '0')`` (a longer text is cut, as by ``lpad``), with a pad as wide as the
+    field: ``lpad`` copies its pad once per repetition, a one-character pad once per missing digit."""
+    return F.lpad(text, width, "0" * width)
+
+
 def sortable_micros(ts: Column) -> Column:
     """A timestamp as fixed-width digits (microseconds since 1970, offset to stay positive)."""
     shifted = F.unix_micros(ts) + F.lit(10**16)
-    return F.lpad(shifted.cast("string"), _MICROS_WIDTH, "0")
+    return zero_pad(shifted.cast("string"), _MICROS_WIDTH)
 
 
 def sortable_position(pos: Column, width: int = _POS_WIDTH) -> Column:
@@ -88,7 +94,7 @@ def sortable_position(pos: Column, width: int = _POS_WIDTH) -> Column:
     Positions longer than ``width`` are kept whole (``lpad`` would cut them).
     """
     pos = F.coalesce(pos, F.lit(""))
-    return F.when(F.length(pos) >= width, pos).otherwise(F.lpad(pos, width, "0"))
+    return F.when(F.length(pos) >= width, pos).otherwise(zero_pad(pos, width))
 
 
 def padded_parts(text: Column, sep: str, width: int) -> Column:
@@ -105,7 +111,7 @@ def padded_parts(text: Column, sep: str, width: int) -> Column:
     zeros = "0" * width
 
     def pad(part: Column) -> Column:
-        return F.when(F.length(part) >= width, part).otherwise(F.lpad(part, width, zeros))
+        return F.when(F.length(part) >= width, part).otherwise(zero_pad(part, width))
 
     seps = F.length(text) - F.length(F.replace(text, F.lit(sep), F.lit("")))
     three = F.concat_ws(sep, pad(F.substring_index(text, sep, 1)),
@@ -129,7 +135,7 @@ def default_seq(op_ts: Column, pos: Column, idx: Column) -> Column:
         "|",
         sortable_micros(op_ts),
         sortable_position(pos),
-        F.lpad(F.coalesce(idx, F.lit(0)).cast("string"), _IDX_WIDTH, "0"),
+        zero_pad(F.coalesce(idx, F.lit(0)).cast("string"), _IDX_WIDTH),
     )
 
 

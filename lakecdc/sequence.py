@@ -55,7 +55,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakecdc.changes import sortable_micros, sortable_position
+from lakecdc.changes import sortable_micros, sortable_position, zero_pad
 from lakecdc.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -242,8 +242,8 @@ def _signed_digits(x: Column, precision: int, scale: int) -> Column:
     def digits(v: Column) -> Column:
         text = v.cast("string")
         if scale == 0:
-            return F.lpad(text, precision, "0")
-        whole = F.lpad(F.substring_index(text, ".", 1), precision - scale, "0")
+            return zero_pad(text, precision)
+        whole = zero_pad(F.substring_index(text, ".", 1), precision - scale)
         return F.concat(whole, F.substring_index(text, ".", -1))
 
     return (

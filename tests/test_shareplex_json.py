@@ -101,6 +101,27 @@ def test_op_spellings_exact_values_and_scn_order(spark, tmp_path):
     assert [r["op"] for r in sorted(got[:4], key=lambda r: r["seq"])] == ["T", "D", "U", "I"]
 
 
+def test_a_meta_member_named_skipped_never_marks_a_change_skipped(spark, tmp_path):
+    # source['skipped'] marks a skipped record; a writer's own meta member of that name is left out
+    # (computed next to the reader, in its own projection: read_json's ``derived``)
+    def with_skipped(line: str, value: str | None) -> str:
+        body = json.loads(line)
+        body["meta"]["skipped"] = value
+        return json.dumps(body)
+
+    f = tmp_path / "a.json"
+    f.write_text("\n".join([
+        with_skipped(message("upd", 10, data={"A": "y"}, key={"ID": 1}), "yes"),
+        with_skipped(message("drop column", 11), None),
+        message("ins", 12, data={"ID": 2}),
+    ]) + "\n")
+    changed, ddl, plain = decode(spark, [f])
+    assert changed["op"] == "U" and changed["_error"] is None and "skipped" not in changed["source"]
+    assert changed["source"]["scn"] == "10" and changed["after"] == {"ID": "1", "A": "y"}
+    assert ddl["op"] is None and ddl["source"]["skipped"] == "ddl" and ddl["source"]["scn"] == "11"
+    assert "skipped" not in plain["source"] and plain["source"]["op"] == "ins"
+
+
 def test_bad_records_are_quarantined_and_the_rest_applies(spark, tmp_path):
     lines = [
         message("ins", 10, data={"ID": 1, "A": "x", "B": 5}),                          # 1 good

@@ -42,7 +42,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakecdc.changes import padded_parts
+from lakecdc.changes import padded_parts, zero_pad
 from lakecdc.decoders._debezium import (
     _LSN_WIDTH,
     _MAX,
@@ -210,8 +210,7 @@ class _Fields:
 
 def _pad(c: Column, width: int = _NUM_WIDTH) -> Column:
     """``str.rjust(width, "0")``: never cut (``lpad`` would)."""
-    # (a pad as wide as the field: lpad copies its pad once per repetition)
-    return F.when(F.length(c) >= width, c).otherwise(F.lpad(c, width, "0" * width))
+    return F.when(F.length(c) >= width, c).otherwise(zero_pad(c, width))
 
 
 def _text(c: Column) -> Column:

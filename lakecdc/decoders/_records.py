@@ -23,7 +23,7 @@ import functools
 import hashlib
 import json
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -32,7 +32,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 Layout = Literal["lines", "documents"]
 CORRUPT = "_corrupt_record"
@@ -110,8 +110,17 @@ def _run_each(batches: Iterator[pa.RecordBatch], *, fn: Callable[[str], str]) ->
         yield pa.RecordBatch.from_pydict({"i": pa.array(ids, pa.int32()), "out": [fn(p) for p in paths]})
 
 
-def read_json(spark: SparkSession, files: Sequence[str], schema: StructType, *, staging: str) -> DataFrame:
+def read_json(
+    spark: SparkSession, files: Sequence[str], schema: StructType, *, staging: str,
+    derived: Mapping[str, Column] | None = None,
+) -> DataFrame:
     """Messages of ``files`` parsed with ``schema`` (plus ``_corrupt_record``) and origin columns.
+
+    ``derived``: columns computed from the parsed members in a projection of their own, next to
+    the reader. Meant for expressions with a lambda function (``map_filter``, ``transform``):
+    Spark runs them interpreted, and a projection holding one is left out of the generated code
+    and copies every row it passes on. Next to the reader it copies the parsed row only; the
+    decoder's projections above it stay generated.
 
     Call inside :func:`exact_json_strings`.
     """
@@ -128,6 +137,8 @@ def read_json(spark: SparkSession, files: Sequence[str], schema: StructType, *, 
         .option("allowSingleQuotes", "false")  # Spark's default takes {'a':'b'}: no JSON, quarantined
         .json(paths)
     )
+    if derived:
+        df = df.select("*", *[c.alias(n) for n, c in derived.items()])
     return df.select(
         "*",
         F.coalesce(mapping[uri], uri).alias("_file"),

@@ -55,7 +55,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakecdc.changes import IMAGE_TYPE, default_seq, sortable_position
+from lakecdc.changes import IMAGE_TYPE, default_seq, sortable_position, zero_pad
 from lakecdc.columns import widest
 from lakecdc.decoders._mysql_types import mysql_type, sql_type
 from lakecdc.decoders._records import CORRUPT, read_json
@@ -253,10 +253,10 @@ class CanalJsonDecoder(Decoder):
         op = F.when(F.col("_truncate"), F.lit("T")).otherwise(F.col("_op"))
         event = op.isNotNull()
         op_ts = F.when(event, F.timestamp_millis(F.trim("es").try_cast("long")))
-        pos = F.when(event & (F.trim("id") != ""), F.lpad(F.trim("id"), 20, "0"))
+        pos = F.when(event & (F.trim("id") != ""), zero_pad(F.trim("id"), 20))
         idx = F.when(event, F.when(is_rows, i).otherwise(F.lit(0)))
         if self.options["sequenceBy"] == "id":
-            seq = F.concat_ws("|", sortable_position(pos), F.lpad(idx.cast("string"), 6, "0"))
+            seq = F.concat_ws("|", sortable_position(pos), zero_pad(idx.cast("string"), 6))
         else:
             seq = default_seq(op_ts, pos, idx)
         before, after = self._images(F.col("_op"), row, old)

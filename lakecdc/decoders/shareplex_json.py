@@ -47,7 +47,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakecdc.changes import IMAGE_TYPE, padded_parts, sortable_position
+from lakecdc.changes import IMAGE_TYPE, padded_parts, sortable_position, zero_pad
 from lakecdc.decoders._records import CORRUPT, read_json
 from lakecdc.decoders.base import Decoder, first_error, parse_op_ts
 
@@ -112,8 +112,16 @@ class SharePlexJsonDecoder(Decoder):
         # projection apart when another reads its non-trivial values more than once
         # (CollapseProject); the meta members go through a struct for that reason (a map lookup
         # alone counts as trivial and would be repeated).
-        m = read_json(spark, files, _schema(T.StringType()), staging=staging)
-        meta = F.col("meta")
+        # the lambdas (map_filter) next to the reader, only for the rare messages that need them:
+        # a key column among the changed columns (kept_key), a 'skipped' member in meta
+        data, key, meta = F.col("data"), F.col("key"), F.col("meta")
+        overlap = F.arrays_overlap(F.map_keys(key), F.map_keys(data))
+        rare = {
+            "_key_rest": F.when(F.coalesce(overlap, F.lit(True)), F.map_filter(
+                F.coalesce(key, F.create_map().cast(IMAGE_TYPE)), lambda k, _v: ~F.map_contains_key(data, k))),
+            "_meta_rest": F.when(F.map_contains_key(meta, "skipped"), F.map_filter(meta, lambda k, _v: k != "skipped")),
+        }
+        m = read_json(spark, files, _schema(T.StringType()), staging=staging, derived=rare)
         members = F.struct(
             meta["op"].alias("op"), meta["table"].alias("table"), F.trim(meta["scn"]).alias("scn"),
             meta["time"].alias("time"), F.trim(meta["seq"]).alias("seq"), meta["idx"].alias("idx"),
@@ -129,7 +137,6 @@ class SharePlexJsonDecoder(Decoder):
         table = F.when(F.trim("_m.table") != "", F.col("_m.table"))
         op_ts = parse_op_ts(F.trim("_m.time"))
         idx_text = F.substring_index(F.trim("_m.idx"), "/", 1)
-        data, key = F.col("data"), F.col("key")
         event = F.col("_op").isNotNull()
         error = first_error(
             (F.col(CORRUPT).isNotNull(), "not valid JSON, or a member of the wrong type "
@@ -161,18 +168,14 @@ class SharePlexJsonDecoder(Decoder):
         idx = F.when(event, F.coalesce(seq_text.try_cast("int"), idx_text.try_cast("int"), F.lit(0)))
         pos = F.when(event, F.concat(sortable_position(scn), F.lit("."), transaction_position(F.col("_m.trans"))))
         m = m.select("*", idx.alias("_idx"), pos.alias("_pos"))
-        seq = F.when(event, F.concat_ws("|", "_pos", F.lpad(F.col("_idx").cast("string"), _IDX_WIDTH, "0")))
+        seq = F.when(event, F.concat_ws("|", "_pos", zero_pad(F.col("_idx").cast("string"), _IDX_WIDTH)))
         key_names = F.when(F.size(key) > 0, F.map_keys(key)) if self.keys_from_key else F.lit(None)
         before = F.when(op == "U", key).when(op == "D", F.coalesce(data, key))
-        # map_filter's lambda runs interpreted and takes the whole projection out of Spark's
-        # generated code: only for the rare messages that need it
-        kept_key = F.when(
-            ~F.arrays_overlap(F.map_keys(key), F.map_keys(data)), key
-        ).otherwise(F.map_filter(F.coalesce(key, F.create_map().cast(IMAGE_TYPE)), lambda k, _v: ~F.map_contains_key(data, k)))
+        kept_key = F.when(~overlap, key).otherwise(F.col("_key_rest"))
         after = F.when(op == "I", data).when(op == "U", F.map_concat(kept_key, data))
-        plain = meta.isNotNull() & skipped.isNull() & ~F.map_contains_key(meta, "skipped")
+        plain = meta.isNotNull() & skipped.isNull() & F.col("_meta_rest").isNull()
         source = F.when(plain, meta).otherwise(F.map_concat(
-            F.map_filter(F.coalesce(meta, F.create_map().cast(_TEXT_MAP)), lambda k, _v: k != "skipped"),
+            F.coalesce("_meta_rest", meta, F.create_map().cast(_TEXT_MAP)),
             F.when(skipped.isNotNull(), F.create_map(F.lit("skipped"), skipped)).otherwise(F.create_map().cast(_TEXT_MAP)),
         ))
         return m.select(
