@@ -30,6 +30,7 @@ import importlib.metadata
 import json
 import os
 import platform
+import re
 import shutil
 import statistics
 import subprocess
@@ -243,12 +244,15 @@ class Contender:
     ``preload(spark, workload, template)`` builds the preloaded target once per workload (not
     timed); ``run(spark, workload, target)`` applies the workload to a copy of it (timed) and
     returns the path of the resulting Delta table for BENCH.ORDERS, or None if it writes none.
+    ``spark``: it needs a Spark session (a process measuring only contenders that do not starts
+    no JVM, and passes None).
     """
 
     name: str
     description: str
     run: Callable[[SparkSession, Workload, Path], Path | None]
     preload: Callable[[SparkSession, Workload, Path], None] | None = None
+    spark: bool = True
 
 
 def _orders_table(summary: object) -> Path:
@@ -288,7 +292,7 @@ def _floor_run(spark: SparkSession, workload: Workload, target: Path) -> None:
 CONTENDERS = {
     contender.name: contender
     for contender in (
-        Contender("floor", "pyarrow.json.read_json, explicit schema, 2 threads; parse only", _floor_run),
+        Contender("floor", "pyarrow.json.read_json, explicit schema, 2 threads; parse only", _floor_run, spark=False),
         Contender(
             "peer",
             "typical notebook: Spark read.json, latest row per key by row_number(), toArrow, delta-rs merge",
@@ -463,7 +467,17 @@ def _version(package: str) -> str:
         return "not installed"
 
 
-def machine_markdown(spark: SparkSession) -> str:
+def _java_version() -> str:
+    """``java -version``'s version, for a process that started no JVM."""
+    try:
+        found = subprocess.run(["java", "-version"], capture_output=True, text=True, check=False).stderr
+    except OSError:
+        return "unknown"
+    version = re.search(r'version "([^"]+)"', found)
+    return version.group(1) if version else "unknown"
+
+
+def machine_markdown(spark: SparkSession | None) -> str:
     cpu = next(
         (
             line.split(":", 1)[1].strip()
@@ -472,7 +486,8 @@ def machine_markdown(spark: SparkSession) -> str:
         ),
         platform.processor(),
     )
-    java = spark.sparkContext._jvm.System.getProperty("java.version")  # type: ignore[union-attr]
+    java = (spark.sparkContext._jvm.System.getProperty("java.version")  # type: ignore[union-attr]
+            if spark is not None else _java_version())
     packages = ", ".join(
         f"{name} {_version(name)}" for name in ("lakecdc", "pyspark", "deltalake", "pyarrow", "polars")
     )
@@ -591,18 +606,23 @@ class Measured:
 
 
 def measure_here(args: argparse.Namespace, contenders: Sequence[Contender], workloads: Sequence[Workload]) -> list[Measured]:
-    """Every workload measured in this process, one Spark session for all contenders."""
-    started = time.perf_counter()
-    spark = start_spark()
-    startup = time.perf_counter() - started
-    started = time.perf_counter()
-    peers.latest_per_key(spark, warmup_file(workloads[0], args.workdir))
-    first_job = time.perf_counter() - started
-    spark_line = (
-        f"Spark start-up (fresh JVM): {startup:.1f} s; first job (the peer's read and consolidation of "
-        f"{WARMUP_EVENTS:,} events): {first_job:.1f} s. Neither is included below."
-    )
-    print(spark_line)
+    """Every workload measured in this process, one Spark session for all contenders (none when
+    no contender needs one: the floor alone; its ``spark_line`` is then empty)."""
+    spark, spark_line = None, ""
+    if any(c.spark for c in contenders):
+        started = time.perf_counter()
+        spark = start_spark()
+        startup = time.perf_counter() - started
+        started = time.perf_counter()
+        peers.latest_per_key(spark, warmup_file(workloads[0], args.workdir))
+        first_job = time.perf_counter() - started
+        spark_line = (
+            f"Spark start-up (fresh JVM): {startup:.1f} s; first job (the peer's read and consolidation of "
+            f"{WARMUP_EVENTS:,} events): {first_job:.1f} s. Neither is included below."
+        )
+        print(spark_line)
+    else:
+        print("No Spark session: no contender measured here needs one.")
     machine = machine_markdown(spark)
     measured = []
     for workload in workloads:
@@ -612,7 +632,8 @@ def measure_here(args: argparse.Namespace, contenders: Sequence[Contender], work
         with OtherLoad() as other:
             outcomes = measure(spark, workload, contenders, scratch, args.warmup, args.repeat)
         measured.append(Measured(outcomes, other.share, spark_line, machine))
-    spark.stop()
+    if spark is not None:
+        spark.stop()
     return measured
 
 
@@ -635,7 +656,7 @@ def measure_apart(args: argparse.Namespace, contenders: Sequence[Contender], wor
             children.append(child)
             (outcome,) = child.outcomes
             merged[contender.name].add_timed(outcome)
-    first = children[0]
+    first = next((c for c in children if c.spark_line), children[0])  # (the floor's child starts no JVM)
     return Measured(list(merged.values()), max(c.other for c in children), first.spark_line, first.machine)
 
 
@@ -665,8 +686,9 @@ def main(argv: list[str] | None = None) -> None:
         table = table_markdown(workload, measured.outcomes)
         details = details_markdown(measured.outcomes)
         if apart:
-            how = ("Each contender ran in a Python process and Spark JVM of its own, a fresh one per round. "
-                   f"In the first of them: {measured.spark_line}")
+            how = ("Each contender ran in a Python process and Spark JVM of its own, a fresh one per round "
+                   "(the floor in a process without a JVM). "
+                   + (f"In the first with a JVM: {measured.spark_line}" if measured.spark_line else ""))
             load_line = (f"Other work took up to {measured.other:.0%} of the machine's CPU time meanwhile "
                          "(the most any contender's process saw).")
         else:

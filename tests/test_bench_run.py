@@ -28,9 +28,12 @@ def test_each_contender_runs_in_a_process_of_its_own_every_round(tmp_path: Path)
     # turns: floor, peer, floor, peer, each announced, then run by a child of its own
     rounds = re.findall(r"round (\d)/2: (\w+) in a process of its own", out)
     assert rounds == [("1", "floor"), ("1", "peer"), ("2", "floor"), ("2", "peer")]
-    assert out.count("Spark start-up (fresh JVM)") >= 4  # one JVM per child (and one line in the report)
+    # one JVM per child of the peer (and one line in the report); the floor's children start none
+    assert out.count("Spark start-up (fresh JVM)") == 3
+    assert out.count("No Spark session: no contender measured here needs one.") == 2
     assert len(re.findall(r"(floor|peer) run 1/1 \(timed\)", out)) == 4
     assert "a Python process and Spark JVM of its own, a fresh one per round" in out
+    assert "In the first with a JVM: Spark start-up" in out  # (the peer's child's, not the floor's)
     table = out[out.rindex("| contender |"):]
     rows = {line.split("|")[1].strip(): line for line in table.splitlines() if line.startswith("| ") and "---" not in line}
     assert set(rows) == {"contender", "floor", "peer"}
