@@ -74,6 +74,12 @@ JOB_CONF: dict[str, str] = {
     # The consolidation plans carry many aliased columns; inferring constraints over them grows
     # without bound in Catalyst (minutes, then OutOfMemoryError) and prunes nothing useful here.
     "spark.sql.constraintPropagation.enabled": "false",
+    # Dynamic partition pruning and runtime (bloom) filters trace a join's keys down through every
+    # projection, rewriting aliases as they go: over a decoder's wide projections (Qlik's masks
+    # and versions) one plan with a key-move join took 34 s to optimize. They prune partitioned
+    # scans and big joins' probe sides; lakecdc's joins (key moves) meet neither.
+    "spark.sql.optimizer.dynamicPartitionPruning.enabled": "false",
+    "spark.sql.optimizer.runtime.bloomFilter.enabled": "false",
 }
 
 
