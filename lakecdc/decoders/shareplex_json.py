@@ -171,7 +171,8 @@ class SharePlexJsonDecoder(Decoder):
         seq = F.when(event, F.concat_ws("|", "_pos", zero_pad(F.col("_idx").cast("string"), _IDX_WIDTH)))
         key_names = F.when(F.size(key) > 0, F.map_keys(key)) if self.keys_from_key else F.lit(None)
         before = F.when(op == "U", key).when(op == "D", F.coalesce(data, key))
-        kept_key = F.when(~overlap, key).otherwise(F.col("_key_rest"))
+        # (_key_rest is NULL exactly when no key column is among the changed ones)
+        kept_key = F.coalesce(F.col("_key_rest"), key)
         after = F.when(op == "I", data).when(op == "U", F.map_concat(kept_key, data))
         plain = meta.isNotNull() & skipped.isNull() & F.col("_meta_rest").isNull()
         source = F.when(plain, meta).otherwise(F.map_concat(
