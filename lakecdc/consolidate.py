@@ -326,6 +326,21 @@ def pk_touched(wide: DataFrame, layout: Layout) -> DataFrame:
     return old.unionByName(new).distinct()
 
 
+def key_move_events(mine: DataFrame, layout: Layout, stored: DataFrame | None, watermark: str | None) -> DataFrame:
+    """A batch's usable events widened for the primary-key replay (every after value and the
+    before image; see :func:`widen`), stale events and truncates left out, computed **once**.
+
+    The replay reads these events several times (the keys a key change touches, a join back to
+    them, the fold of the others, a count), each query planned over the decoder's whole plan:
+    for a decoder of wide projections (Qlik's masks and versions) planning alone took most of a
+    minute, and the events were decoded again per query. A local checkpoint decodes them once and
+    cuts the lineage; the queries after it plan over a scan of the stored rows (memory, spilling
+    to disk), a few events or millions alike.
+    """
+    full = drop_stale(widen(mine, layout, full=True), layout, stored, watermark).where(F.col("_op") != "T")
+    return full.where(F.col("_error").isNull() & ~F.col("_stale")).localCheckpoint(eager=True)
+
+
 def fold_with_key_moves(
     wide: DataFrame,
     layout: Layout,

@@ -47,7 +47,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakecdc.columns import sql_string
-from lakecdc.consolidate import ARRIVAL, Layout, drop_stale, pk_touched, widen
+from lakecdc.consolidate import ARRIVAL, Layout, drop_stale, key_move_events, pk_touched, widen
 from lakecdc.errors import ConfigError
 from lakecdc.merge.history_plan import END_AT, HISTORY_COLUMNS, START_AT, HistoryPlan
 from lakecdc.merge.plan import CDC_COLUMNS
@@ -440,8 +440,7 @@ def prepare_history(
     counts["_stale"] += late_truncates
     if pc.any(out.column("_pku")).as_py():
         # keys touched by a primary-key update depend on each other: replay them in order
-        full = drop_stale(widen(mine, layout, full=True), layout, stored, watermark).where(F.col("_op") != "T")
-        ok = full.where(F.col("_error").isNull() & ~F.col("_stale"))
+        ok = key_move_events(mine, layout, stored, watermark)
         if settings.pk_update_for(table) == "abend":
             raise_abend(table, ok, layout)
         touched = pk_touched(ok, layout)

@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakecdc.columns import sql_string
-from lakecdc.consolidate import Layout, drop_stale, fold, fold_with_key_moves, widen
+from lakecdc.consolidate import Layout, drop_stale, fold, fold_with_key_moves, key_move_events, widen
 from lakecdc.errors import CommitConflict, PrimaryKeyUpdateError
 from lakecdc.history import (
     CHANGE_DATA_FEED,
@@ -196,8 +196,7 @@ def prepare_table(
         prof = {**prof, "events": counts["_events"]}
     if pc.any(net.column("_pku")).as_py():
         # the replay needs whole images: widen again with every after value and the before image
-        full = drop_stale(widen(mine, layout, full=True), layout, stored, watermark).where(F.col("_op") != "T")
-        ok = full.where(F.col("_error").isNull() & ~F.col("_stale"))
+        ok = key_move_events(mine, layout, stored, watermark)
         if settings.pk_update_for(table) == "abend":
             raise_abend(table, ok, layout)
         target_rows = read_rows(spark, engine, target, table, layout)
