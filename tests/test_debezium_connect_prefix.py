@@ -112,11 +112,20 @@ def test_a_cut_line_in_an_open_comment_block_is_read_whole():
 
 
 @pytest.mark.spark
+@pytest.mark.parametrize("small", [True, False], ids=["small-run", "big-run"])
 @pytest.mark.parametrize("schemas", [True, False])
-def test_apply_caches_the_events_only_when_python_decoded_them(spark, tmp_path, schemas):
+def test_apply_caches_the_events_only_when_python_decoded_them_or_the_run_is_small(
+    spark, tmp_path, monkeypatch, schemas, small,
+):
     """Records decoded in Python are cached for the run (not decoded again to fold them), those
-    Spark decodes are not (parsing again is cheaper); the cache is gone after the run."""
+    Spark decodes are not (parsing again is cheaper), unless the run is small (its input at most
+    ``SMALL_RUN_BYTES``: then every format is cached, Spark's per-query work being most of the
+    time); the cache is gone after the run."""
     import lakecdc
+    import lakecdc.apply
+
+    if not small:
+        monkeypatch.setattr(lakecdc.apply, "SMALL_RUN_BYTES", 0)
 
     landing = tmp_path / "in"
     landing.mkdir()
@@ -137,5 +146,5 @@ def test_apply_caches_the_events_only_when_python_decoded_them(spark, tmp_path, 
     summary = lakecdc.apply([str(landing)], str(tmp_path / "lake"), format="debezium-json", keys={"app.t": "id"},
                             spark=spark, progress=progress)
     assert [(t.source_table, t.inserted) for t in summary.tables] == [("app.t", 1)]
-    assert during == [before + 1 if schemas else before]
+    assert during == [before + 1 if schemas or small else before]
     assert persisted() == before
