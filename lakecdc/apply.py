@@ -311,7 +311,8 @@ def _run(
             events = events.where((F.col("op") != "T") | F.col("op").isNull() | F.col("_error").isNotNull())
         try:
             summaries, quarantined, skipped = _run_tables(spark, engine, decoder, settings, target, typed_from,
-                                                          events, run_id=run_id, now=now, staging=staging, say=say)
+                                                          events, run_id=run_id, now=now, staging=staging, say=say,
+                                                          cached=decoded.is_cached)
             held_counts: dict[str | None, int] = {}
             if held is not None and all(s.status in ("applied", "skipped") for s in summaries.values()):
                 say("holding the events of transactions not complete yet")
@@ -347,19 +348,22 @@ def _run(
 def _run_tables(
     spark: SparkSession, engine: DeltaRsEngine, decoder: Decoder, settings: ApplySettings, target: str,
     files: list[str], events: DataFrame, *, run_id: int, now: dt.datetime, staging: str, say: Progress,
+    cached: bool = False,
 ) -> tuple[dict[str, TableSummary], list[Quarantined], dict[str | None, int]]:
+    """``cached``: the decoded events ``events`` is made from are in Spark's cache already (a small
+    run): then ``events`` (maybe a filter of them) is not cached a second time."""
     from lakecdc.quality import blocked_tables
 
     blocked = blocked_tables(target)  # a 'fail' data-quality check stops these tables' merges
     fast = None if blocked else fast_path(spark, engine, settings, target, events, run_id=run_id, say=say)
     if fast is not None:
         return {fast.table: merge_one(engine, settings, target, fast, run_id=run_id, now=now, say=say)}, [], {}
-    if decoder.rows_in_python():
+    if decoder.rows_in_python() and not cached:
         # decoded by Python record by record: caching them costs less than decoding them again
         # (a first run of 200,000 Debezium messages with schema: 22.7 -> 15-18 s)
         events.persist(StorageLevel.MEMORY_AND_DISK)
     profile, decode_errors, skipped = profile_events(events)
-    if len(profile) > 1 and not events.is_cached:
+    if len(profile) > 1 and not cached and not events.is_cached:
         # Several tables read the same events: decode once into Spark's cache. (A single table
         # decoded by Spark is cheaper to decode twice than to cache: caching maps costs more
         # than parsing.)
