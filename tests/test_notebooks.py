@@ -1,5 +1,11 @@
-"""Every notebook in notebooks/ runs end to end in a fresh Jupyter kernel (as CI must), on the
-bundled sample data, and fails the test on any cell error."""
+"""Every notebook in notebooks/ runs end to end in a Jupyter kernel, on the bundled sample data,
+and fails the test on any cell error.
+
+The notebooks share one kernel, as they would share a cluster's ``spark`` in Databricks: each
+starts from an empty namespace (``%reset -f``), so none can lean on another's variables, but the
+Spark session (and its warm JVM) carries over. The first notebook starts the kernel and Spark
+itself, which is what a fresh kernel does for every one of them; a JVM and kernel per notebook cost
+CI about ten minutes on two cores."""
 
 from __future__ import annotations
 
@@ -7,6 +13,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 
 NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
@@ -20,12 +27,33 @@ def test_there_are_notebooks():
             "05_debezium.ipynb", "06_dts.ipynb", "07_qlik.ipynb", "08_data_quality.ipynb"} <= set(names)
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_notebook_runs_end_to_end(path):
-    nb = nbformat.read(path, as_version=4)
+@pytest.fixture(scope="module")
+def kernel():
+    km = KernelManager(kernel_name="python3")
+    km.start_kernel(cwd=str(NOTEBOOKS[0].parent))
+    try:
+        yield km
+    finally:
+        km.shutdown_kernel(now=True)
+
+
+def _run(nb: nbformat.NotebookNode, km: KernelManager) -> None:
+    """Run ``nb``'s cells in the shared kernel, after clearing the namespace the last one left."""
+    nb.cells.insert(0, nbformat.v4.new_code_cell(
+        "%reset -f\nimport sys\nif 'matplotlib.pyplot' in sys.modules:\n    sys.modules['matplotlib.pyplot'].close('all')"))
     # no cell time limit: a slow machine is not a failure (errors are)
-    client = NotebookClient(nb, kernel_name="python3", timeout=None, resources={"metadata": {"path": str(path.parent)}})
-    client.execute()
+    client = NotebookClient(nb, km=km, timeout=None)
+    try:
+        client.execute()
+    finally:
+        if client.kc is not None:
+            client.kc.stop_channels()
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_runs_end_to_end(path, kernel):
+    nb = nbformat.read(path, as_version=4)
+    _run(nb, kernel)
     outputs = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"]
     text = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
