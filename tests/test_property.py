@@ -5,7 +5,7 @@ inserts, full and partial updates, updates of absent keys, primary-key updates a
 deletes, delete-then-insert, rare truncates), then a delivery: the events split into 1-4 runs,
 either in seq order or scattered (late arrivals), plus exact replays of any event in any run,
 each run shuffled. Every run is written as one GoldenGate op-modeled JSON file and applied to a
-fresh target, through the Python API and, for fewer examples, through the CLI. After each run
+fresh target, through the Python API and, for fewer examples, through the CLI's `main`. After each run
 every Delta table must equal the oracle (``_cdc_*`` columns ignored, rows compared by key,
 NULL-aware) and the run summary must report the oracle's counts.
 
@@ -17,11 +17,11 @@ Knobs: ``LAKECDC_PROPERTY_EXAMPLES`` (API examples, default 25) and
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import shutil
-import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -47,7 +47,6 @@ except ModuleNotFoundError:  # tests/ is on sys.path, not the repository root
         pk_update_keys,
     )
 
-REPO = Path(__file__).resolve().parents[1]
 API_EXAMPLES = int(os.environ.get("LAKECDC_PROPERTY_EXAMPLES", "25"))
 CLI_EXAMPLES = int(os.environ.get("LAKECDC_PROPERTY_CLI_EXAMPLES", "5"))
 
@@ -525,41 +524,33 @@ def api_applier(spark: Any, sc: Scenario, target: Path) -> Applier:
 
 
 def cli_applier(sc: Scenario, workdir: Path, target: Path) -> Applier:
+    """Each run through ``lakecdc apply``'s ``main`` (argument parsing, settings, summary JSON, exit
+    status) in this process, on the session already running: a Python process and JVM per run cost
+    minutes of CI for nothing the property looks at (``tests/test_cli.py`` runs the console script
+    itself as a process)."""
+    from lakecdc.cli import main
+
     landing = workdir / "landing"
     landing.mkdir()
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
 
     def apply(
         number: int, path: Path, run_events: list[Event], expect_failure: bool
     ) -> dict[str, dict[str, Any]] | None:
         shutil.copy(path, landing / path.name)  # the landing directory grows by one file a run
         summary_file = workdir / f"summary-{number:04d}.json"
-        cmd = [
-            sys.executable,
-            "-m",
-            "lakecdc",
-            "apply",
-            "--format",
-            "ogg-json",
-            "--input",
-            str(landing),
-            "--target",
-            str(target),
-            "--summary-json",
-            str(summary_file),
-            "--pk-update",
-            sc.pk_update,
-        ]
+        argv = ["apply", "--format", "ogg-json", "--input", str(landing), "--target", str(target),
+                "--summary-json", str(summary_file), "--pk-update", sc.pk_update]
         for table, cols in sc.keys().items():
-            cmd += ["--key", f"{table}={','.join(cols)}"]
-        proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
-        output = proc.stdout + proc.stderr
+            argv += ["--key", f"{table}={','.join(cols)}"]
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+            status = main(argv)
+        output = out.getvalue()
         if expect_failure:
-            assert proc.returncode != 0, f"run {number} should abend; exit 0:\n{output[-3000:]}"
+            assert status != 0, f"run {number} should abend; exit 0:\n{output[-3000:]}"
             assert_names_a_pk_update(output, run_events)
             return None
-        assert proc.returncode == 0, f"run {number}: exit {proc.returncode}:\n{output[-5000:]}"
+        assert status == 0, f"run {number}: exit {status}:\n{output[-5000:]}"
         data = json.loads(summary_file.read_text(encoding="utf-8"))
         return {t["source_table"]: t for t in data["tables"]}
 
@@ -591,7 +582,7 @@ def test_api_matches_oracle(spark: Any, tmp_path_factory: pytest.TempPathFactory
 @pytest.mark.spark
 @settings(max_examples=CLI_EXAMPLES, **SLOW_SETTINGS)  # type: ignore[arg-type]
 @given(sc=scenarios(max_events=20))
-def test_cli_matches_oracle(tmp_path_factory: pytest.TempPathFactory, sc: Scenario) -> None:
+def test_cli_matches_oracle(spark: Any, tmp_path_factory: pytest.TempPathFactory, sc: Scenario) -> None:
     workdir = tmp_path_factory.mktemp("cli")
     target = workdir / "target"
     run_scenario(sc, workdir, target, cli_applier(sc, workdir, target))
