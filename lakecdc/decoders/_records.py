@@ -11,6 +11,12 @@ double). Two layouts are told apart per file by its first bytes:
   line, with a map back to the original line numbers. Staging runs in Spark's executors, one
   task per file (:func:`on_executors`), never on the driver.
 
+A format whose messages have no fixed member names (GoldenGate's row-modeled JSON: the columns
+are members of the message itself) is read *wrapped* (``wrap="m"``): every file is staged with
+each record written as ``{"m":<record>}`` on the line it had, so that Spark's file source parses
+the whole message as an exact ``map<string, string>`` (``from_json`` would render numbers
+through doubles, a variant drops their trailing zeros).
+
 Every row carries ``_file`` (the input path), ``_block`` (start of the split it was read from)
 and ``_row`` (an id increasing along the split, over non-blank lines). A record's line number
 and raw text are recovered only for bad records, by :func:`locate` reading the file again.
@@ -18,11 +24,13 @@ and raw text are recovered only for bad records, by :func:`locate` reading the f
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import functools
 import hashlib
 import json
 import os
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -39,6 +47,11 @@ CORRUPT = "_corrupt_record"
 EXACT_STRINGS = "spark.sql.json.enableExactStringParsing"
 _PEEK_BYTES = 1 << 16
 _WS = b" \t\r\n"
+_CHUNK_BYTES = 1 << 24
+#: a blank line (JSON whitespace only) after the first of a text without its final newline (the
+#: pattern starts with a plain character: Python's engine then jumps from newline to newline)
+_BLANK_LINE = re.compile(rb"\n[ \t\r]*(?:\n|$)")
+_BLANK_START = re.compile(rb"[ \t\r]*(?:\n|$)")
 
 
 def exact_json_strings(spark: SparkSession) -> contextlib.AbstractContextManager[None]:
@@ -63,28 +76,81 @@ def detect_layout(path: str) -> Layout:
     return "lines"
 
 
-def stage_documents(path: str, staging: str) -> str:
-    """Write the objects of a ``documents`` file one per line; return the staged file's path.
-
-    A sidecar ``<staged>.lines.json`` holds each staged line's original line number.
-    """
+def _staged_path(path: str, staging: str) -> Path:
     digest = hashlib.sha1(os.path.abspath(path).encode()).hexdigest()[:16]
     out = Path(staging) / f"{Path(path).name}.{digest}.jsonl"
     out.parent.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def stage_documents(path: str, staging: str, *, wrap: str | None = None) -> str:
+    """Write the objects of a ``documents`` file one per line; return the staged file's path.
+
+    A sidecar ``<staged>.lines.json`` holds each staged line's original line number. ``wrap``:
+    each object written as ``{"<wrap>":<object>}`` (see the module docstring).
+    """
+    out = _staged_path(path, staging)
+    head, tail = (f'{{"{wrap}":', "}") if wrap else ("", "")
     text = Path(path).read_text(encoding="utf-8")
     lines: list[int] = []
     with open(out, "w", encoding="utf-8") as fh:
         for line, doc in split_documents(text):
-            fh.write(doc.replace("\r", " ").replace("\n", " ") + "\n")
+            fh.write(head + doc.replace("\r", " ").replace("\n", " ") + tail + "\n")
             lines.append(line)
-    Path(f"{out}.lines.json").write_text(json.dumps({"source": path, "lines": lines}))
+    Path(f"{out}.lines.json").write_text(json.dumps({"source": path, "lines": lines, "wrap": wrap}))
     return str(out)
 
 
-def staged_documents(spark: SparkSession, files: Sequence[str], staging: str) -> list[str]:
-    """``files`` with every ``documents`` file replaced by its staged one-object-per-line copy."""
-    todo = [f for f in files if detect_layout(f) != "lines"]
-    staged = dict(zip(todo, on_executors(spark, functools.partial(stage_documents, staging=staging), todo), strict=True))
+def stage_wrapped_lines(path: str, staging: str, *, wrap: str) -> str:
+    """Write a ``lines`` file with each non-blank line ``L`` as ``{"<wrap>":L}``, blank lines as
+    they are (so every record keeps its line number); return the staged file's path.
+
+    Works on chunks of whole lines with bytes operations, not line by line in Python.
+    """
+    out = _staged_path(path, staging)
+    head = f'{{"{wrap}":'.encode()
+    with open(path, "rb") as src, open(out, "wb") as dst:
+        first = True
+        while chunk := src.read(_CHUNK_BYTES):
+            chunk += src.readline()  # up to the end of the last line
+            if first and chunk.startswith(codecs.BOM_UTF8):
+                chunk = chunk[len(codecs.BOM_UTF8):]
+            first = False
+            end = b"\n" if chunk.endswith(b"\n") else b""
+            body = chunk[: len(chunk) - len(end)]
+            if _BLANK_START.match(body) is None and _BLANK_LINE.search(body) is None:
+                dst.write(head + body.replace(b"\n", b"}\n" + head) + b"}" + end)
+            else:
+                dst.write(b"\n".join(head + x + b"}" if x.strip(_WS) else x for x in body.split(b"\n")) + end)
+    Path(f"{out}.lines.json").write_text(json.dumps({"source": path, "lines": None, "wrap": wrap}))
+    return str(out)
+
+
+def _stage(path: str, staging: str, *, wrap: str | None) -> str:
+    """The staged copy of ``path``: made now, or the one an earlier read of this run made from the
+    same file (same size and modification time, same ``wrap``)."""
+    out = _staged_path(path, staging)
+    stat = os.stat(path)
+    made = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "wrap": wrap}
+    sidecar = Path(f"{out}.lines.json")
+    if out.exists() and sidecar.exists():
+        try:
+            earlier = json.loads(sidecar.read_text())
+        except ValueError:  # (a staging cut short)
+            earlier = {}
+        if {k: earlier.get(k) for k in made} == made:
+            return str(out)
+    staged = (stage_wrapped_lines(path, staging, wrap=wrap) if wrap and detect_layout(path) == "lines"
+              else stage_documents(path, staging, wrap=wrap))
+    sidecar.write_text(json.dumps({**json.loads(sidecar.read_text()), **made}))
+    return staged
+
+
+def staged_documents(spark: SparkSession, files: Sequence[str], staging: str, *, wrap: str | None = None) -> list[str]:
+    """``files`` with every ``documents`` file replaced by its staged one-object-per-line copy
+    (every file, with ``wrap``: see the module docstring)."""
+    todo = files if wrap else [f for f in files if detect_layout(f) != "lines"]
+    staged = dict(zip(todo, on_executors(spark, functools.partial(_stage, staging=staging, wrap=wrap), todo), strict=True))
     return [staged.get(f, f) for f in files]
 
 
@@ -112,7 +178,7 @@ def _run_each(batches: Iterator[pa.RecordBatch], *, fn: Callable[[str], str]) ->
 
 def read_json(
     spark: SparkSession, files: Sequence[str], schema: StructType, *, staging: str,
-    derived: Mapping[str, Column] | None = None,
+    derived: Mapping[str, Column] | None = None, wrap: str | None = None,
 ) -> DataFrame:
     """Messages of ``files`` parsed with ``schema`` (plus ``_corrupt_record``) and origin columns.
 
@@ -122,9 +188,12 @@ def read_json(
     and copies every row it passes on. Next to the reader it copies the parsed row only; the
     decoder's projections above it stay generated.
 
+    ``wrap``: read every record as the member of that name of ``schema`` (see the module
+    docstring).
+
     Call inside :func:`exact_json_strings`.
     """
-    paths = staged_documents(spark, files, staging)
+    paths = staged_documents(spark, files, staging, wrap=wrap)
     names = {Path(p).resolve().as_uri(): p for p in paths}
     mapping = F.create_map(*[F.lit(x) for kv in names.items() for x in kv])
     uri = F.input_file_name()
@@ -264,8 +333,14 @@ def locate(path: str, block: int, ranks: set[int]) -> dict[int, tuple[int, str]]
             line_no += 1
     sidecar = Path(f"{path}.lines.json")
     if sidecar.exists():
-        original = json.loads(sidecar.read_text())["lines"]
-        found = {r: (original[ln - 1], raw) for r, (ln, raw) in found.items()}
+        staged = json.loads(sidecar.read_text())
+        original, wrap = staged["lines"], staged.get("wrap")
+        if original is not None:
+            found = {r: (original[ln - 1], raw) for r, (ln, raw) in found.items()}
+        if wrap:
+            head = f'{{"{wrap}":'
+            found = {r: (ln, raw[len(head):-1].rstrip("\r") if raw.startswith(head) and raw.endswith("}") else raw)
+                     for r, (ln, raw) in found.items()}
     return found
 
 

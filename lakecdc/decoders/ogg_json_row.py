@@ -30,10 +30,11 @@ as they are.
 
 Reading. Messages may be one per line or pretty-printed and concatenated (``prettyPrint``,
 ``jsonDelimiter``; the manual's trailing commas are tolerated). Because column names are not
-known in advance, each message is parsed with ``from_json`` into ``map<string, variant>``.
-Values become the variant's text: strings exactly, numbers with their exact value (a 38-digit
-decimal is not rounded) but without trailing zeros (``17520.00`` reads ``17520``; typing the
-column as ``decimal(38, 2)`` gives back ``17520.00``), objects and arrays as JSON text.
+known in advance, each message is staged as ``{"m":<message>}`` (on the line it had, in Spark's
+executors) and read by Spark's JSON file source as one ``map<string, string>``: every value is
+the exact text written (a string's content, a number's digits with its trailing zeros,
+``17520.00``; an object or array as its JSON text), JSON ``null`` is NULL, an absent member is
+missing.
 
 Types. With ``schemaDirectory`` (or ``schemaFile``) naming the formatter's JSON schemas
 (``<FULLY_QUALIFIED_TABLE>.schema.json``, seed 13.3.5), :meth:`OggJsonRowDecoder.column_types`
@@ -81,7 +82,7 @@ from lakecdc.decoders._goldengate import (
     rejoin_split_key_changes,
     source_map,
 )
-from lakecdc.decoders._records import read_text
+from lakecdc.decoders._records import CORRUPT, read_json, read_text
 from lakecdc.decoders.base import Decoder, first_error, parse_op_ts
 from lakecdc.errors import ConfigError
 
@@ -95,6 +96,8 @@ SCHEMA_SUFFIX = ".schema.json"
 NUMBER_TYPE = T.DecimalType(38, 10)
 _VARIANT_MAP = T.MapType(T.StringType(), T.VariantType())
 _TEXT_MAP = T.MapType(T.StringType(), T.StringType())
+#: A message read wrapped: the whole object as one map of exact texts.
+_WRAPPED = T.StructType([T.StructField("m", _TEXT_MAP)])
 
 
 # -- GoldenGate JSON schemas (seed 13.3.5), shared with the delimited text decoder ------------------
@@ -242,9 +245,31 @@ def _first_duplicate_key(m: Column) -> Column:
     return F.when(F.size(F.array_distinct(keys)) < F.size(keys), first_duplicate(keys))
 
 
+def _names(text: Column) -> Column:
+    """A JSON array of strings (``primary_keys``) as ``array<string>``; NULL when it is not one.
+
+    Written plainly (``["ID","CODE"]``: no escape, no comma or space in a name) it is split as
+    text, one character at a time (``from_json`` costs more than the rest of the message's
+    metadata); any other spelling goes through ``from_json``."""
+    inner = F.substr(text, F.lit(3), F.length(text) - 4)
+    bare = F.translate(inner, '"', "")
+    quotes = F.length(text) - F.length(F.translate(text, '"', ""))
+    parts = F.split(bare, ",")
+    plain = (text.startswith('["') & text.endswith('"]') & ~text.contains("\\") & ~text.contains(" ")
+             & (F.size(parts) * 2 == quotes))
+    return (F.when(text == "[]", F.array().cast("array<string>"))
+            .when(plain, parts)
+            .otherwise(F.from_json(text, T.ArrayType(T.StringType()))))
+
+
 def _op_modeled(m: Column) -> Column:
-    """``after`` or ``before`` when that member of a map of variants is an object (else NULL)."""
-    return F.coalesce(*[F.when(F.schema_of_variant(m[n]).startswith("OBJECT"), F.lit(n)) for n in ("after", "before")])
+    """``after`` or ``before`` when that member of a message's map of exact texts is an object
+    (else NULL). (A string member whose text starts with ``{`` and ends with ``}`` looks the same:
+    a column of that name and content would be taken for op-modeled JSON and quarantined.)"""
+    def is_object(text: Column) -> Column:
+        return text.startswith("{") & text.endswith("}")
+
+    return F.coalesce(*[F.when(is_object(m[n]), F.lit(n)) for n in ("after", "before")])
 
 
 # -- the decoder --------------------------------------------------------------------------------------
@@ -298,7 +323,7 @@ class OggJsonRowDecoder(Decoder):
         data = data_files(files)
         if not data:
             return empty_events(spark).select("table", *[F.lit(None).cast(_VARIANT_MAP).alias(n) for n in ("before", "after")])
-        p = self._parse(spark, data, staging=staging)
+        p = self._parse_variants(spark, data, staging=staging)
         op, _ = op_column(self.op_map, F.col("m_op_type"))
         return p.select(
             F.col("m_table").alias("table"),
@@ -307,16 +332,32 @@ class OggJsonRowDecoder(Decoder):
         )
 
     # -- parsing -------------------------------------------------------------------------------
-    def _parse(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
-        """Each message as ``m_<metadata>`` columns and ``m_columns`` (map of variants)."""
+    def _parse_variants(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
+        """Each message as ``m_table``, ``m_op_type`` and ``m_columns`` (map of variants: the JSON
+        types, for inference)."""
         text = read_text(spark, files, staging=staging)
-        parsed = text.select("_file", "_block", "_row", F.from_json("value", _VARIANT_MAP).alias("_m"))
-        mm = F.col("_m")
-        cols: dict[str, Column] = {f"m_{n}": F.try_variant_get(mm[n], "$", "string") for n in META_MEMBERS[:5]}
-        cols["m_primary_keys"] = F.try_variant_get(mm["primary_keys"], "$", "array<string>")
-        cols["m_tokens"] = F.try_variant_get(mm["tokens"], "$", "map<string,string>")
-        cols["m_columns"] = F.map_filter(mm, lambda k, _v: ~k.isin(*META_MEMBERS))
-        cols["m_bad_json"] = mm.isNull()
+        mm = F.from_json("value", _VARIANT_MAP)
+        return text.select(
+            F.try_variant_get(mm["table"], "$", "string").alias("m_table"),
+            F.try_variant_get(mm["op_type"], "$", "string").alias("m_op_type"),
+            F.map_filter(mm, lambda k, _v: ~k.isin(*META_MEMBERS)).alias("m_columns"),
+        )
+
+    def _parse(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
+        """Each message as ``m_<metadata>`` columns and ``m_columns`` (map of exact texts).
+
+        The message is read wrapped (:func:`~lakecdc.decoders._records.read_json`): Spark's file
+        source parses it as one ``map<string, string>``, every value the exact text written (a
+        string's content, a number's digits as written, an object or array as its JSON text).
+        """
+        mm = F.col("m")
+        columns = F.map_filter(mm, lambda k, _v: ~k.isin(*META_MEMBERS))
+        parsed = read_json(spark, files, _WRAPPED, staging=staging, wrap="m", derived={"m_columns": columns})
+        cols: dict[str, Column] = {f"m_{n}": mm[n] for n in META_MEMBERS[:5]}
+        cols["m_primary_keys"] = _names(mm["primary_keys"])
+        cols["m_tokens"] = F.from_json(mm["tokens"], _TEXT_MAP)
+        cols["m_columns"] = F.col("m_columns")
+        cols["m_bad_json"] = F.col(CORRUPT).isNotNull() | mm.isNull()
         cols["m_duplicate"] = _first_duplicate_key(mm)
         cols["m_op_modeled"] = _op_modeled(mm)
         return parsed.select("_file", "_block", "_row", *[c.alias(n) for n, c in cols.items()])
@@ -326,8 +367,7 @@ class OggJsonRowDecoder(Decoder):
         if not data:
             return empty_events(spark)
         p = self._parse(spark, data, staging=staging)
-        # one codegen'd cast of the whole map, not a lambda per value (same text: the variants')
-        image = F.col("m_columns").cast(_TEXT_MAP)
+        image = F.col("m_columns")
         op, expected = op_column(self.op_map, F.col("m_op_type"))
         op_ts = parse_op_ts(F.col("m_op_ts"))
         no_columns = op.isin("I", "U", "D") & (F.size("m_columns") == 0)
