@@ -128,10 +128,10 @@ def stage_wrapped_lines(path: str, staging: str, *, wrap: str) -> str:
 
 def _stage(path: str, staging: str, *, wrap: str | None) -> str:
     """The staged copy of ``path``: made now, or the one an earlier read of this run made from the
-    same file (same size and modification time, same ``wrap``)."""
+    same file (same path, size and modification time, same ``wrap``)."""
     out = _staged_path(path, staging)
     stat = os.stat(path)
-    made = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "wrap": wrap}
+    made = {"source": path, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "wrap": wrap}
     sidecar = Path(f"{out}.lines.json")
     if out.exists() and sidecar.exists():
         try:
