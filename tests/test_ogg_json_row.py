@@ -238,6 +238,18 @@ def test_wrapped_staging_keeps_every_line_where_it_was(tmp_path, monkeypatch, ch
     assert Path(_records._stage(str(src), str(tmp_path / "s"), wrap="m")).read_bytes() == b'{"m":{"e":5}}\n'
 
 
+def test_primary_keys_are_read_as_json_whatever_their_spelling(spark):
+    from pyspark.sql import functions as F
+
+    from lakecdc.decoders.ogg_json_row import _names
+
+    texts = ['["ID"]', '["ID","CODE"]', "[]", '[ "ID" ]', '["A,B"]', '["A\\"B"]', '["A","B,C"]', '[""]',
+             '["",""]', '["A B"]', '["ID",1]', '"ID"', "x", None]
+    got = spark.createDataFrame([(t,) for t in texts], "t string").select(_names(F.col("t")).alias("n")).collect()
+    want = [json.loads(t) if t and t.startswith("[") else None for t in texts]
+    assert [r["n"] for r in got] == [[str(x) for x in w] if w is not None else None for w in want]
+
+
 def test_options_are_checked():
     with pytest.raises(ConfigError, match="unknown option.*schemaDir\\b.*known: .*schemaDirectory"):
         get_decoder("ogg-json-row", {"schemaDir": "x"})

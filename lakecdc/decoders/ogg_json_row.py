@@ -248,9 +248,10 @@ def _first_duplicate_key(m: Column) -> Column:
 def _names(text: Column) -> Column:
     """A JSON array of strings (``primary_keys``) as ``array<string>``; NULL when it is not one.
 
-    Written plainly (``["ID","CODE"]``: no escape, no comma or space in a name) it is split as
-    text, one character at a time (``from_json`` costs more than the rest of the message's
-    metadata); any other spelling goes through ``from_json``."""
+    Written plainly (``["ID","CODE"]``: no escape, no comma or space in a name) its quotes are
+    dropped and the rest split at the commas (a one-character split compiles no pattern;
+    ``from_json`` alone cost more than the message's other metadata); any other spelling goes
+    through ``from_json``."""
     inner = F.substr(text, F.lit(3), F.length(text) - 4)
     bare = F.translate(inner, '"', "")
     quotes = F.length(text) - F.length(F.translate(text, '"', ""))
