@@ -83,13 +83,23 @@ def _staged_path(path: str, staging: str) -> Path:
     return out
 
 
+def _stamp(path: str, wrap: str | None) -> dict[str, object]:
+    """What a staged copy was made from (kept in its sidecar; taken before the file is read)."""
+    stat = os.stat(path)
+    return {"source": path, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "wrap": wrap}
+
+
+def _write_sidecar(out: Path, stamp: Mapping[str, object], lines: list[int] | None) -> None:
+    Path(f"{out}.lines.json").write_text(json.dumps({**stamp, "lines": lines}))
+
+
 def stage_documents(path: str, staging: str, *, wrap: str | None = None) -> str:
     """Write the objects of a ``documents`` file one per line; return the staged file's path.
 
     A sidecar ``<staged>.lines.json`` holds each staged line's original line number. ``wrap``:
     each object written as ``{"<wrap>":<object>}`` (see the module docstring).
     """
-    out = _staged_path(path, staging)
+    out, stamp = _staged_path(path, staging), _stamp(path, wrap)
     head, tail = (f'{{"{wrap}":', "}") if wrap else ("", "")
     text = Path(path).read_text(encoding="utf-8")
     lines: list[int] = []
@@ -97,7 +107,7 @@ def stage_documents(path: str, staging: str, *, wrap: str | None = None) -> str:
         for line, doc in split_documents(text):
             fh.write(head + doc.replace("\r", " ").replace("\n", " ") + tail + "\n")
             lines.append(line)
-    Path(f"{out}.lines.json").write_text(json.dumps({"source": path, "lines": lines, "wrap": wrap}))
+    _write_sidecar(out, stamp, lines)
     return str(out)
 
 
@@ -107,7 +117,7 @@ def stage_wrapped_lines(path: str, staging: str, *, wrap: str) -> str:
 
     Works on chunks of whole lines with bytes operations, not line by line in Python.
     """
-    out = _staged_path(path, staging)
+    out, stamp = _staged_path(path, staging), _stamp(path, wrap)
     head = f'{{"{wrap}":'.encode()
     with open(path, "rb") as src, open(out, "wb") as dst:
         first = True
@@ -122,28 +132,25 @@ def stage_wrapped_lines(path: str, staging: str, *, wrap: str) -> str:
                 dst.write(head + body.replace(b"\n", b"}\n" + head) + b"}" + end)
             else:
                 dst.write(b"\n".join(head + x + b"}" if x.strip(_WS) else x for x in body.split(b"\n")) + end)
-    Path(f"{out}.lines.json").write_text(json.dumps({"source": path, "lines": None, "wrap": wrap}))
+    _write_sidecar(out, stamp, None)
     return str(out)
 
 
 def _stage(path: str, staging: str, *, wrap: str | None) -> str:
     """The staged copy of ``path``: made now, or the one an earlier read of this run made from the
     same file (same path, size and modification time, same ``wrap``)."""
-    out = _staged_path(path, staging)
-    stat = os.stat(path)
-    made = {"source": path, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "wrap": wrap}
+    out, stamp = _staged_path(path, staging), _stamp(path, wrap)
     sidecar = Path(f"{out}.lines.json")
     if out.exists() and sidecar.exists():
         try:
             earlier = json.loads(sidecar.read_text())
         except ValueError:  # (a staging cut short)
             earlier = {}
-        if {k: earlier.get(k) for k in made} == made:
+        if {k: earlier.get(k) for k in stamp} == stamp:
             return str(out)
-    staged = (stage_wrapped_lines(path, staging, wrap=wrap) if wrap and detect_layout(path) == "lines"
-              else stage_documents(path, staging, wrap=wrap))
-    sidecar.write_text(json.dumps({**json.loads(sidecar.read_text()), **made}))
-    return staged
+    if wrap and detect_layout(path) == "lines":
+        return stage_wrapped_lines(path, staging, wrap=wrap)
+    return stage_documents(path, staging, wrap=wrap)
 
 
 def staged_documents(spark: SparkSession, files: Sequence[str], staging: str, *, wrap: str | None = None) -> list[str]:
