@@ -171,13 +171,21 @@ while os.path.exists(sys.argv[1]):  # ... and removes the file when the worker i
 """
 
 
+def _running(pid: int) -> bool:
+    """Whether ``pid`` still runs; it may go at any moment, between any two questions asked."""
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 def test_tree_cpu_counts_no_less_than_nothing_when_a_worker_exits_unreaped(tmp_path: Path) -> None:
     """A descendant that used CPU before the snapshot and exits without being waited for (as a
     Spark Python worker can) once made the CPU figures negative."""
     import subprocess
     import time
-
-    import psutil
 
     from bench.run import TreeCpu
 
@@ -189,7 +197,7 @@ def test_tree_cpu_counts_no_less_than_nothing_when_a_worker_exits_unreaped(tmp_p
         worker = int(flag.read_text())
         cpu = TreeCpu()
         flag.unlink()
-        while psutil.pid_exists(worker) and psutil.Process(worker).status() != psutil.STATUS_ZOMBIE:
+        while _running(worker):
             time.sleep(0.01)
         # the worker's 0.4 CPU s were spent before the snapshot: nothing of them, and nothing below 0
         assert 0 <= cpu.since() < 0.3
