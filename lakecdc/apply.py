@@ -67,7 +67,7 @@ from lakecdc.sequence import (
     per_table_sequence_by,
     resequence,
 )
-from lakecdc.session import get_spark, job_conf
+from lakecdc.session import active_spark, get_spark, job_conf
 from lakecdc.settings import ApplySettings, Progress, make_engine, normalise_keys, per_table
 from lakecdc.state import (
     DEFAULT_TOMBSTONE_RETENTION,
@@ -197,11 +197,9 @@ def apply(
         if mode not in PK_UPDATE_MODES:
             raise ConfigError(f"pk_update {mode!r} is not one of {', '.join(PK_UPDATE_MODES)}")
     started = time.perf_counter()
-    spark = spark or get_spark()
     target_s = str(Path(target).resolve())
     decoder = get_decoder(format, options)
     decoder.state_dir = str(Path(target_s) / "_lakecdc" / "decoders" / format)
-    eng = make_engine(engine, spark, storage_options)
     settings = ApplySettings(
         format=format,
         keys=normalise_keys(keys),
@@ -227,22 +225,32 @@ def apply(
             f"complete_transactions needs transaction markers (BEGIN/END with event counts), which "
             f"{format} messages do not carry: without them no transaction would ever look complete"
         )
-    paths = {t: c.target for t, c in settings.contracts.items() if c.target}
-    paths.update(table_paths or {})
-    if paths:
-        record_table_paths(target_s, paths, exists=eng.exists)
-    say = progress or (lambda _msg: None)
     raw_inputs = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
     files = list_inputs(raw_inputs)
+    say = progress or (lambda _msg: None)
     ledger = Ledger(target_s)
     plan = ledger.plan(format, files, appendable=decoder.appendable, min_age=min_file_age)
+    paths = {t: c.target for t, c in settings.contracts.items() if c.target}
+    paths.update(table_paths or {})
+    if plan.waiting:
+        say(f"{len(plan.waiting)} file(s) changed less than {min_file_age:g}s ago: left for a later run")
+    if not (plan.pending or plan.new or paths or spark is not None or engine not in (None, "auto")
+            or active_spark() is not None):
+        # nothing to apply: a scheduled re-run answers without starting a JVM
+        say("nothing new to apply")
+        return combine_summaries([], target=target_s, fmt=format, engine="not started (nothing to apply)",
+                                 seconds=time.perf_counter() - started)
+    # (Spark starts once the arguments, the configuration and the inputs are known to be usable:
+    # a mistake in them is reported in a second, not after a JVM's start-up)
+    spark = spark or get_spark()
+    eng = make_engine(engine, spark, storage_options)
+    if paths:
+        record_table_paths(target_s, paths, exists=eng.exists)
     manifests: list[tuple[Manifest, bool]] = [(run, True) for run in plan.pending]
     if plan.new:
         manifest = Manifest(run_id=ledger.next_run_id(), status="planned", format=format, inputs=plan.new)
         ledger.write(manifest)
         manifests.append((manifest, False))
-    if plan.waiting:
-        say(f"{len(plan.waiting)} file(s) changed less than {min_file_age:g}s ago: left for a later run")
     if not manifests:
         say("nothing new to apply")
     results: list[RunSummary] = []

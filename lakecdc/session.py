@@ -33,6 +33,13 @@ LOCAL_CONF: dict[str, str] = {
 }
 
 
+def active_spark() -> SparkSession | None:
+    """The Spark session running in this process, if any (none is started)."""
+    from pyspark.sql import SparkSession
+
+    return SparkSession.getActiveSession()
+
+
 def get_spark(*, master: str | None = None, conf: dict[str, str] | None = None) -> SparkSession:
     """Return the active Spark session, or start an embedded local one.
 
@@ -47,7 +54,7 @@ def get_spark(*, master: str | None = None, conf: dict[str, str] | None = None) 
     """
     from pyspark.sql import SparkSession
 
-    active = SparkSession.getActiveSession()
+    active = active_spark()
     if active is not None:
         return active
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):

@@ -76,6 +76,8 @@ def test_apply_the_bundled_sample_twice(tmp_path):
     again = run_cli(*args)
     assert again.returncode == 0
     assert json.loads(summary.read_text())["tables"] == []
+    # nothing new: answered without starting Spark
+    assert "nothing new to apply" in again.stderr and "engine not started" in again.stdout
 
 
 def test_failed_table_exits_1(tmp_path):
