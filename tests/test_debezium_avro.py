@@ -9,6 +9,7 @@ import datetime as dt
 import io
 import json
 import struct
+import tempfile
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -208,7 +209,7 @@ def write_registry(directory: Path, *, export: bool = False) -> Path:
 
 
 def decode(spark, *paths: Path, **options: str) -> list[Any]:
-    staging = str(Path(paths[0]).parent / "_staging")
+    staging = tempfile.mkdtemp(prefix="lakecdc-staging-")
     df = get_decoder(FORMAT, options).read(spark, [str(p) for p in paths], staging=staging)
     return df.orderBy("_file", "_block", "_row").collect()
 

@@ -8,6 +8,7 @@ import datetime as dt
 import json
 import os
 import shutil
+import tempfile
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -69,7 +70,7 @@ FORMAT = "debezium-json"
 def decode(spark, *paths: Path, **options: str) -> list[Any]:
     """Every output row (skipped ones too), in file order."""
     with exact_json_strings(spark):
-        staging = str(Path(paths[0]).parent / "_staging")
+        staging = tempfile.mkdtemp(prefix="lakecdc-staging-")
         df = get_decoder(FORMAT, options).read(spark, [str(p) for p in paths], staging=staging)
         return df.orderBy("_file", "_block", "_row").collect()
 

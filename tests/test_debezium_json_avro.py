@@ -5,6 +5,7 @@ the writer schemas, and a round trip of rendered histories against the oracle.""
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -91,7 +92,7 @@ GOLDEN = [
 
 def _decode(spark, path: Path, **options: str) -> list[Any]:
     with exact_json_strings(spark):
-        df = get_decoder(FORMAT, options).read(spark, [str(path)], staging=str(path.parent / "_staging"))
+        df = get_decoder(FORMAT, options).read(spark, [str(path)], staging=tempfile.mkdtemp(prefix="lakecdc-staging-"))
         return df.orderBy("_row").collect()
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from datetime import datetime
 from pathlib import Path
 
@@ -62,7 +63,7 @@ def render(rows) -> list[str]:
 
 def decode(spark, paths, **options):
     paths = [paths] if isinstance(paths, (str, Path)) else paths
-    staging = str(Path(paths[0]).parent / "_staging")
+    staging = tempfile.mkdtemp(prefix="lakecdc-staging-")
     df = get_decoder("ogg-delimited", options).read(spark, [str(p) for p in paths], staging=staging)
     return df.orderBy("_file", "_block", "_row").collect()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -33,7 +34,7 @@ def render(rows) -> list[str]:
 
 def decode(spark, path, **options):
     with exact_json_strings(spark):
-        df = get_decoder("ogg-json", options).read(spark, [str(path)], staging=str(Path(path).parent / "_staging"))
+        df = get_decoder("ogg-json", options).read(spark, [str(path)], staging=tempfile.mkdtemp(prefix="lakecdc-staging-"))
         return df.orderBy("_file", "_block", "_row").collect()
 
 

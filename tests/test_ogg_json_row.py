@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from pathlib import Path
 
 import pyarrow as pa
@@ -47,8 +48,8 @@ def render(rows) -> list[str]:
 
 
 def decode(spark, path, staging=None, **options):
-    """Decode one file; ``staging`` (default: next to the file) receives pretty-printed files' copies."""
-    staging = str(staging or Path(path).parent / "_staging")
+    """Decode one file; ``staging`` (default: a new temporary directory) receives pretty-printed files' copies."""
+    staging = str(staging or tempfile.mkdtemp(prefix="lakecdc-staging-"))
     with exact_json_strings(spark):
         df = get_decoder("ogg-json-row", options).read(spark, [str(path)], staging=staging)
         return df.orderBy("_file", "_block", "_row").collect()
@@ -214,6 +215,34 @@ def test_apply_quarantines_bad_records_and_applies_the_rest(spark, tmp_path):
         (str(f.resolve()), 3, "S.T", "column 'N': after value 'x' does not fit type bigint", lines[2]),
         (str(f.resolve()), 5, None, "not valid JSON (expected one object per message)", lines[4]),
     ]
+
+
+def test_a_staging_cut_short_leaves_the_earlier_copy_whole(tmp_path, monkeypatch):
+    """A staged copy is written aside and moved over the old one once whole: a staging that fails
+    half-way (or a second one running at the same time) never leaves a part of a copy behind."""
+    from lakecdc.decoders import _records
+
+    src, staging = tmp_path / "in.json", tmp_path / "staging"
+    src.write_text("".join(f'{{"table":"S.T","n":{i}}}\n' for i in range(50)))
+    out = Path(_records.stage_wrapped_lines(str(src), str(staging), wrap="m"))
+    before = out.read_bytes()
+    assert before.count(b"\n") == 50 and before.startswith(b'{"m":{"table":"S.T","n":0}}\n')
+
+    class Failing:  # the second chunk's test fails, as a full disk would
+        calls = 0
+
+        def match(self, _body: bytes) -> None:
+            Failing.calls += 1
+            if Failing.calls > 1:
+                raise OSError("no space left on device")
+
+    src.write_text(src.read_text() + '{"table":"S.T","n":50}\n')
+    monkeypatch.setattr(_records, "_CHUNK_BYTES", 64)
+    monkeypatch.setattr(_records, "_BLANK_START", Failing())
+    with pytest.raises(OSError, match="no space"):
+        _records.stage_wrapped_lines(str(src), str(staging), wrap="m")
+    assert out.read_bytes() == before
+    assert sorted(p.name for p in staging.iterdir()) == [out.name, f"{out.name}.lines.json"]
 
 
 @pytest.mark.parametrize("chunk", [1 << 24, 7])

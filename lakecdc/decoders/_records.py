@@ -33,7 +33,7 @@ import os
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import IO, TYPE_CHECKING, Literal
 
 import pyarrow as pa
 from pyspark.sql import functions as F
@@ -89,8 +89,22 @@ def _stamp(path: str, wrap: str | None) -> dict[str, object]:
     return {"source": path, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "wrap": wrap}
 
 
+@contextlib.contextmanager
+def _replacing(out: Path) -> Iterator[IO[bytes]]:
+    """A file written next to ``out`` and moved over it once whole: a reader, or a second read
+    staging the same file at the same time, never meets a part of it."""
+    part = out.with_name(f"{out.name}.{os.getpid()}.{os.urandom(4).hex()}.part")
+    try:
+        with open(part, "wb") as fh:
+            yield fh
+        os.replace(part, out)
+    finally:
+        part.unlink(missing_ok=True)
+
+
 def _write_sidecar(out: Path, stamp: Mapping[str, object], lines: list[int] | None) -> None:
-    Path(f"{out}.lines.json").write_text(json.dumps({**stamp, "lines": lines}))
+    with _replacing(Path(f"{out}.lines.json")) as fh:
+        fh.write(json.dumps({**stamp, "lines": lines}).encode())
 
 
 def stage_documents(path: str, staging: str, *, wrap: str | None = None) -> str:
@@ -103,9 +117,9 @@ def stage_documents(path: str, staging: str, *, wrap: str | None = None) -> str:
     head, tail = (f'{{"{wrap}":', "}") if wrap else ("", "")
     text = Path(path).read_text(encoding="utf-8")
     lines: list[int] = []
-    with open(out, "w", encoding="utf-8") as fh:
+    with _replacing(out) as fh:
         for line, doc in split_documents(text):
-            fh.write(head + doc.replace("\r", " ").replace("\n", " ") + tail + "\n")
+            fh.write((head + doc.replace("\r", " ").replace("\n", " ") + tail + "\n").encode())
             lines.append(line)
     _write_sidecar(out, stamp, lines)
     return str(out)
@@ -119,7 +133,7 @@ def stage_wrapped_lines(path: str, staging: str, *, wrap: str) -> str:
     """
     out, stamp = _staged_path(path, staging), _stamp(path, wrap)
     head = f'{{"{wrap}":'.encode()
-    with open(path, "rb") as src, open(out, "wb") as dst:
+    with open(path, "rb") as src, _replacing(out) as dst:
         first = True
         while chunk := src.read(_CHUNK_BYTES):
             chunk += src.readline()  # up to the end of the last line
