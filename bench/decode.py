@@ -365,10 +365,11 @@ def measure(spark: SparkSession, encoded: Encoded, scratch: Path, warmup: int, r
                    {floor.name: runs[f"floor ({floor.name})"] for floor in chosen})
 
 
-def measure_in_child(encoded: Encoded, args: argparse.Namespace, command: str) -> tuple[Outcome, float]:
+def measure_in_child(encoded: Encoded, args: argparse.Namespace, command: str) -> tuple[Outcome, float, dict]:
     """:func:`measure` of one encoding by this benchmark run again for it alone (a fresh Python
     process and JVM; its output goes to this one's), its outcome read back with the share of the
-    machine other work took meanwhile (the child's: this process cannot count its JVM)."""
+    machine other work took meanwhile (the child's: this process cannot count its JVM) and the
+    child's Spark start-up and first job (``startup``, ``first_job``, ``rows``)."""
     module = command.split()[2]  # "python -m <module> ..."
     out = args.workdir / f"outcome-{encoded.name}.json"
     out.unlink(missing_ok=True)
@@ -378,7 +379,7 @@ def measure_in_child(encoded: Encoded, args: argparse.Namespace, command: str) -
     subprocess.run(argv, check=True, cwd=REPO)
     (found,) = json.loads(out.read_text())
     runs = {n: Runs(**r) for n, r in found["floors"].items()}
-    return Outcome(encoded, Runs(**found["lakecdc"]), runs), float(found["other"])
+    return Outcome(encoded, Runs(**found["lakecdc"]), runs), float(found["other"]), found["spark"]
 
 
 # -- reporting ---------------------------------------------------------------------------------------
@@ -474,35 +475,40 @@ def run_and_report(
 ) -> list[Outcome]:
     """Start Spark, time a first job, measure every encoding (``floors`` of each, else
     :data:`FLOORS`), print the table and, with ``args.write_results``, write the ``heading``
-    section of RESULTS.md (``intro``: what the encodings are, first in its text)."""
-    started = time.perf_counter()
-    spark = start_spark()
-    startup = time.perf_counter() - started
-    scratch = args.workdir / "decode-staging"
-    started = time.perf_counter()
-    first = lakecdc_decode(spark, "ogg-json", [str(warmup_file(workload, args.workdir))], {}, scratch / "warmup")
-    first_job = time.perf_counter() - started
-    spark_line = (
-        f"Spark start-up (fresh JVM): {startup:.1f} s; first job (lakecdc decoding {first.rows:,} events of "
-        f"events.json to the noop sink): {first_job:.1f} s. Neither is included below."
-    )
-    print(spark_line)
-    machine = machine_markdown(spark)
-    print(f"\nWorkload: {workload_markdown(workload)}")
+    section of RESULTS.md (``intro``: what the encodings are, first in its text).
+
+    With several encodings (and not ``--same-jvm``) each is measured by a child process of its
+    own, which starts its own Spark: this process starts none, and reports the first child's."""
     children = len(encodings) > 1 and not args.same_jvm
+    spark = None
     if children:
-        spark_line += " Then each format was measured in a process and JVM of its own."
+        print(f"\nWorkload: {workload_markdown(workload)}")
         print("Each format is measured in a process and JVM of its own.")
         measured = [measure_in_child(e, args, command) for e in encodings]
-        outcomes, other_share = [o for o, _ in measured], max(share for _, share in measured)
+        outcomes, other_share = [o for o, _, _ in measured], max(share for _, share, _ in measured)
+        first_spark = measured[0][2]
+        spark_line = ("Each format was measured in a process and JVM of its own. In the first of them: "
+                      + _spark_line(**first_spark))
     else:
+        started = time.perf_counter()
+        spark = start_spark()
+        startup = time.perf_counter() - started
+        scratch = args.workdir / "decode-staging"
+        started = time.perf_counter()
+        first = lakecdc_decode(spark, "ogg-json", [str(warmup_file(workload, args.workdir))], {}, scratch / "warmup")
+        first_spark = {"startup": startup, "first_job": time.perf_counter() - started, "rows": first.rows}
+        spark_line = _spark_line(**first_spark)
+        print(spark_line)
+        print(f"\nWorkload: {workload_markdown(workload)}")
         with OtherLoad() as other:
             outcomes = [measure(spark, e, scratch, args.warmup, args.repeat, None if floors is None else floors(e))
                         for e in encodings]
         other_share = other.share
+    machine = machine_markdown(spark)
     if args.outcome_json:
         args.outcome_json.write_text(json.dumps([
-            {"lakecdc": asdict(o.lakecdc), "floors": {n: asdict(r) for n, r in o.floors.items()}, "other": other_share}
+            {"lakecdc": asdict(o.lakecdc), "floors": {n: asdict(r) for n, r in o.floors.items()}, "other": other_share,
+             "spark": first_spark}
             for o in outcomes
         ]))
     table = table_markdown(outcomes)
@@ -524,8 +530,14 @@ def run_and_report(
             f"- Machine: {machine}.\n- Workload: {workload_markdown(workload)}.\n- {spark_line}\n- {load_line}\n\n"
             f"{table}\n\n{details}\n",
         )
-    spark.stop()
+    if spark is not None:
+        spark.stop()
     return outcomes
+
+
+def _spark_line(startup: float, first_job: float, rows: int) -> str:
+    return (f"Spark start-up (fresh JVM): {startup:.1f} s; first job (lakecdc decoding {rows:,} events of "
+            f"events.json to the noop sink): {first_job:.1f} s. Neither is included below.")
 
 
 def main(argv: list[str] | None = None) -> None:

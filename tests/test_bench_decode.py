@@ -149,6 +149,7 @@ def test_each_format_is_measured_in_a_process_of_its_own(tmp_path: Path) -> None
     rows = [line.split("|")[1].strip() for line in table.splitlines() if line.startswith("| ogg-")]
     assert rows == ["ogg-json", "ogg-delimited"]
     assert "Each format is measured in a process and JVM of its own." in done.stdout
+    assert done.stdout.count("Spark start-up (fresh JVM)") == 2  # the children's: the parent starts none
     assert "(the most any format's process saw)" in done.stdout
     assert sorted(p.name for p in tmp_path.glob("outcome-*.json")) == ["outcome-ogg-delimited.json",
                                                                        "outcome-ogg-json.json"]
