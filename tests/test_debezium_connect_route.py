@@ -155,9 +155,10 @@ def test_every_kind_of_line_decodes_as_the_python_reader_decodes_it(spark, tmp_p
 
 
 @pytest.mark.spark
-@settings(max_examples=25, deadline=None)
+# (few examples of many values: each scale in an example is one Spark query)
+@settings(max_examples=8, deadline=None)
 @given(st.lists(st.tuples(st.integers(-(2**55), 2**55 - 1), st.integers(0, 18), st.integers(0, 3)),
-                min_size=1, max_size=40))
+                min_size=1, max_size=120))
 def test_decimals_in_sql_are_the_python_readers_text(spark, values):
     rows = []
     for n, scale, pad in values:
