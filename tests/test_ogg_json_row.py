@@ -259,12 +259,30 @@ def test_wrapped_staging_keeps_every_line_where_it_was(tmp_path, monkeypatch, ch
     assert got == [b'{"m":{"a":1}\r}', b"", b"  \t", b'{"m":{"b":"x,y"}}', b"\r", b'{"m":{"c":[1, 2]}}', b'{"m":{"d":{}}}']
     # a record located in the staged copy is reported with its own text and line
     assert locate(str(staged), 0, {0, 1, 3}) == {0: (1, '{"a":1}'), 1: (4, '{"b":"x,y"}'), 3: (7, '{"d":{}}')}
-    # a second read of the run takes the same copy; a changed file is staged again
-    before = staged.stat().st_mtime_ns
-    assert _records._stage(str(src), str(tmp_path / "s"), wrap="m") == str(staged)
-    assert staged.stat().st_mtime_ns == before
+
+
+def test_a_staged_copy_is_taken_again_until_its_file_changes(spark, tmp_path):
+    src, staging = tmp_path / "a.json", str(tmp_path / "s")
+    src.write_bytes(b'{"a":1}\n')
+    (staged,) = _records.staged_documents(spark, [str(src)], staging, wrap="m")
+    before = Path(staged).stat().st_mtime_ns
+    assert _records.staged_documents(spark, [str(src)], staging, wrap="m") == [staged]
+    assert Path(staged).stat().st_mtime_ns == before
     src.write_bytes(b'{"e":5}\n')
-    assert Path(_records._stage(str(src), str(tmp_path / "s"), wrap="m")).read_bytes() == b'{"m":{"e":5}}\n'
+    assert Path(_records.staged_documents(spark, [str(src)], staging, wrap="m")[0]).read_bytes() == b'{"m":{"e":5}}\n'
+
+
+def test_files_are_staged_in_a_task_each(spark):
+    """One partition per file, whatever adaptive execution does with small shuffles (it once
+    coalesced them all into one task, which staged every file in turn)."""
+    def where(path: str) -> str:
+        from pyspark import TaskContext
+
+        return f"{path}@{TaskContext.get().partitionId()}"
+
+    got = _records.on_executors(spark, where, ["a", "b", "c", "d"])
+    assert [g.split("@")[0] for g in got] == ["a", "b", "c", "d"]
+    assert len({g.split("@")[1] for g in got}) == 4
 
 
 def test_primary_keys_are_read_as_json_whatever_their_spelling(spark):

@@ -150,9 +150,9 @@ def stage_wrapped_lines(path: str, staging: str, *, wrap: str) -> str:
     return str(out)
 
 
-def _stage(path: str, staging: str, *, wrap: str | None) -> str:
-    """The staged copy of ``path``: made now, or the one an earlier read of this run made from the
-    same file (same path, size and modification time, same ``wrap``)."""
+def _staged_before(path: str, staging: str, wrap: str | None) -> str | None:
+    """The staged copy an earlier read of this run made from the same file (same path, size and
+    modification time, same ``wrap``), if there is one."""
     out, stamp = _staged_path(path, staging), _stamp(path, wrap)
     sidecar = Path(f"{out}.lines.json")
     if out.exists() and sidecar.exists():
@@ -162,6 +162,11 @@ def _stage(path: str, staging: str, *, wrap: str | None) -> str:
             earlier = {}
         if {k: earlier.get(k) for k in stamp} == stamp:
             return str(out)
+    return None
+
+
+def _stage(path: str, staging: str, *, wrap: str | None) -> str:
+    """The staged copy of ``path`` (:func:`stage_wrapped_lines` or :func:`stage_documents`)."""
     if wrap and detect_layout(path) == "lines":
         return stage_wrapped_lines(path, staging, wrap=wrap)
     return stage_documents(path, staging, wrap=wrap)
@@ -169,9 +174,12 @@ def _stage(path: str, staging: str, *, wrap: str | None) -> str:
 
 def staged_documents(spark: SparkSession, files: Sequence[str], staging: str, *, wrap: str | None = None) -> list[str]:
     """``files`` with every ``documents`` file replaced by its staged one-object-per-line copy
-    (every file, with ``wrap``: see the module docstring)."""
+    (every file, with ``wrap``: see the module docstring). A staged copy an earlier read of this
+    run made from the same file is taken again."""
     todo = files if wrap else [f for f in files if detect_layout(f) != "lines"]
-    staged = dict(zip(todo, on_executors(spark, functools.partial(_stage, staging=staging, wrap=wrap), todo), strict=True))
+    staged = {f: before for f in todo if (before := _staged_before(f, staging, wrap)) is not None}
+    todo = [f for f in todo if f not in staged]
+    staged.update(zip(todo, on_executors(spark, functools.partial(_stage, staging=staging, wrap=wrap), todo), strict=True))
     return [staged.get(f, f) for f in files]
 
 
@@ -185,16 +193,18 @@ def on_executors(spark: SparkSession, fn: Callable[[str], str], paths: Sequence[
     """
     if not paths:
         return []
-    items = spark.createDataFrame([(i, p) for i, p in enumerate(paths)], "i int, path string")
-    out = items.repartition(len(paths), "i").mapInArrow(functools.partial(_run_each, fn=fn), "i int, out string")
+    # one partition per path, made without a shuffle (adaptive execution would coalesce the
+    # partitions of a small shuffle into one task, which would then do every path in turn)
+    n = len(paths)
+    out = spark.range(0, n, 1, n).mapInArrow(functools.partial(_run_each, fn=fn, paths=list(paths)), "i long, out string")
     done = {r["i"]: r["out"] for r in out.collect()}
-    return [done[i] for i in range(len(paths))]
+    return [done[i] for i in range(n)]
 
 
-def _run_each(batches: Iterator[pa.RecordBatch], *, fn: Callable[[str], str]) -> Iterator[pa.RecordBatch]:
+def _run_each(batches: Iterator[pa.RecordBatch], *, fn: Callable[[str], str], paths: list[str]) -> Iterator[pa.RecordBatch]:
     for batch in batches:
-        ids, paths = batch.column("i").to_pylist(), batch.column("path").to_pylist()
-        yield pa.RecordBatch.from_pydict({"i": pa.array(ids, pa.int32()), "out": [fn(p) for p in paths]})
+        ids = batch.column("id").to_pylist()
+        yield pa.RecordBatch.from_pydict({"i": pa.array(ids, pa.int64()), "out": [fn(paths[i]) for i in ids]})
 
 
 def read_json(
