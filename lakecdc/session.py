@@ -30,6 +30,9 @@ LOCAL_CONF: dict[str, str] = {
     # pauses (G1's concurrent threads cost ~10% of the CPU of a 1M-event run on 2 cores).
     "spark.driver.extraJavaOptions": "-XX:-DontCompileHugeMethods -XX:+UseParallelGC",
     "spark.executor.extraJavaOptions": "-XX:-DontCompileHugeMethods -XX:+UseParallelGC",
+    # Python workers forked from a daemon that keeps zip importers from re-reading pyspark.zip and
+    # Spark's core jar at every task (0.25-1 s of CPU per task: see lakecdc/_pyworker.py).
+    "spark.python.daemon.module": "lakecdc._pyworker",
 }
 
 
