@@ -1,17 +1,18 @@
 """The Python worker daemon of lakecdc's embedded Spark session (``spark.python.daemon.module``).
 
 Spark's Python worker calls :func:`importlib.invalidate_caches` at the start of every task
-(``pyspark.worker_util.setup_spark_files``). Under Python 3.11 that makes every zip importer
-read its archive's whole directory again, and a worker has many: Spark puts ``pyspark.zip`` and
-its ``spark-core`` jar (15 MB, thousands of entries) on the workers' ``PYTHONPATH``, and every
-package imported from a zip adds one more importer of it. Measured on 2 cores: 0.25-1 s of CPU
-per task before any row is touched, which was a sixth of the CPU of a Debezium decode with a
-pandas UDF and most of the time of a small job's Python stage.
+(``pyspark.worker_util.setup_spark_files``). Under Python 3.10 and 3.11 that makes every zip
+importer read its archive's whole directory again, and a worker has many: Spark puts
+``pyspark.zip`` and its ``spark-core`` jar (15 MB, thousands of entries) on the workers'
+``PYTHONPATH``, and every package imported from a zip adds one more importer of it. Measured on
+2 cores: 0.25-1 s of CPU per task before any row is touched. Decoding 300,000 Debezium JSON lines
+(a pandas UDF over two tasks) in a warm session: the workers' CPU 2.4 -> 0.35 s a run, the
+decode 7.6 -> 6.7 s (bench/RESULTS.md, stop 26).
 
 Here an importer reads its archive again only when the archive changed on disk (size or
 modification time), which is when Python's own reload is needed; everything else is Spark's
 daemon (:func:`pyspark.daemon.manager`) unchanged. The patch is made once in the daemon, before
-it forks its workers, so every worker inherits it.
+it forks its workers, so every worker inherits it (and lakecdc's modules, imported with it).
 """
 
 from __future__ import annotations
@@ -45,9 +46,16 @@ def invalidate_caches(self: zipimport.zipimporter) -> None:
         _stamps[self.archive] = stamp
 
 
+def eager() -> bool:
+    """Whether this Python's zip importers read their archive in ``invalidate_caches`` (3.10 and
+    3.11; later versions only drop the cached directory, read again once when next needed)."""
+    return hasattr(zipimport.zipimporter, "invalidate_caches") and not hasattr(zipimport.zipimporter, "_get_files")
+
+
 def install() -> None:
-    """Patch :class:`zipimport.zipimporter` in this process (and the processes it forks)."""
-    if hasattr(zipimport.zipimporter, "invalidate_caches"):
+    """Patch :class:`zipimport.zipimporter` in this process (and the processes it forks), where
+    its ``invalidate_caches`` is :func:`eager`."""
+    if eager():
         zipimport.zipimporter.invalidate_caches = invalidate_caches  # type: ignore[method-assign]
 
 
