@@ -14,6 +14,12 @@ from lakecdc.errors import LakecdcError
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+#: JVM options of the embedded session. Wide CDC tables generate big methods; without the first
+#: HotSpot leaves them interpreted. The throughput collector: a batch job wants the least CPU spent
+#: on garbage collection, not short pauses (G1's concurrent threads cost ~10% of the CPU of a
+#: 1M-event run on 2 cores).
+JVM_OPTIONS = "-XX:-DontCompileHugeMethods -XX:+UseParallelGC"
+
 #: Settings of the embedded session, sized for a 2-core laptop-class machine.
 LOCAL_CONF: dict[str, str] = {
     "spark.ui.enabled": "false",
@@ -25,11 +31,8 @@ LOCAL_CONF: dict[str, str] = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
     "spark.driver.memory": "8g",
-    # Wide CDC tables generate big methods; without this HotSpot leaves them interpreted. The
-    # throughput collector: a batch job wants the least CPU spent on garbage collection, not short
-    # pauses (G1's concurrent threads cost ~10% of the CPU of a 1M-event run on 2 cores).
-    "spark.driver.extraJavaOptions": "-XX:-DontCompileHugeMethods -XX:+UseParallelGC",
-    "spark.executor.extraJavaOptions": "-XX:-DontCompileHugeMethods -XX:+UseParallelGC",
+    "spark.driver.extraJavaOptions": JVM_OPTIONS,
+    "spark.executor.extraJavaOptions": JVM_OPTIONS,
     # Python workers forked from a daemon that keeps zip importers from re-reading pyspark.zip and
     # Spark's core jar at every task (0.25-1 s of CPU per task: see lakecdc/_pyworker.py).
     "spark.python.daemon.module": "lakecdc._pyworker",
@@ -48,7 +51,8 @@ def get_spark(*, master: str | None = None, conf: dict[str, str] | None = None) 
 
     In a notebook or on Databricks the session that already runs is reused untouched. Otherwise a
     local session is started with the settings in :data:`LOCAL_CONF` (UTC session time zone, no
-    UI, 8 shuffle partitions), overridable through ``conf``.
+    UI, 8 shuffle partitions), overridable through ``conf``; its JVM maps Spark's classes from the
+    archive :mod:`lakecdc._classarchive` wrote, when there is one.
 
     Example:
         >>> spark = get_spark()                                  # doctest: +SKIP
@@ -70,7 +74,13 @@ def get_spark(*, master: str | None = None, conf: dict[str, str] | None = None) 
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder.master(master or os.environ.get("LAKECDC_SPARK_MASTER", "local[2]"))
     builder = builder.appName("lakecdc")
-    for key, value in {**LOCAL_CONF, **(conf or {})}.items():
+    settings = {**LOCAL_CONF, **(conf or {})}
+    if settings["spark.driver.extraJavaOptions"] == JVM_OPTIONS:
+        # Spark's classes mapped from an archive written after installation, when there is one
+        from lakecdc._classarchive import java_options
+
+        settings["spark.driver.extraJavaOptions"] = f"{JVM_OPTIONS} {java_options()}".strip()
+    for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("LAKECDC_SPARK_LOG_LEVEL", "ERROR"))

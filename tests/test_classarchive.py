@@ -1,0 +1,97 @@
+"""The class-data-sharing archive of Spark's classes (lakecdc/_classarchive.py)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lakecdc import _classarchive as ca
+from lakecdc.session import JVM_OPTIONS
+
+_QUERY = (
+    "from lakecdc.session import get_spark; s = get_spark(); "
+    "print('driver options:', s.sparkContext.getConf().get('spark.driver.extraJavaOptions')); "
+    "print('count:', s.range(7).count())"
+)
+
+
+def test_turned_off_or_absent_archive_adds_no_option(tmp_path, monkeypatch):
+    for off in ("off", "0", "", "no"):
+        monkeypatch.setenv(ca.ENV, off)
+        assert ca.archive_path() is None
+        assert ca.java_options() == ""
+    monkeypatch.setenv(ca.ENV, str(tmp_path / "missing.jsa"))
+    assert ca.java_options() == ""
+    (tmp_path / "missing.jsa").write_bytes(b"x")
+    options = ca.java_options()
+    assert f"-XX:SharedArchiveFile={tmp_path / 'missing.jsa'}" in options
+    # an archive the JVM cannot use must not make it fail nor speak
+    assert "-Xshare:auto" in options and "-Xlog:cds=off" in options and "-Xlog:cds+dynamic=off" in options
+
+
+def test_default_place_is_the_user_cache_one_file_per_installation(tmp_path, monkeypatch):
+    monkeypatch.delenv(ca.ENV, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    path = ca.archive_path()
+    assert path is not None and path.parent == tmp_path / "lakecdc" and path.suffix == ".jsa"
+    assert ca.archive_path() == path  # stable for the same Java and pyspark
+
+
+def test_main_refuses_unknown_arguments_and_skips_a_built_archive(tmp_path, monkeypatch, capsys):
+    assert ca.main(["--bogus"]) == 2
+    monkeypatch.setenv(ca.ENV, str(tmp_path / "a.jsa"))
+    (tmp_path / "a.jsa").write_bytes(b"x")
+    assert ca.main([]) == 0
+    assert "already there" in capsys.readouterr().out
+    monkeypatch.setenv(ca.ENV, "off")
+    assert ca.main([]) == 0
+
+
+def _run(env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", _QUERY], env={**os.environ, **env}, cwd=cwd,
+                          capture_output=True, text=True, check=False, timeout=600)
+
+
+def test_a_new_session_maps_spark_classes_from_the_archive(tmp_path):
+    """The archive setup wrote (or one written now) is used: Spark's classes come from it."""
+    path = ca.archive_path()
+    if path is None:
+        pytest.skip(f"the class archive is turned off ({ca.ENV})")
+    if not path.is_file():
+        assert ca.build(path, quiet=True) == path
+    log = tmp_path / "classes.log"
+    done = _run({ca.ENV: str(path), "JDK_JAVA_OPTIONS": f"-Xlog:class+load=info:file={log}"}, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "count: 7" in done.stdout
+    assert f"-XX:SharedArchiveFile={path}" in done.stdout and JVM_OPTIONS in done.stdout
+    loaded = log.read_text()
+    assert "org.apache.spark.SparkContext source: shared objects file (top)" in loaded
+
+
+def test_an_archive_the_jvm_cannot_use_is_ignored_quietly(tmp_path):
+    bad = tmp_path / "bad.jsa"
+    bad.write_bytes(os.urandom(4096))
+    done = _run({ca.ENV: str(bad)}, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "count: 7" in done.stdout and f"-XX:SharedArchiveFile={bad}" in done.stdout
+    assert "archive" not in done.stderr.lower() and "cds" not in done.stderr.lower()
+
+
+def test_writing_an_archive_keeps_only_the_newest_few_in_the_cache(tmp_path, monkeypatch):
+    monkeypatch.delenv(ca.ENV, raising=False)
+    olds = []
+    for i in range(ca.KEEP + 2):
+        old = tmp_path / f"spark-classes-{i:016x}.jsa"
+        old.write_bytes(b"x")
+        os.utime(old, (1_000_000 + i, 1_000_000 + i))
+        olds.append(old)
+    (tmp_path / "other.txt").write_text("not ours")
+    newest = tmp_path / "spark-classes-ffffffffffffffff.jsa"
+    newest.write_bytes(b"x")
+    ca._prune(newest)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [newest.name, "other.txt", *(p.name for p in olds[-(ca.KEEP - 1):])])
