@@ -19,11 +19,14 @@ bundled sample in a new process: 39-40 s -> 32-38 s, most of it Spark's start-up
 
 Where: ``$LAKECDC_CLASS_ARCHIVE`` when set (``off`` turns the archive off), else
 ``$XDG_CACHE_HOME/lakecdc`` (default ``~/.cache/lakecdc``), one file per Java and pyspark
-installation (the newest :data:`KEEP` are kept). About 150 MB each.
+installation (its path, its jars' sizes and times: a reinstalled environment gets a new one; the
+newest :data:`KEEP` are kept). About 150 MB each. An archive at a place given by the variable is
+the user's to rebuild (``--force``) after Spark or Java change.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -54,8 +57,15 @@ def archive_path() -> Path | None:
     import pyspark
 
     st = os.stat(java)
-    key = "\0".join([java, str(st.st_size), str(st.st_mtime_ns), pyspark.__version__,
-                     os.path.realpath(os.path.dirname(pyspark.__file__))])
+    parts = [java, str(st.st_size), str(st.st_mtime_ns), pyspark.__version__]
+    # Spark's jars as they are on disk: a reinstalled environment at the same place has new files,
+    # which the JVM would refuse the old archive for (it checks each jar's size and time)
+    jars = Path(os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__)) / "jars"
+    with os.scandir(jars) if jars.is_dir() else contextlib.nullcontext([]) as found:
+        for entry in sorted(found, key=lambda e: e.name):
+            jst = entry.stat()
+            parts.append(f"{os.path.realpath(entry.path)}:{jst.st_size}:{jst.st_mtime_ns}")
+    key = "\0".join(parts)
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lakecdc"
     return cache / f"spark-classes-{hashlib.sha1(key.encode()).hexdigest()[:16]}.jsa"
 
