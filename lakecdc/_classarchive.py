@@ -36,8 +36,9 @@ import time
 from pathlib import Path
 
 ENV = "LAKECDC_CLASS_ARCHIVE"
-#: Messages a JVM prints about an archive it cannot use (another Java build, other jars).
-_QUIET = "-Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off"
+#: The JVM's messages about archives (one it cannot use: another Java build, other jars; the
+#: classes it skips while writing one), which it would print on standard output.
+_SILENT = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 
 
 def _java() -> str | None:
@@ -60,11 +61,12 @@ def archive_path() -> Path | None:
     parts = [java, str(st.st_size), str(st.st_mtime_ns), pyspark.__version__]
     # Spark's jars as they are on disk: a reinstalled environment at the same place has new files,
     # which the JVM would refuse the old archive for (it checks each jar's size and time)
-    jars = Path(os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__)) / "jars"
-    with os.scandir(jars) if jars.is_dir() else contextlib.nullcontext([]) as found:
+    jars = os.path.realpath(os.path.join(os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__), "jars"))
+    parts.append(jars)
+    with os.scandir(jars) if os.path.isdir(jars) else contextlib.nullcontext([]) as found:
         for entry in sorted(found, key=lambda e: e.name):
             jst = entry.stat()
-            parts.append(f"{os.path.realpath(entry.path)}:{jst.st_size}:{jst.st_mtime_ns}")
+            parts.append(f"{entry.name}:{jst.st_size}:{jst.st_mtime_ns}")
     key = "\0".join(parts)
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lakecdc"
     return cache / f"spark-classes-{hashlib.sha1(key.encode()).hexdigest()[:16]}.jsa"
@@ -75,7 +77,7 @@ def java_options() -> str:
     path = archive_path()
     if path is None or not path.is_file():
         return ""
-    return f"-XX:SharedArchiveFile={path} {_QUIET}"
+    return f"-XX:SharedArchiveFile={path} -Xshare:auto {_SILENT}"
 
 
 _SAMPLE = [
@@ -96,7 +98,7 @@ def _record(path: Path) -> None:
     import lakecdc
     from lakecdc.session import JVM_OPTIONS, get_spark
 
-    options = f"{JVM_OPTIONS} -XX:ArchiveClassesAtExit={path} -Xlog:cds=off -Xlog:cds+dynamic=off"
+    options = f"{JVM_OPTIONS} -XX:ArchiveClassesAtExit={path} {_SILENT}"
     spark = get_spark(conf={"spark.driver.extraJavaOptions": options})
     with tempfile.TemporaryDirectory(prefix="lakecdc-warmup-") as work:
         landing = Path(work, "landing")
