@@ -67,7 +67,7 @@ from lakecdc.sequence import (
     per_table_sequence_by,
     resequence,
 )
-from lakecdc.session import active_spark, get_spark, job_conf
+from lakecdc.session import active_spark, get_spark, job_conf, run_conf
 from lakecdc.settings import ApplySettings, Progress, make_engine, normalise_keys, per_table
 from lakecdc.state import (
     DEFAULT_TOMBSTONE_RETENTION,
@@ -301,9 +301,10 @@ def _run(
     now = dt.datetime.now(dt.timezone.utc)
     staging = str(Path(target) / "_lakecdc" / "staging" / f"run-{run_id:010d}")
     say(f"decoding {len(files)} file(s) as {settings.format}")
-    with job_conf(spark):
+    input_bytes = sum(f.size for f in manifest.inputs)
+    with job_conf(spark, run_conf(input_bytes)):
         decoded = events = decoder.read(spark, files, staging=staging)
-        if sum(f.size for f in manifest.inputs) <= SMALL_RUN_BYTES:
+        if input_bytes <= SMALL_RUN_BYTES:
             decoded.persist(StorageLevel.MEMORY_AND_DISK)
         held = None
         typed_from = files

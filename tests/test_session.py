@@ -1,0 +1,73 @@
+"""Session settings a run sets for its duration: always JOB_CONF; interpreted expressions for a
+small run (no Java generated and compiled per query); a setting the session refuses."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import lakecdc
+from lakecdc import session
+
+pytestmark = pytest.mark.spark
+
+FACTORY = "spark.sql.codegen.factoryMode"
+
+
+def test_run_conf_adds_the_interpreted_settings_up_to_the_limit(monkeypatch) -> None:
+    monkeypatch.delenv("LAKECDC_INTERPRETED_RUN_BYTES", raising=False)
+    small, big = session.run_conf(session.INTERPRETED_RUN_BYTES), session.run_conf(session.INTERPRETED_RUN_BYTES + 1)
+    assert small == {**session.JOB_CONF, **session.INTERPRETED_CONF} and small[FACTORY] == "NO_CODEGEN"
+    assert big == session.JOB_CONF
+    monkeypatch.setenv("LAKECDC_INTERPRETED_RUN_BYTES", "-1")  # never
+    assert session.run_conf(0) == session.JOB_CONF
+
+
+@pytest.mark.parametrize("limit, expected", [(None, "NO_CODEGEN"), ("-1", None)])
+def test_a_small_run_evaluates_interpreted_and_restores_the_session(spark, tmp_path, monkeypatch, limit, expected) -> None:
+    if limit is None:
+        monkeypatch.delenv("LAKECDC_INTERPRETED_RUN_BYTES", raising=False)
+    else:
+        monkeypatch.setenv("LAKECDC_INTERPRETED_RUN_BYTES", limit)
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    message = {"table": "S.T", "op_type": "I", "op_ts": "2024-01-01 00:00:00.000000", "pos": "1",
+               "primary_keys": ["ID"], "after": {"ID": 1, "V": "a"}}
+    (landing / "1.json").write_text(json.dumps(message) + "\n")
+    seen: list[str | None] = []
+    before = spark.conf.get(FACTORY, None)
+    summary = lakecdc.apply(landing, tmp_path / "lake", spark=spark,
+                            progress=lambda msg: seen.append(spark.conf.get(FACTORY, None)) if "consolidating" in msg else None)
+    assert summary.ok and summary.tables[0].inserted == 1
+    assert seen == [expected]  # while the table was consolidated
+    assert spark.conf.get(FACTORY, None) == before  # and as it was afterwards
+    assert lakecdc.read_table(tmp_path / "lake" / "S.T", spark=spark).collect()[0]["V"] == "a"
+
+
+class _Refusing:
+    """A session's conf that refuses one setting, as a managed platform's allow-list does."""
+
+    def __init__(self, refused: str) -> None:
+        self.conf, self.refused, self.values = self, refused, {}
+
+    def get(self, key, default=None):
+        return self.values.get(key, default)
+
+    def set(self, key, value) -> None:
+        if key == self.refused:
+            raise RuntimeError(f"[CONFIG_NOT_AVAILABLE] {key}")
+        self.values[key] = value
+
+    def unset(self, key) -> None:
+        self.values.pop(key, None)
+
+
+def test_an_interpreted_setting_the_session_refuses_is_skipped_but_a_required_one_is_not() -> None:
+    refusing = _Refusing(FACTORY)
+    with session.job_conf(refusing, session.run_conf(0)):  # type: ignore[arg-type]
+        assert FACTORY not in refusing.values and refusing.values["spark.sql.codegen.wholeStage"] == "false"
+    assert refusing.values == {}  # what was set is unset again
+    strict = _Refusing("spark.sql.json.enableExactStringParsing")
+    with pytest.raises(RuntimeError, match="CONFIG_NOT_AVAILABLE"), session.job_conf(strict):  # type: ignore[arg-type]
+        pass
