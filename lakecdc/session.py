@@ -9,7 +9,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
-from lakecdc.errors import LakecdcError
+from lakecdc.errors import ConfigError, LakecdcError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -121,7 +121,11 @@ INTERPRETED_RUN_BYTES = 256 << 10
 def run_conf(input_bytes: int) -> dict[str, str]:
     """The settings of a run reading ``input_bytes``: :data:`JOB_CONF`, plus
     :data:`INTERPRETED_CONF` for a small run."""
-    limit = int(os.environ.get("LAKECDC_INTERPRETED_RUN_BYTES", INTERPRETED_RUN_BYTES))
+    raw = os.environ.get("LAKECDC_INTERPRETED_RUN_BYTES", "").strip()
+    try:
+        limit = int(raw) if raw else INTERPRETED_RUN_BYTES
+    except ValueError:
+        raise ConfigError(f"LAKECDC_INTERPRETED_RUN_BYTES={raw!r}: expected a number of bytes (-1: never)") from None
     return {**JOB_CONF, **(INTERPRETED_CONF if input_bytes <= limit else {})}
 
 
@@ -131,15 +135,17 @@ def job_conf(spark: SparkSession, settings: Mapping[str, str] | None = None) -> 
 
     A setting of :data:`INTERPRETED_CONF` the session refuses is left as it is."""
     wanted = dict(JOB_CONF if settings is None else settings)
-    previous = {k: spark.conf.get(k, None) for k in wanted}
-    for k, v in wanted.items():
-        try:
-            spark.conf.set(k, v)
-        except Exception:  # noqa: BLE001 - e.g. a platform that allows only listed settings
-            if k not in INTERPRETED_CONF:
-                raise
-            del previous[k]
+    previous: dict[str, str | None] = {}
     try:
+        for k, v in wanted.items():
+            before = spark.conf.get(k, None)
+            try:
+                spark.conf.set(k, v)
+            except Exception:  # noqa: BLE001 - e.g. a platform that allows only listed settings
+                if k not in INTERPRETED_CONF:
+                    raise
+                continue
+            previous[k] = before
         yield
     finally:
         for k, v in previous.items():

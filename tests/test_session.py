@@ -9,6 +9,7 @@ import pytest
 
 import lakecdc
 from lakecdc import session
+from lakecdc.errors import ConfigError
 
 pytestmark = pytest.mark.spark
 
@@ -22,6 +23,9 @@ def test_run_conf_adds_the_interpreted_settings_up_to_the_limit(monkeypatch) -> 
     assert big == session.JOB_CONF
     monkeypatch.setenv("LAKECDC_INTERPRETED_RUN_BYTES", "-1")  # never
     assert session.run_conf(0) == session.JOB_CONF
+    monkeypatch.setenv("LAKECDC_INTERPRETED_RUN_BYTES", "1 MiB")
+    with pytest.raises(ConfigError, match=r"LAKECDC_INTERPRETED_RUN_BYTES='1 MiB': expected a number of bytes"):
+        session.run_conf(0)
 
 
 @pytest.mark.parametrize("limit, expected", [(None, "NO_CODEGEN"), ("-1", None)])
@@ -68,6 +72,7 @@ def test_an_interpreted_setting_the_session_refuses_is_skipped_but_a_required_on
     with session.job_conf(refusing, session.run_conf(0)):  # type: ignore[arg-type]
         assert FACTORY not in refusing.values and refusing.values["spark.sql.codegen.wholeStage"] == "false"
     assert refusing.values == {}  # what was set is unset again
-    strict = _Refusing("spark.sql.json.enableExactStringParsing")
+    strict = _Refusing("spark.sql.constraintPropagation.enabled")  # (set after the exact-strings one)
     with pytest.raises(RuntimeError, match="CONFIG_NOT_AVAILABLE"), session.job_conf(strict):  # type: ignore[arg-type]
         pass
+    assert strict.values == {}  # what was set before the refusal is unset again
