@@ -248,15 +248,16 @@ def test_a_staging_cut_short_leaves_the_earlier_copy_whole(tmp_path, monkeypatch
 @pytest.mark.parametrize("chunk", [1 << 24, 7])
 def test_wrapped_staging_keeps_every_line_where_it_was(tmp_path, monkeypatch, chunk):
     """Each record staged as {"m":<record>} on its own line number: blank and whitespace-only lines
-    stay blank (Spark skips them), CRLF endings and a BOM are JSON whitespace or dropped, the last
-    line may lack its newline; chunks are cut at line ends whatever their size."""
+    stay blank (Spark skips them), a BOM is dropped, a carriage return ending a line stays after
+    the wrapper (Spark's line reader ends a line at a CR followed by anything), the last line may
+    lack its newline; chunks are cut at line ends whatever their size."""
     monkeypatch.setattr(_records, "_CHUNK_BYTES", chunk)
     src = tmp_path / "a.json"
     lines = [b'{"a":1}\r', b"", b"  \t", b'{"b":"x,y"}', b"\r", b'{"c":[1, 2]}', b'{"d":{}}']
     src.write_bytes(b"\xef\xbb\xbf" + b"\n".join(lines))  # no final newline
     staged = Path(_records._stage(str(src), str(tmp_path / "s"), wrap="m"))
     got = staged.read_bytes().split(b"\n")
-    assert got == [b'{"m":{"a":1}\r}', b"", b"  \t", b'{"m":{"b":"x,y"}}', b"\r", b'{"m":{"c":[1, 2]}}', b'{"m":{"d":{}}}']
+    assert got == [b'{"m":{"a":1}}\r', b"", b"  \t", b'{"m":{"b":"x,y"}}', b"\r", b'{"m":{"c":[1, 2]}}', b'{"m":{"d":{}}}']
     # a record located in the staged copy is reported with its own text and line
     assert locate(str(staged), 0, {0, 1, 3}) == {0: (1, '{"a":1}'), 1: (4, '{"b":"x,y"}'), 3: (7, '{"d":{}}')}
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from pyspark.sql import functions as F
 
 from lakecdc.decoders import get_decoder
-from lakecdc.session import job_conf
+from lakecdc.decoders._records import source_of
+from lakecdc.session import JOB_CONF, job_conf
 
 try:
     from tests.qlik_render import Table, json_envelope, json_metadata, kcat_lines
@@ -83,29 +85,48 @@ def _lines() -> list[str]:
         _dt().replace('"message":{', '"message":{"schema":"X","table":"Y",'),
         _dt().replace('{"magic"', '{"topic":"a","partition":0,"offset":1,"payload":null,"magic"'),
         _dt() + "\r",
+        _dt(changeMask="10"), _dt(columnMask="0F", changeMask="05"),   # digits (the first not 0: could be a number)
+        _dt(data=dict(ROW, NOTE="a\u0001{b", STATUS="[x]")),         # looks nested, is not: read by Python alike
+        _dt().replace('{"magic"', '{"topic":null,"partition":null,"offset":null,"magic"'),  # kcat, every part null
+        _dt().replace('{"magic"', '{"topic":"t","magic"'),               # not kcat: offset and partition missing
     ]
     return plain + odd
 
 
-def test_spark_sql_and_python_give_the_same_events(spark, tmp_path):
+@pytest.mark.parametrize("split_bytes", [None, 4096])
+def test_spark_sql_and_python_give_the_same_events(spark, tmp_path, split_bytes):
+    """Both routes, line by line; with small splits, each file is read in several splits and a
+    task reads several splits (the Python reader then finds its lines by split and rank)."""
     lines = _lines()
     f = tmp_path / "mixed.json"
     f.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    files = [str(f)]
+    if split_bytes:  # small files: their splits share a task
+        for i in range(3):
+            g = tmp_path / f"small{i}.json"
+            g.write_text(lines[i] + "\n", encoding="utf-8")
+            files.append(str(g))
+    conf = {**JOB_CONF, **({"spark.sql.files.maxPartitionBytes": str(split_bytes), "spark.sql.files.openCostInBytes": "0"}
+                           if split_bytes else {})}
 
     def events(spark_route: bool) -> list[dict]:
         decoder = get_decoder("qlik-json")
         decoder.spark_route = spark_route
-        with job_conf(spark):
-            df = decoder.read(spark, [str(f)], staging=str(tmp_path / f"staging-{spark_route}"))
+        with job_conf(spark, conf):
+            df = decoder.read(spark, files, staging=str(tmp_path / f"staging-{spark_route}"))
             # maps as JSON text: their order counts too
             shown = df.select(*[F.to_json(c).alias(c) if c in ("before", "after", "source", "keys") else F.col(c)
                                 for c in df.columns])
-            return [r.asDict() for r in shown.orderBy("_row").collect()]
+            # (each route stages the file in its own staging area: compare the file staged)
+            return [{**r.asDict(), "_file": source_of(r["_file"])} for r in shown.orderBy("_row").collect()]
 
     fast, reference = events(True), events(False)
-    assert len(reference) == len(lines)
+    assert len(reference) == len(lines) + (3 if split_bytes else 0)
     for got, want in zip(fast, reference, strict=True):
         assert got == want
+    if split_bytes:  # more splits than tasks: some task read several
+        assert len({(r["_file"], r["_block"]) for r in fast}) > len({r["_row"] >> 33 for r in fast}) > 4
+        return
     # a lone surrogate: quarantined (the Python reader alone cannot hand such a text to Spark)
     g = tmp_path / "surrogate.json"
     g.write_text(json_metadata(ORDERS) + "\n" + _dt().replace('"new"', '"\\ud800"') + "\n", encoding="utf-8")
@@ -114,3 +135,17 @@ def test_spark_sql_and_python_give_the_same_events(spark, tmp_path):
     assert bad["_error"].startswith("a string holds a lone surrogate")
     # the common lines were read by SQL, and decoded
     assert sum(r["_error"] is None and r["op"] is not None for r in fast) >= 17
+
+
+@pytest.mark.parametrize("chunk", [1 << 24, 4])
+def test_only_files_mentioning_metadata_are_read_for_it(tmp_path, monkeypatch, chunk):
+    """The byte search that spares a file of data messages its second (text) read: a mark found
+    wherever it lies, across the chunks it is read in too."""
+    from lakecdc.decoders import qlik
+
+    monkeypatch.setattr(qlik, "_SCAN_BYTES", chunk)
+    data, meta, kcat = tmp_path / "d.json", tmp_path / "m.json", tmp_path / "k.json"
+    data.write_text(_dt() + "\n" + _dt() + "\n")
+    meta.write_text(_dt() + "\n" + json_metadata(ORDERS) + "\n")
+    kcat.write_text(kcat_lines([_dt()], topic="t"))
+    assert [qlik._may_hold_metadata(str(f)) for f in (data, meta, kcat)] == ["", "1", "1"]

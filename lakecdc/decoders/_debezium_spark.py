@@ -56,7 +56,7 @@ from lakecdc.decoders._debezium import (
     sortable,
 )
 from lakecdc.decoders._debezium_lines import PARSED_SCHEMA, LineReader, _encodable
-from lakecdc.decoders._records import CORRUPT, locate, read_json
+from lakecdc.decoders._records import CORRUPT, Rereader, read_json
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -75,7 +75,6 @@ _NOT_ENVELOPE = ("schema", "payload", "topic", "partition", "offset")
 _X_SCHEMA = T.StructType([f for f in PARSED_SCHEMA.fields if f.name.startswith("x_")])
 _X_FIELDS = tuple(_X_SCHEMA.fieldNames())
 _MAPS = frozenset({"x_before", "x_after", "x_source"})
-_INDEX_MASK = (1 << 33) - 1  # monotonically_increasing_id: the row's index within its partition
 #: The connectors read here: every one the Python reader names tables for, but MongoDB.
 _KNOWN_CONNECTORS = tuple(c for c in _NAMING if c != "mongodb")
 _SEP = "\u0001"
@@ -446,34 +445,24 @@ def python_rows(settings: Settings, registry: Registry | None):  # noqa: ANN201 
     """A pandas UDF ``(split id, row, file, block, corrupt text) -> JSON of the x_* row``: for the
     rows with a file (the lines :func:`plain` refuses), the Python reader's row; NULL for the
     others. A line's text is the corrupt-record text Spark kept, else read again from the file by
-    its rank within its split (:func:`~lakecdc.decoders._records.locate`, once per split): the
-    UDF sees every row of its partition, in order, so it knows where each split starts."""
+    its rank within its split (:class:`~lakecdc.decoders._records.Rereader`): the UDF sees every
+    row of its partition, in order, so it knows where each split starts."""
 
     def decode(batches: Iterator[tuple[pd.Series, ...]]) -> Iterator[pd.Series]:
-        held = list(batches)  # (the partition's rows; NULL file, block and text for the plain ones)
-        first: dict[int, int] = {}  # split id -> index of its first row in the partition
-        wanted: dict[int, tuple[str, int, set[int]]] = {}
-        for splits, rows, files, blocks, texts in held:
-            ids, index = splits.to_numpy(), rows.to_numpy() & _INDEX_MASK
-            # a split's rows are contiguous: its first row is where the split id changes
-            for i in np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]]):
-                first.setdefault(int(ids[i]), int(index[i]))
-            for i in np.flatnonzero(files.notna().to_numpy() & texts.isna().to_numpy()):
-                split = int(ids[i])
-                wanted.setdefault(split, (files[i], int(blocks[i]), set()))[2].add(int(index[i]) - first[split])
-        found = {split: locate(path, block, ranks) for split, (path, block, ranks) in wanted.items()}
-        reader = LineReader(settings, registry)
-        for splits, rows, files, _blocks, texts in held:
-            out = pd.Series([None] * len(files), dtype=object)
-            for i in np.flatnonzero(files.notna().to_numpy()):
-                text = texts[i]
-                if not isinstance(text, str):
-                    split = int(splits[i])
-                    text = found[split].get((int(rows[i]) & _INDEX_MASK) - first[split], (0, None))[1]
-                row = reader.read(text, files[i], int(rows[i])) if isinstance(text, str) else \
-                    failed("could not read the record's text again")
-                out[i] = _row_json(row)
-            yield out
+        reader, again = LineReader(settings, registry), Rereader()
+        try:
+            for splits, rows, files, blocks, texts in batches:  # (NULL file, block and text for the plain rows)
+                there = files.notna().to_numpy()
+                found = again.texts(splits.to_numpy(), rows.to_numpy(), files, blocks, there & texts.isna().to_numpy())
+                out = pd.Series([None] * len(files), dtype=object)
+                for i in np.flatnonzero(there):
+                    text = found[i] if i in found else texts[i]
+                    row = reader.read(text, files[i], int(rows[i])) if isinstance(text, str) else \
+                        failed("could not read the record's text again")
+                    out[i] = _row_json(row)
+                yield out
+        finally:
+            again.close()
 
     # nondeterministic: no filter is pushed below it, so it sees every row of its partitions in
     # order (the rank of a line within its split depends on it)

@@ -1,30 +1,33 @@
 """``qlik-json`` data messages decoded in Spark SQL, the odd lines in Python.
 
-Decoding every line in Python (:func:`lakecdc.decoders.qlik.json_decode_batches`) costs a JSON
-parse and a few dictionaries per message. Most lines are Replicate's wrapped data messages
-(``{"magic": "atMSG", "type": "DT", "messageSchemaId": ..., "message": {"data", "beforeData",
-"headers"}}``) of a table version the catalog knows by that id: such a line is parsed by
-``from_json`` (``data``/``beforeData``/``headers`` as ``map<string, string>``) and decoded in SQL
-(:func:`decode`) when it is one this module reads exactly as the Python reader would
-(:func:`_plain`):
+Decoding every line in Python costs a JSON parse and a few dictionaries per message. Every line is
+parsed by Spark's JSON file source instead (exact string parsing: a value keeps the text it was
+written with, ``12.50`` stays ``12.50``), staged as ``{"m":[<line>]}`` (a line that is more than
+one JSON value is then corrupt or an array of two; read bare, the file source would take its
+first value and ignore the rest), the envelope as :data:`ENVELOPE` (``data``/``beforeData`` as
+``map<string, string>``, the headers as a struct of texts). Most lines are Replicate's wrapped
+data messages (``{"magic": "atMSG", "type": "DT", "messageSchemaId": ..., "message": {"data",
+"beforeData", "headers"}}``) of a table version the catalog knows by that id: such a line is
+decoded in SQL (:func:`decode`) when it is one this module reads exactly as the Python reader
+would:
 
-* the line is one JSON object and nothing else (it is parsed inside a wrapper object whose last
-  member must be reached), with no member of the wrong type;
-* no number with a fraction or exponent, no ``-0``, no ``\\u`` escape of an ASCII character or
-  of a lone surrogate, no ``[`` and no object but the envelope's, the message and its three
-  parts (``from_json`` would not keep such texts exactly as written); no Kafka record (kcat);
+* the line is one JSON object and nothing else, parsed with no member of the wrong type, and no
+  kcat record (``topic``, ``partition`` and ``offset`` all there, even as null);
+* no value of the images or headers is a nested object or array, or holds a lone surrogate escape
+  (:func:`_odd`); no mask whose text could be a JSON number (:func:`_mask_readable`);
 * ``messageSchemaId`` is printable ASCII naming a known version with at most 60 ordinals and no
   binary column; ``data`` and ``beforeData`` (when not null) hold exactly that version's columns,
-  in ordinal order; the headers have no duplicate names, an ``operation`` written in capitals,
-  a digits-only ``changeSequence`` (empty only for ``REFRESH``), a ``transactionEventCounter`` of
-  at most 18 digits, masks that are JSON strings of whole hex bytes setting no bit above the
-  version's last ordinal;
+  in ordinal order, each once; the headers have an ``operation`` written in capitals, a
+  digits-only ``changeSequence`` (empty only for ``REFRESH``), a ``transactionEventCounter`` of
+  at most 18 digits, masks of whole hex bytes setting no bit above the version's last ordinal;
 * the image its operation needs is there.
 
-Every other line goes to the Python reader through a pandas UDF that sees only those lines (the
-others reach it as NULL), so its rows are the same as ever. The masks are decoded by bit
-operations against the version's ordinals: a column whose ``columnMask`` bit is 0 is left out of
-the images (missing, not NULL); ``changeMask`` only names ``source['changed_columns']``.
+Every other line goes to the Python reader through a pandas UDF that sees only those lines' places
+(file, split, row; the others reach it as NULL) and reads their text again from the file
+(:class:`~lakecdc.decoders._records.Rereader`), so its rows are the same as ever. The masks are
+decoded by bit operations against the version's ordinals: a column whose ``columnMask`` bit is 0
+is left out of the images (missing, not NULL); ``changeMask`` only names
+``source['changed_columns']``.
 """
 
 from __future__ import annotations
@@ -33,7 +36,6 @@ import json
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
-import numpy as np
 import pandas as pd
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -41,30 +43,33 @@ from pyspark.sql import types as T
 
 from lakecdc.changes import IMAGE_TYPE
 from lakecdc.decoders._qlik import HEADER_NAMES, OPERATIONS, Catalog, Row, TableVersion, failed
+from lakecdc.decoders._records import CORRUPT, Rereader, read_json
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
 _TEXT_MAP = T.MapType(T.StringType(), T.StringType())
-_CORRUPT = "_corrupt"
-_END = "\u0001end"
-#: A data message in Replicate's envelope, as ``from_json`` reads it (inside the wrapper ``p``).
+_MASKS = ("changeMask", "columnMask")
+#: The headers read, each as text (a struct: a name written twice is its last value, as for Python).
+_HEADERS = T.StructType([T.StructField(n, T.StringType()) for n in HEADER_NAMES])
+#: The members that make a line a kcat record (all three there, even as null: a variant of a
+#: JSON null is no SQL NULL).
+_KCAT = ("topic", "partition", "offset")
+#: A data message in Replicate's envelope, as the file source reads it.
 ENVELOPE = T.StructType([
-    T.StructField("magic", T.StringType()), T.StructField("type", T.StringType()),
-    T.StructField("messageSchemaId", T.StringType()),
-    T.StructField("message", T.StructType([T.StructField(n, _TEXT_MAP) for n in ("data", "beforeData", "headers")])),
+    *[T.StructField(n, T.StringType()) for n in ("magic", "type", "messageSchemaId")],
+    *[T.StructField(n, T.VariantType()) for n in _KCAT],
+    T.StructField("message", T.StructType([T.StructField("data", _TEXT_MAP), T.StructField("beforeData", _TEXT_MAP),
+                                           T.StructField("headers", _HEADERS)])),
 ])
-_WRAPPED = T.StructType([T.StructField("p", ENVELOPE), T.StructField(_END, T.IntegerType()),
-                         T.StructField(_CORRUPT, T.StringType())])
-#: from_json's options: as strict as Python's JSON.
-_STRICT = {"allowSingleQuotes": "false", "allowNonNumericNumbers": "false", "allowNumericLeadingZeros": "false",
-           "allowUnquotedControlChars": "false", "allowBackslashEscapingAnyCharacter": "false",
-           "columnNameOfCorruptRecord": _CORRUPT}
-#: Texts from_json would not keep as written, or the Python reader reads otherwise: a number with
-#: a fraction or exponent, -0, a mask that is no string, an escaped ASCII character or surrogate.
-_ODD_TEXT = (r"\"(?:[ \t\r\n]*:[ \t\r\n]*(?:-0|-?[0-9]+[.eE])"
-             r"|(?:changeMask|columnMask)\"[ \t\r\n]*:[ \t\r\n]*[^\" \t\r\nn])")
-_ODD_ESCAPE = r"\\u(?:00[0-7]|[dD][89a-fA-F])"
+#: Each line staged as ``{"m":[<line>]}`` (:func:`~lakecdc.decoders._records.wrapping`): one element
+#: when the line is one JSON value and nothing else.
+WRAP = "m[]"
+WRAPPED = T.StructType([T.StructField("m", T.ArrayType(ENVELOPE))])
+#: What the file source writes for a lone surrogate escape (``\\ud800``), which the Python reader
+#: fails the record for.
+_LONE = "?"
+_SEP = "\u0001"
 #: Ordinals a mask is decoded for in SQL (15 hex digits: a long); wider versions are Python's.
 _MAX_ORDINAL = 60
 _MASK_DIGITS = 15
@@ -83,10 +88,6 @@ def eligible(catalog: Catalog) -> list[tuple[str, TableVersion]]:
     return [(sid, tv) for sid, tv in sorted(catalog.by_id.items())
             if tv.top_ordinal <= _MAX_ORDINAL and not tv.binary_columns and sid.isascii() and sid.isprintable()
             and sid.strip() == sid and sid]
-
-
-def _empty() -> Column:
-    return F.array().cast("array<string>")
 
 
 def _mask_bits(text: Column, top: int) -> tuple[Column, Column]:
@@ -146,18 +147,24 @@ class _Version:
         return F.concat_ws(",", *[F.when(_bit(value, o), F.lit(n)) for n, o in zip(self.names, self.ordinals, strict=True)])
 
 
-def _source(versions: dict[int, _Version]) -> Column:
-    """``source``: the headers in HEADER_NAMES order, the decoded masks, the version's names."""
+def _empty() -> Column:
+    return F.array().cast("array<string>")
+
+
+def _pairs(pairs: Sequence[tuple[str, Column]]) -> Column:
+    """A map of the pairs whose value is there and not empty, in their order. (Measured against one
+    text split by ``str_to_map``: this is faster.)"""
     keys: list[Column] = []
     values: list[Column] = []
-
-    def add(name: str, value: Column) -> None:
+    for name, value in pairs:
         there = value.isNotNull() & (value != "")
         keys.append(F.when(there, F.array(F.lit(name))).otherwise(_empty()))
         values.append(F.when(there, F.array(value)).otherwise(_empty()))
+    return F.map_from_arrays(F.concat(*keys), F.concat(*values))
 
-    for name in HEADER_NAMES:
-        add(name, F.col(f"_h_{name}"))
+
+def _source(versions: dict[int, _Version]) -> Column:
+    """``source``: the headers in HEADER_NAMES order, the decoded masks, the version's names."""
     vid = F.col("_vid")
 
     def per_version(fn) -> Column:  # noqa: ANN001
@@ -166,47 +173,81 @@ def _source(versions: dict[int, _Version]) -> Column:
             out = out.when(vid == k, fn(v))
         return out
 
-    add("changed_columns", F.when(F.col("_chg").isNotNull(), per_version(lambda v: v.listed(F.col("_chg")))))
-    add("present_columns", F.when(F.col("_col").isNotNull(), per_version(lambda v: v.listed(F.col("_col")))))
-    add("version_mask", F.when(F.col("_col").isNotNull() | F.col("_chg").isNotNull(),
-                               per_version(lambda v: F.lit(v.tv.ordinal_mask))))
-    add("table_version", per_version(lambda v: F.lit(str(v.tv.version))))
-    add("schema_id", per_version(lambda v: F.lit(v.tv.schema_id).cast("string")))
-    add("messageSchemaId", F.col("_sid"))
-    return F.map_from_arrays(F.concat(*keys), F.concat(*values))
+    return _pairs([
+        *[(name, F.col(f"_h_{name}")) for name in HEADER_NAMES],
+        ("changed_columns", F.when(F.col("_chg").isNotNull(), per_version(lambda v: v.listed(F.col("_chg"))))),
+        ("present_columns", F.when(F.col("_col").isNotNull(), per_version(lambda v: v.listed(F.col("_col"))))),
+        ("version_mask", F.when(F.col("_col").isNotNull() | F.col("_chg").isNotNull(),
+                                per_version(lambda v: F.lit(v.tv.ordinal_mask)))),
+        ("table_version", per_version(lambda v: F.lit(str(v.tv.version)))),
+        ("schema_id", per_version(lambda v: F.lit(v.tv.schema_id).cast("string"))),
+        ("messageSchemaId", F.col("_sid")),
+    ])
 
 
-def decode(lines: DataFrame, catalog: Catalog, python_rows: Column) -> DataFrame:
-    """``lines`` (``value`` + origin columns) as ``x_*`` rows (see the module docstring);
-    ``python_rows`` is a pandas UDF over ``(value of the lines SQL does not read, _file, _row)``
-    giving the JSON of each such line's :class:`~lakecdc.decoders._qlik.Row` (:func:`row_json`)."""
-    known = eligible(catalog)
-    value = F.col("value")
-    wrapped = F.concat(F.lit('{"p":'), value, F.lit(',"\\u0001end":0}'))
-    parsed = lines.select("*", F.from_json(wrapped, _WRAPPED, _STRICT).alias("_j"))
-    env = F.col("_j.p")
+def _joined() -> Column:
+    """Every value of the images and headers (but the masks) after a ``\\u0001``, in one text
+    (for :func:`_odd`)."""
+    texts = [F.col(f"_h_{n}") for n in HEADER_NAMES if n not in _MASKS]
+    return F.concat_ws(_SEP, F.lit(""), F.map_values(F.col("_data")), F.map_values(F.col("_before")), *texts)
+
+
+def _odd(joined: Column) -> Column:
+    """A message whose images or headers hold a value the Python reader reads otherwise: a nested
+    object or array (the file source gives its text as written, the Python reader compact JSON)
+    or a lone surrogate escape (:data:`_LONE`). Without a lambda
+    (Spark interprets one value by value, outside the generated code): the :func:`_joined` text
+    searched for ``\\u0001{`` and ``\\u0001[`` (a value holding such a pair, or a ``?``, only
+    sends its line to the Python reader)."""
+    # (a brace or bracket first: searching for the pair itself stops at every value's \u0001)
+    return ((joined.contains("{") & joined.contains(_SEP + "{")) | (joined.contains("[") & joined.contains(_SEP + "["))
+            | joined.contains(_LONE))
+
+
+def _mask_readable(text: Column) -> Column:
+    """Whether SQL may read a mask's text. The file source gives a JSON number's digits as
+    text too, and the Python reader refuses a mask that is no string: a mask whose text could be
+    a number (digits, the first not 0; hex masks are written with their leading zeros) goes to
+    the Python reader, which tells. (Read as a variant, its type would say: at a fifth of the
+    decode's time.)"""
+    first = F.substring(text, 1, 1)
+    return text.isNull() | ~((first >= "1") & (first <= "9") & text.rlike("^[0-9]+$"))
+
+
+def decode(parsed: DataFrame, catalog: Catalog, python_rows: Column, *, sql: bool = True) -> DataFrame:
+    """``parsed`` (:data:`WRAPPED` lines read by :func:`~lakecdc.decoders._records.read_json`
+    with ``wrap=WRAP``) as ``x_*`` rows (see the module docstring). ``python_rows`` is a pandas
+    UDF over ``(split, _row, _file, _block)`` of the lines SQL does not read (NULL file and block
+    for the others) giving the JSON of each such line's :class:`~lakecdc.decoders._qlik.Row`
+    (:func:`python_rows`). ``sql=False``: every line to the Python reader (the reference the
+    tests compare with)."""
+    known = eligible(catalog) if sql else []
     sids = F.create_map(*[F.lit(x) for i, (sid, _tv) in enumerate(known) for x in (sid, F.lit(i))]) if known else None
     versions = {i: _Version(tv, sid) for i, (sid, tv) in enumerate(known)}
-    kcat = value.contains('"offset"')  # (a kcat record has topic, partition and offset)
-    braces = F.octet_length(value) - F.octet_length(F.replace(value, F.lit("{"), F.lit("")))
-    message = env["message"]
-    parts = (F.lit(2) + message["data"].isNotNull().cast("int") + message["beforeData"].isNotNull().cast("int")
-             + message["headers"].isNotNull().cast("int"))
-    candidate = (
-        F.col("_j").getField(_CORRUPT).isNull() & (F.col("_j").getField(_END) == 0)
-        & (env["magic"] == "atMSG") & (env["type"] == "DT") & message["headers"].isNotNull()
-        & ~kcat & ~value.contains("[") & (braces == parts) & ~value.rlike(_ODD_TEXT)
-        & ~(value.contains("\\u") & value.rlike(_ODD_ESCAPE))
-    )
-    vid = sids[env["messageSchemaId"]] if sids is not None else F.lit(None).cast("int")
+    # (parts used more than once, each in a column of its own: Spark does not share an expression
+    # between the branches of a condition)
+    parsed = parsed.select("_file", "_block", "_row", CORRUPT, F.size("m").alias("_n"),
+                           F.try_element_at(F.col("m"), F.lit(1)).alias("_env"))
+    env = F.col("_env")
+    message, headers = env["message"], env["message"]["headers"]
+    kcat = F.lit(True)
+    for n in _KCAT:
+        kcat = kcat & env[n].isNotNull()
+    one = (F.col(CORRUPT).isNull() & (F.col("_n") == 1) & (env["magic"] == "atMSG") & (env["type"] == "DT")
+           & headers.isNotNull() & ~kcat)
     parsed = parsed.select(
-        "*", F.when(candidate, vid).alias("_vid"), env["messageSchemaId"].alias("_sid"),
+        "_file", "_block", "_row", one.alias("_one"), env["messageSchemaId"].alias("_sid"),
         message["data"].alias("_data"), message["beforeData"].alias("_before"),
-        *[message["headers"][n].alias(f"_h_{n}") for n in HEADER_NAMES],
-    )
+        *[headers[n].alias(f"_h_{n}") for n in HEADER_NAMES],
+    ).select("*", _joined().alias("_joined"))
+    candidate = F.col("_one") & ~_odd(F.col("_joined"))
+    for n in _MASKS:
+        candidate = candidate & _mask_readable(F.col(f"_h_{n}"))
+    vid = sids[F.col("_sid")] if sids is not None else F.lit(None).cast("int")
+    parsed = parsed.select("_file", "_block", "_row", F.when(candidate, vid).alias("_vid"), "_sid", "_data", "_before",
+                           *[f"_h_{n}" for n in HEADER_NAMES])
     vcol = F.col("_vid")
-    msg = F.struct(F.col("_data").alias("data"), F.col("_before").alias("beforeData"),
-                   message["headers"].alias("headers"))
+    msg = F.struct(F.col("_data").alias("data"), F.col("_before").alias("beforeData"))
 
     def per_version(fn, kind: str = "string") -> Column:  # noqa: ANN001
         out = F.when(F.lit(False), F.lit(None).cast(kind))
@@ -217,7 +258,6 @@ def decode(lines: DataFrame, catalog: Catalog, python_rows: Column) -> DataFrame
     fits = per_version(lambda v: v.columns(msg)["fits"], "boolean")
     col = per_version(lambda v: v.columns(msg)["col"], "long")
     chg = per_version(lambda v: v.columns(msg)["chg"], "long")
-    headers = message["headers"]
     op = F.create_map(*[F.lit(x) for kv in OPERATIONS.items() for x in kv])[F.col("_h_operation")]
     sequence = F.col("_h_changeSequence")
     counter = F.col("_h_transactionEventCounter")
@@ -227,7 +267,6 @@ def decode(lines: DataFrame, catalog: Catalog, python_rows: Column) -> DataFrame
     plain = (
         vcol.isNotNull() & F.coalesce(fits, F.lit(False)) & op.isNotNull() & seq_ok
         & (counter.isNull() | counter.rlike("^[0-9]{1,18}$")) & images_ok
-        & (F.size(F.array_distinct(F.map_keys(headers))) == F.size(headers))
     )
     parsed = parsed.select("*", F.coalesce(plain, F.lit(False)).alias("_plain"), op.alias("_op"))
     parsed = parsed.select("*", F.when(F.col("_plain"), col).alias("_col"), F.when(F.col("_plain"), chg).alias("_chg"))
@@ -248,13 +287,14 @@ def decode(lines: DataFrame, catalog: Catalog, python_rows: Column) -> DataFrame
     # the images and the source are built above the Python UDF: in the generated code of the
     # parsing and checking below it, they would make one method too big to be compiled well
     carried = ["_vid", "_sid", "_op", "_col", "_chg", "_data", "_before", *[f"_h_{n}" for n in HEADER_NAMES]]
+    other = lambda c: F.when(~F.col("_plain"), F.col(c))  # noqa: E731
     done = parsed.select(
-        "_file", "_block", "_row", "_plain", F.when(~F.col("_plain"), value).alias("_text"),
-        F.spark_partition_id().alias("_part"),
+        "_file", "_block", "_row", "_plain",
         *[F.when(F.col("_plain"), small[n]).cast(X_SCHEMA[n].dataType).alias(n) for n in small],
         *[F.when(F.col("_plain"), F.col(c)).alias(c) for c in carried],
     )
-    done = done.select("*", python_rows(F.col("_text"), F.col("_part")).alias("_py"))
+    done = done.select("*", python_rows(F.xxhash64("_file", "_block"), F.col("_row"), other("_file"),
+                                        other("_block")).alias("_py"))
     data = per_version(lambda v: v.image(F.col("_data"), F.col("_col")), IMAGE_TYPE.simpleString())
     before = per_version(lambda v: v.image(F.col("_before"), F.col("_col")), IMAGE_TYPE.simpleString())
     done = done.select("*", F.from_json("_py", X_SCHEMA).alias("_pyrow"), data.alias("_di"), before.alias("_bi"))
@@ -268,6 +308,13 @@ def decode(lines: DataFrame, catalog: Catalog, python_rows: Column) -> DataFrame
         *[F.when(F.col("_plain"), F.col(f.name) if f.name in small else big[f.name])
           .otherwise(F.col("_pyrow")[f.name]).cast(f.dataType).alias(f.name) for f in X_SCHEMA.fields],
     )
+
+
+def read(spark: SparkSession, files: Sequence[str], catalog: Catalog, *, staging: str, sql: bool = True) -> DataFrame:
+    """The lines of ``files`` as ``x_*`` rows (:func:`decode`). Run inside
+    :func:`~lakecdc.decoders._records.exact_json_strings`."""
+    parsed = read_json(spark, files, WRAPPED, staging=staging, wrap=WRAP)
+    return decode(parsed, catalog, python_rows(catalog), sql=sql)
 
 
 def _pairs_json(pairs: Sequence[tuple[str, str | None]] | None) -> str:
@@ -293,15 +340,24 @@ def row_json(row: Row) -> str:
 
 
 def python_rows(catalog: Catalog):  # noqa: ANN201 (a pandas UDF)
-    """A pandas UDF ``(text, partition) -> JSON of the Row``: the Python reader's row for the lines
-    with a text, NULL for the others."""
+    """A pandas UDF ``(split id, row id, file, block) -> JSON of the Row``: the Python reader's
+    row of each line given with its file (read again from the file by its rank within its split,
+    :class:`~lakecdc.decoders._records.Rereader`), NULL for the others."""
     from lakecdc.decoders._qlik_messages import json_row
 
-    def rows(batches: Iterator[tuple[pd.Series, pd.Series]]) -> Iterator[pd.Series]:
-        for texts, _part in batches:
-            out = pd.Series([None] * len(texts), dtype=object)
-            for i in np.flatnonzero(texts.notna().to_numpy()):
-                out[i] = row_json(json_row(texts[i], catalog))
-            yield out
+    def rows(batches: Iterator[tuple[pd.Series, pd.Series, pd.Series, pd.Series]]) -> Iterator[pd.Series]:
+        reader = Rereader()
+        try:
+            for splits, ids, files, blocks in batches:
+                texts = reader.texts(splits.to_numpy(), ids.to_numpy(), files, blocks, files.notna().to_numpy())
+                out = pd.Series([None] * len(files), dtype=object)
+                for i, text in texts.items():
+                    out[i] = row_json(json_row(text, catalog) if text is not None else
+                                      failed("could not read the record's text again"))
+                yield out
+        finally:
+            reader.close()
 
+    # nondeterministic: no filter is pushed below it, so it sees every row of its partitions in
+    # order (the rank of a line within its split depends on it)
     return F.pandas_udf(rows, T.StringType()).asNondeterministic()  # type: ignore[call-overload]

@@ -15,7 +15,10 @@ A format whose messages have no fixed member names (GoldenGate's row-modeled JSO
 are members of the message itself) is read *wrapped* (``wrap="m"``): every file is staged with
 each record written as ``{"m":<record>}`` on the line it had, so that Spark's file source parses
 the whole message as an exact ``map<string, string>`` (``from_json`` would render numbers
-through doubles, a variant drops their trailing zeros).
+through doubles, a variant drops their trailing zeros). ``wrap="m[]"`` writes ``{"m":[<record>]}``:
+read as an array, a line holding more than one JSON value (``{...}, "x": 1``, ``{...} {...}``)
+is then a corrupt record or an array of more than one element, where the file source reading
+the line bare would take its first value and ignore the rest.
 
 Every row carries ``_file`` (the input path), ``_block`` (start of the split it was read from)
 and ``_row`` (an id increasing along the split, over non-blank lines). A record's line number
@@ -35,6 +38,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Literal
 
+import numpy as np
 import pyarrow as pa
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
@@ -107,6 +111,16 @@ def _write_sidecar(out: Path, stamp: Mapping[str, object], lines: list[int] | No
         fh.write(json.dumps({**stamp, "lines": lines}).encode())
 
 
+def wrapping(wrap: str | None) -> tuple[str, str]:
+    """The text written before and after each record staged with ``wrap`` (``m``: ``{"m":`` and
+    ``}``; ``m[]``: ``{"m":[`` and ``]}``; none: nothing)."""
+    if not wrap:
+        return "", ""
+    if wrap.endswith("[]"):
+        return f'{{"{wrap[:-2]}":[', "]}"
+    return f'{{"{wrap}":', "}"
+
+
 def stage_documents(path: str, staging: str, *, wrap: str | None = None) -> str:
     """Write the objects of a ``documents`` file one per line; return the staged file's path.
 
@@ -114,7 +128,7 @@ def stage_documents(path: str, staging: str, *, wrap: str | None = None) -> str:
     each object written as ``{"<wrap>":<object>}`` (see the module docstring).
     """
     out, stamp = _staged_path(path, staging), _stamp(path, wrap)
-    head, tail = (f'{{"{wrap}":', "}") if wrap else ("", "")
+    head, tail = wrapping(wrap)
     text = Path(path).read_text(encoding="utf-8")
     lines: list[int] = []
     with _replacing(out) as fh:
@@ -126,13 +140,14 @@ def stage_documents(path: str, staging: str, *, wrap: str | None = None) -> str:
 
 
 def stage_wrapped_lines(path: str, staging: str, *, wrap: str) -> str:
-    """Write a ``lines`` file with each non-blank line ``L`` as ``{"<wrap>":L}``, blank lines as
-    they are (so every record keeps its line number); return the staged file's path.
+    """Write a ``lines`` file with each non-blank line ``L`` as ``{"<wrap>":L}`` (see
+    :func:`wrapping`), blank lines as they are (so every record keeps its line number); return the
+    staged file's path.
 
     Works on chunks of whole lines with bytes operations, not line by line in Python.
     """
     out, stamp = _staged_path(path, staging), _stamp(path, wrap)
-    head = f'{{"{wrap}":'.encode()
+    head, tail = (x.encode() for x in wrapping(wrap))
     with open(path, "rb") as src, _replacing(out) as dst:
         first = True
         while chunk := src.read(_CHUNK_BYTES):
@@ -142,12 +157,21 @@ def stage_wrapped_lines(path: str, staging: str, *, wrap: str) -> str:
             first = False
             end = b"\n" if chunk.endswith(b"\n") else b""
             body = chunk[: len(chunk) - len(end)]
-            if _BLANK_START.match(body) is None and _BLANK_LINE.search(body) is None:
-                dst.write(head + body.replace(b"\n", b"}\n" + head) + b"}" + end)
+            if b"\r" not in body and _BLANK_START.match(body) is None and _BLANK_LINE.search(body) is None:
+                dst.write(head + body.replace(b"\n", tail + b"\n" + head) + tail + end)
             else:
-                dst.write(b"\n".join(head + x + b"}" if x.strip(_WS) else x for x in body.split(b"\n")) + end)
+                dst.write(b"\n".join(_wrap_line(x, head, tail) for x in body.split(b"\n")) + end)
     _write_sidecar(out, stamp, None)
     return str(out)
+
+
+def _wrap_line(line: bytes, head: bytes, tail: bytes) -> bytes:
+    """One line wrapped (a blank one as it is); a carriage return ending it stays outside the
+    wrapper: Spark's line reader ends a line at a carriage return followed by anything."""
+    if not line.strip(_WS):
+        return line
+    cr = b"\r" if line.endswith(b"\r") else b""
+    return head + line[: len(line) - len(cr)] + tail + cr
 
 
 def _staged_before(path: str, staging: str, wrap: str | None) -> str | None:
@@ -329,50 +353,114 @@ def _drop_trailing_comma(out: list[str]) -> None:
         del out[j]
 
 
-def locate(path: str, block: int, ranks: set[int]) -> dict[int, tuple[int, str]]:
-    """Line number and raw text of the records of rank ``ranks`` in the split starting at ``block``.
+def _split_records(fh: IO[bytes], block: int) -> Iterator[tuple[int, bytes]]:
+    """``(line number, raw line)`` of each record of the split of ``fh`` starting at ``block``.
 
     Follows Hadoop's line reader: a split that does not start the file begins after the first
-    newline at or after its start; blank lines (JSON whitespace only) are not records. For a
-    staged ``documents`` file the line is the original file's.
+    newline at or after its start; blank lines (JSON whitespace only) are not records.
     """
-    found: dict[int, tuple[int, str]] = {}
-    if not ranks:
-        return found
-    last = max(ranks)
-    with open(path, "rb") as fh:
-        line_no = 1
-        if block > 0:
-            remaining = block
-            while remaining > 0:
-                chunk = fh.read(min(remaining, 1 << 22))
-                if not chunk:
-                    break
-                line_no += chunk.count(b"\n")
-                remaining -= len(chunk)
-            partial = fh.readline()
-            if partial.endswith(b"\n"):
-                line_no += 1
-        rank = 0
-        for raw in fh:
-            if raw.strip(_WS):
-                if rank in ranks:
-                    found[rank] = (line_no, raw.rstrip(b"\r\n").decode("utf-8", errors="replace"))
-                    if rank >= last:
-                        break
-                rank += 1
+    line_no = 1
+    if block > 0:
+        remaining = block
+        while remaining > 0:
+            chunk = fh.read(min(remaining, 1 << 22))
+            if not chunk:
+                break
+            line_no += chunk.count(b"\n")
+            remaining -= len(chunk)
+        partial = fh.readline()
+        if partial.endswith(b"\n"):
             line_no += 1
+    for raw in fh:
+        if raw.strip(_WS):
+            yield line_no, raw
+        line_no += 1
+
+
+def _as_written(path: str) -> Callable[[int, bytes], tuple[int, str]]:
+    """``(line number, raw line)`` of a (possibly staged) file to the original file's line number
+    and the record's text as written there (without the staging's wrapper)."""
+    original: list[int] | None = None
+    head = tail = ""
     sidecar = Path(f"{path}.lines.json")
     if sidecar.exists():
         staged = json.loads(sidecar.read_text())
-        original, wrap = staged["lines"], staged.get("wrap")
-        if original is not None:
-            found = {r: (original[ln - 1], raw) for r, (ln, raw) in found.items()}
-        if wrap:
-            head = f'{{"{wrap}":'
-            found = {r: (ln, raw[len(head):-1].rstrip("\r") if raw.startswith(head) and raw.endswith("}") else raw)
-                     for r, (ln, raw) in found.items()}
+        original = staged["lines"]
+        head, tail = wrapping(staged.get("wrap"))
+
+    def fix(line_no: int, raw: bytes) -> tuple[int, str]:
+        text = raw.rstrip(b"\r\n").decode("utf-8", errors="replace")
+        if head:
+            body = text.rstrip("\r")
+            if body.startswith(head) and body.endswith(tail):
+                text = body[len(head): len(body) - len(tail)].rstrip("\r")
+        return (original[line_no - 1] if original is not None else line_no), text
+
+    return fix
+
+
+def locate(path: str, block: int, ranks: set[int]) -> dict[int, tuple[int, str]]:
+    """Line number and raw text of the records of rank ``ranks`` in the split starting at ``block``
+    (:func:`_split_records`). For a staged file the line is the original file's, the text the
+    record without the staging's wrapper."""
+    found: dict[int, tuple[int, str]] = {}
+    if not ranks:
+        return found
+    last, fix = max(ranks), _as_written(path)
+    with open(path, "rb") as fh:
+        for rank, (line_no, raw) in enumerate(_split_records(fh, block)):
+            if rank in ranks:
+                found[rank] = fix(line_no, raw)
+                if rank >= last:
+                    break
     return found
+
+
+#: ``monotonically_increasing_id``: the bits of a row's index within its partition
+INDEX_MASK = (1 << 33) - 1
+
+
+class Rereader:
+    """The raw text of some records of one partition, read again from their files.
+
+    Fed a partition's rows in order (each batch: split ids, row ids, files, blocks, and which rows
+    are wanted), it tells each split's first row id (where the split id changes) and so each
+    wanted record's rank within its split, and reads each split forward once, however many batches
+    want its records: no row waits for the partition's end. Close it when done.
+    """
+
+    def __init__(self) -> None:
+        self._first: dict[int, int] = {}
+        self._open: dict[int, tuple[IO[bytes], Iterator[tuple[int, bytes]], list[int], Callable]] = {}
+
+    def texts(self, splits: np.ndarray, rows: np.ndarray, files: Sequence, blocks: Sequence,
+              wanted: np.ndarray) -> dict[int, str | None]:
+        """Position in the batch -> text, for the ``wanted`` rows (None: not found again)."""
+        index = rows & INDEX_MASK
+        if len(splits):
+            for i in np.flatnonzero(np.r_[True, splits[1:] != splits[:-1]]):
+                self._first.setdefault(int(splits[i]), int(index[i]))
+        return {int(i): self._text(int(splits[i]), files[i], int(blocks[i]), int(index[i]) - self._first[int(splits[i])])
+                for i in np.flatnonzero(wanted)}
+
+    def _text(self, split: int, path: str, block: int, rank: int) -> str | None:
+        reader = self._open.get(split)
+        if reader is None or reader[2][0] > rank:  # (rows come in order: only a new split opens)
+            if reader is not None:
+                reader[0].close()
+            fh = open(path, "rb")  # noqa: SIM115 (kept open across batches, closed by close())
+            reader = self._open[split] = (fh, _split_records(fh, block), [0], _as_written(path))
+        fh, records, at, fix = reader
+        for line_no, raw in records:
+            at[0] += 1
+            if at[0] - 1 == rank:
+                return fix(line_no, raw)[1]
+        return None
+
+    def close(self) -> None:
+        for fh, *_ in self._open.values():
+            fh.close()
+        self._open.clear()
 
 
 def source_of(path: str) -> str:

@@ -133,11 +133,10 @@ from lakecdc.decoders._qlik_messages import (
     AvroReader,
     avro_metadata,
     avro_row,
-    json_row,
     json_value,
     load_metadata_directory,
 )
-from lakecdc.decoders._records import read_text
+from lakecdc.decoders._records import on_executors, read_text
 from lakecdc.decoders.base import Decoder, parse_op_ts
 from lakecdc.decoders.debezium_avro import SPLIT_BYTES, Split, message_splits, read_messages
 from lakecdc.errors import ConfigError
@@ -180,22 +179,31 @@ def _x_arrays(rows: Sequence[Row]) -> list[pa.Array]:
     return [pa.array(list(c), a) for c, (_n, a, _s) in zip(cols, _X_FIELDS, strict=True)]
 
 
-def json_decode_batches(batches: Iterator[pa.RecordBatch], *, catalog: Catalog) -> Iterator[pa.RecordBatch]:
-    """Lines (``value`` + origin columns) to ``x_*`` rows."""
-    schema = _arrow_schema([*_ORIGIN, *_X_FIELDS])
-    for batch in batches:
-        with gc_paused():  # millions of small acyclic objects: see gc_paused
-            rows = [json_row(text, catalog) for text in batch.column("value").to_pylist()]
-        origin = [batch.column("_file"), batch.column("_block"), batch.column("_row")]
-        yield pa.RecordBatch.from_arrays([*origin, *_x_arrays(rows)], schema=schema)
-
-
 def _metadata_of(decode: Any) -> str | None:
     try:
         found = decode()
     except Exception:  # bad records are reported by the decoding pass
         return None
     return found.to_json() if isinstance(found, TableVersion) else None
+
+
+#: What a line holding a metadata message (or a kcat record, whose payload may be one) contains.
+_METADATA_MARKS = (b"tableStructure", b'"payload"')
+_SCAN_BYTES = 1 << 24
+
+
+def _may_hold_metadata(path: str) -> str:
+    """"1" when the file's bytes hold one of :data:`_METADATA_MARKS` ("" when not): a search of
+    the bytes, so that a file of data messages alone is not read as text by Spark to learn nothing."""
+    overlap = max(len(m) for m in _METADATA_MARKS) - 1
+    with open(path, "rb") as fh:
+        tail = b""
+        while chunk := fh.read(_SCAN_BYTES):
+            window = tail + chunk
+            if any(m in window for m in _METADATA_MARKS):
+                return "1"
+            tail = window[-overlap:]
+    return ""
 
 
 def json_metadata_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -304,10 +312,17 @@ class QlikJsonDecoder(Decoder):
 
     def learn(self, spark: SparkSession, files: Sequence[str], *, staging: str,
               lines: DataFrame | None = None) -> list[TableVersion]:
-        """The metadata messages of ``files`` (read in the executors, collected: a few per table)."""
+        """The metadata messages of ``files`` (read in the executors, collected: a few per table).
+
+        Without ``lines``, only the files whose bytes hold :data:`_METADATA_MARKS` are read as text
+        (a search of the bytes in the executors, :func:`_may_hold_metadata`)."""
         if not files:
             return []
-        lines = lines if lines is not None else read_text(spark, files, staging=staging)
+        if lines is None:  # (only the files that mention metadata or a kcat payload are read as text)
+            files = [f for f, hit in zip(files, on_executors(spark, _may_hold_metadata, files), strict=True) if hit]
+            if not files:
+                return []
+            lines = read_text(spark, files, staging=staging)
         wanted = F.col("value").contains("tableStructure") | F.col("value").contains('"payload"')
         found = lines.where(wanted).select("value").mapInArrow(json_metadata_batches, _MD).distinct().collect()
         return [TableVersion.from_json(r["md"]) for r in found]
@@ -355,12 +370,8 @@ class QlikJsonDecoder(Decoder):
         if not files:
             self.catalog(spark, files, staging=staging)
             return canonical(spark.createDataFrame([], JSON_PARSED))
-        lines = read_text(spark, files, staging=staging)
-        catalog = self.catalog(spark, files, staging=staging, lines=lines)
-        if not self.spark_route:
-            body = functools.partial(json_decode_batches, catalog=catalog)
-            return canonical(lines.mapInArrow(body, JSON_PARSED))
-        return canonical(_qlik_spark.decode(lines, catalog, _qlik_spark.python_rows(catalog)))
+        catalog = self.catalog(spark, files, staging=staging)
+        return canonical(_qlik_spark.read(spark, files, catalog, staging=staging, sql=self.spark_route))
 
 
 class QlikAvroDecoder(QlikJsonDecoder):
