@@ -9,7 +9,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from lakecdc.decoders import get_decoder
-from lakecdc.decoders._records import source_of
+from lakecdc.decoders._records import locate, source_of
 from lakecdc.session import JOB_CONF, job_conf
 
 try:
@@ -149,3 +149,30 @@ def test_only_files_mentioning_metadata_are_read_for_it(tmp_path, monkeypatch, c
     meta.write_text(_dt() + "\n" + json_metadata(ORDERS) + "\n")
     kcat.write_text(kcat_lines([_dt()], topic="t"))
     assert [qlik._may_hold_metadata(str(f)) for f in (data, meta, kcat)] == ["", "1", "1"]
+
+
+def test_pretty_printed_messages_read_as_their_lines_would(spark, tmp_path):
+    """Messages pretty-printed and concatenated (staged one per line, each wrapped) decode to the
+    events of the same messages one per line; a bad one is found again at its first line."""
+    docs = [json.loads(x) for x in (json_metadata(ORDERS), _dt(), _dt(columnMask="3"),
+                                    _dt(operation="UPDATE", before=dict(ROW, STATUS="old"), columnMask="03", changeMask="02"))]
+    pretty, flat = tmp_path / "pretty.json", tmp_path / "flat.json"
+    pretty.write_text("".join(json.dumps(d, indent=2) + "\n" for d in docs), encoding="utf-8")
+    flat.write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
+
+    def events(path):
+        with job_conf(spark):
+            df = get_decoder("qlik-json").read(spark, [str(path)], staging=str(tmp_path / f"s-{path.stem}"))
+            rows = df.select(*[F.to_json(c).alias(c) if c in ("before", "after", "source", "keys") else F.col(c)
+                               for c in df.columns]).orderBy("_row").collect()
+        return [r.asDict() for r in rows]
+
+    got, want = events(pretty), events(flat)
+    origin = ("_file", "_block", "_row")
+    assert [{k: v for k, v in r.items() if k not in origin} for r in got] == \
+           [{k: v for k, v in r.items() if k not in origin} for r in want]
+    assert [r["op"] for r in got] == [None, "I", None, "U"]
+    assert "odd number of hex digits" in got[2]["_error"]
+    first_line = 1 + sum(json.dumps(d, indent=2).count("\n") + 1 for d in docs[:2])
+    assert locate(got[2]["_file"], got[2]["_block"], {got[2]["_row"] - got[0]["_row"]}) == \
+        {got[2]["_row"] - got[0]["_row"]: (first_line, json.dumps(docs[2], indent=2).replace("\n", " "))}
