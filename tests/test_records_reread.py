@@ -77,3 +77,17 @@ def test_rereader_finds_each_wanted_record_across_splits_and_batches(tmp_path):
     reader.close()
     assert got == {i: rows[i][3] for i in range(len(rows)) if wanted[i]}
     assert ids[0] & INDEX_MASK == 100
+
+
+@pytest.mark.parametrize("wrap", ["m", "m[]"])
+def test_a_crlf_file_read_wrapped_keeps_a_record_per_line(spark, tmp_path, wrap):
+    """Spark's line reader ends a line at a carriage return followed by anything: a CRLF file
+    staged wrapped reads back one whole record per line, none corrupt."""
+    src = tmp_path / "crlf.json"
+    src.write_bytes(b'{"x":1}\r\n{"x":2}\r\n\r\n{"x":3}\r\n')
+    inner = T.StructType([T.StructField("x", T.LongType())])
+    schema = T.StructType([T.StructField("m", T.ArrayType(inner) if wrap.endswith("[]") else inner)])
+    with _records.exact_json_strings(spark):
+        rows = _records.read_json(spark, [str(src)], schema, staging=str(tmp_path / "s"), wrap=wrap).orderBy("_row").collect()
+    assert [r[_records.CORRUPT] for r in rows] == [None, None, None]
+    assert [(r["m"][0] if wrap.endswith("[]") else r["m"])["x"] for r in rows] == [1, 2, 3]
