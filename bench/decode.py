@@ -55,7 +55,7 @@ import fastavro
 import pyarrow as pa
 import pyarrow.csv as pcsv
 import pyarrow.json as pj
-from pyspark.sql import Observation, SparkSession
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from bench import formats, peers
@@ -100,6 +100,17 @@ def _observed(seen: Observation, wait: float = 120.0) -> dict | None:
     return box.get("m")
 
 
+def noop_counts(df: DataFrame, *counts: Column) -> dict[str, int]:
+    """Every column of ``df`` evaluated (Spark's ``noop`` sink), ``counts`` (named aggregates)
+    observed in the same pass."""
+    seen = Observation("counted")
+    df.observe(seen, *counts).write.format("noop").mode("overwrite").save()
+    metrics = _observed(seen)
+    if metrics is None:  # Observation.get can wait forever (seen in this project): count again
+        metrics = df.agg(*counts).first().asDict()
+    return {k: int(v) for k, v in metrics.items()}
+
+
 def lakecdc_decode(spark: SparkSession, decoder: str, files: list[str], options: dict[str, str], staging: Path) -> Decoded:
     """Decode ``files`` with lakecdc, evaluating every column (``noop`` sink); count rows and errors."""
     from lakecdc.decoders import get_decoder
@@ -110,13 +121,7 @@ def lakecdc_decode(spark: SparkSession, decoder: str, files: list[str], options:
     try:
         with job_conf(spark):
             events = get_decoder(decoder, options).read(spark, files, staging=str(staging))
-            seen = Observation("decoded")
-            counted = events.observe(seen, F.count(F.lit(1)).alias("rows"), F.count("_error").alias("errors"))
-            counted.write.format("noop").mode("overwrite").save()
-            metrics = _observed(seen)
-            if metrics is None:  # Observation.get can wait forever (seen in this project): count again
-                row = events.agg(F.count(F.lit(1)).alias("rows"), F.count("_error").alias("errors")).first()
-                metrics = {"rows": row["rows"], "errors": row["errors"]}
+            metrics = noop_counts(events, F.count(F.lit(1)).alias("rows"), F.count("_error").alias("errors"))
             decoded = Decoded(int(metrics["rows"]), int(metrics["errors"]))
             if decoded.errors:  # not timed in any useful sense: the run is reported as failed
                 decoded.sample_errors = [
