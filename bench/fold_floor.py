@@ -89,13 +89,20 @@ CONSOLIDATIONS: dict[str, Callable[[SparkSession, Path], pa.Table]] = {
 RUNS = ("peer", "lakecdc")
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def rounds_parser(description: str) -> argparse.ArgumentParser:
+    """The command line of a benchmark of contenders taking turns on one workload (this module's,
+    :mod:`bench.parse_floor`'s)."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--keys", type=int, default=200_000)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--repeat", type=int, default=3, help="rounds; the first is a warm-up, not counted")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/lakecdc-bench"))
+    return parser
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = rounds_parser(__doc__.split("\n\n")[0])
     parser.add_argument("--no-runs", action="store_true", help="leave out the whole runs (peer and lakecdc with MERGE)")
     return parser.parse_args(argv)
 

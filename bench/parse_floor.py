@@ -55,6 +55,7 @@ from pyspark.sql import types as T
 
 from bench import alibaba_qlik
 from bench.decode import lakecdc_decode, noop_counts
+from bench.fold_floor import rounds_parser
 from bench.formats import Encoded
 from bench.run import ensure_workload, start_spark
 from lakecdc.decoders import _qlik_spark, _records, get_decoder
@@ -299,13 +300,7 @@ def measure(spark: SparkSession, encoded: Encoded, scratch: Path, repeat: int,
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--events", type=int, default=1_000_000)
-    parser.add_argument("--keys", type=int, default=200_000)
-    parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--repeat", type=int, default=3, help="rounds; the first is a warm-up, not counted")
-    parser.add_argument("--workdir", type=Path, default=Path("/tmp/lakecdc-bench"))
-    return parser.parse_args(argv)
+    return rounds_parser(__doc__.split("\n\n")[0]).parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> None:
