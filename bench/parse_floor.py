@@ -41,8 +41,6 @@ import functools
 import multiprocessing
 import os
 import shutil
-import statistics
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -54,11 +52,12 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from bench import alibaba_qlik
-from bench.decode import lakecdc_decode, noop_counts
+from bench.decode import lakecdc_decode, noop_counts, timed
 from bench.fold_floor import rounds_parser
 from bench.formats import Encoded
 from bench.run import ensure_workload, start_spark
 from lakecdc.decoders import _qlik_spark, _records, get_decoder
+from lakecdc.decoders._kafka_connect import Num
 from lakecdc.decoders._qlik import Catalog
 
 FORMAT = "qlik-json"
@@ -67,10 +66,6 @@ _CHUNK = 1 << 24
 
 
 # -- the exact parse in Python workers ------------------------------------------------------------------------
-
-
-class _Num(str):
-    """A JSON number that is not an integer, as its text."""
 
 
 class _Headers(msgspec.Struct):
@@ -100,7 +95,7 @@ class Envelope(msgspec.Struct):
     message: _Message | None = None
 
 
-ENVELOPE_DECODER = msgspec.json.Decoder(Envelope, float_hook=_Num)
+ENVELOPE_DECODER = msgspec.json.Decoder(Envelope, float_hook=Num)
 
 
 def halves(path: str, parts: int = 2) -> list[tuple[str, int, int]]:
@@ -273,29 +268,20 @@ def contenders(spark: SparkSession, encoded: Encoded, scratch: Path,
 
 def measure(spark: SparkSession, encoded: Encoded, scratch: Path, repeat: int,
             pool: concurrent.futures.Executor) -> dict[str, list[float]]:
-    """Time the contenders (each must count ``encoded.events``); print runs, medians, ratios."""
-    timed = contenders(spark, encoded, scratch, pool)
-    seconds: dict[str, list[float]] = {name: [] for name in timed}
-    for round_ in range(repeat):
-        for name, fn in timed.items():
-            started = time.perf_counter()
-            got = fn()
-            took = time.perf_counter() - started
-            if got != encoded.events:
-                raise AssertionError(f"{name}: {got:,} messages, expected {encoded.events:,}")
-            print(f"  round {round_ + 1}/{repeat}{' (warm-up)' if round_ == 0 and repeat > 1 else ''}: "
-                  f"{name} {took:.2f} s", flush=True)
-            if round_ or repeat == 1:
-                seconds[name].append(took)
-    floor = statistics.median(seconds["floor"])
+    """Time the contenders (:func:`bench.decode.timed`: turns, each run must count
+    ``encoded.events``; the first of ``repeat`` rounds a warm-up); print medians and ratios;
+    return the counted runs' seconds by name."""
+    warmup = 1 if repeat > 1 else 0
+    runs = timed(contenders(spark, encoded, scratch, pool), encoded.events, warmup, repeat - warmup)
+    seconds = {name: r.seconds[warmup:] for name, r in runs.items()}
+    floor = runs["floor"].median
     print(f"\n{FORMAT}: {encoded.events:,} messages, {encoded.bytes / 1e6:,.1f} MB; one process, median of "
-          f"{len(seconds['floor'])}; budget (within {TARGET:g}x of the floor): {TARGET * floor:.2f} s")
+          f"{repeat - warmup}; budget (within {TARGET:g}x of the floor): {TARGET * floor:.2f} s")
     print("| contender | seconds (runs) | ratio (floor s / s) | within the budget |\n|---|---:|---:|---|")
-    for name, runs in seconds.items():
-        median = statistics.median(runs)
-        shown = ", ".join(f"{s:.2f}" for s in runs)
-        print(f"| {name} | {median:.2f} ({shown}) | {floor / median:.2f} | "
-              f"{'yes' if median <= TARGET * floor else 'no'} |")
+    for name, r in runs.items():
+        shown = ", ".join(f"{x:.2f}" for x in seconds[name])
+        print(f"| {name} | {r.median:.2f} ({shown}) | {floor / r.median:.2f} | "
+              f"{'yes' if r.median <= TARGET * floor else 'no'} |")
     return seconds
 
 
