@@ -61,7 +61,7 @@ def test_every_contender_counts_every_message(spark, tmp_path: Path) -> None:
     # (measure raises unless each run counted the 600 messages)
     assert set(seconds) == {"floor", "spark-bare", "spark-bare-images", "spark-staged", "msgspec", "msgspec-images",
                             "msgspec-images-spark", "lakecdc"}
-    assert all(len(runs) == 1 and runs[0] > 0 for runs in seconds.values())
+    assert all(len(runs) == 1 for runs in seconds.values())
 
 
 def test_masked_leaves_out_the_columns_whose_bit_is_0(spark) -> None:
