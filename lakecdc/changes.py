@@ -40,7 +40,7 @@ from pyspark.sql import types as T
 from lakecdc.errors import PrimaryKeyUpdateError
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
 PkUpdate = Literal["abend", "update", "delete-insert"]
 PK_UPDATE_MODES: tuple[str, ...] = ("abend", "update", "delete-insert")
@@ -82,6 +82,40 @@ def zero_pad(text: Column, width: int) -> Column:
     return F.lpad(text, width, "0" * width)
 
 
+def digits(c: Column, most: int | None = None) -> Column:
+    """``c`` is one or more ASCII digits (at most ``most``). A number as Spark writes a
+    non-negative long is (no regular expression, which matches a copy of the text as a Java
+    string: the common case); any other text is matched (``translate`` would be slower: a hash
+    lookup per character)."""
+    n = c.try_cast("bigint")
+    bound = "+" if most is None else f"{{1,{most}}}"
+    short = F.lit(True) if most is None else F.length(c) <= most
+    return F.when((n >= 0) & (n.cast("string") == c), short).otherwise(c.rlike(f"^[0-9]{bound}$"))
+
+
+def last_wins(spark: SparkSession) -> bool:
+    """Whether ``spark`` builds a map given a key twice with the key's last value instead of failing
+    (its ``spark.sql.mapKeyDedupPolicy`` is ``LAST_WIN``, as during lakecdc's jobs:
+    :data:`lakecdc.session.JOB_CONF`). Read when a plan is made; the plan must run under it."""
+    from lakecdc.session import MAP_KEY_DEDUP
+
+    return str(spark.conf.get(MAP_KEY_DEDUP, "EXCEPTION")).strip().upper() == "LAST_WIN"
+
+
+def overlay(base: Column, top: Column, *, last_win: bool) -> Column:
+    """``base`` with the members of ``top`` laid over it (``top`` NULL: ``base`` as is; ``base``
+    NULL: NULL).
+
+    With ``last_win`` (:func:`last_wins` of the session that runs the plan) ``map_concat`` does it
+    alone. Otherwise the members ``top`` has are first filtered out of ``base`` with a lambda,
+    which Spark runs interpreted, taking the projection that holds it out of the generated code.
+    """
+    top = F.coalesce(top, F.create_map().cast(IMAGE_TYPE))
+    if last_win:
+        return F.map_concat(base, top)
+    return F.map_concat(F.map_filter(base, lambda k, _v: ~F.map_contains_key(top, k)), top)
+
+
 def sortable_micros(ts: Column) -> Column:
     """A timestamp as fixed-width digits (microseconds since 1970, offset to stay positive)."""
     shifted = F.unix_micros(ts) + F.lit(10**16)
@@ -104,24 +138,50 @@ def padded_parts(text: Column, sep: str, width: int) -> Column:
     Without a lambda, which Spark runs interpreted and which takes the whole projection holding
     it out of the generated code: a text of three parts is padded part by part
     (``substring_index``; ``split_part`` compiles a regular expression per value), any other by
-    two regular expressions (``width`` zeros put before every part, then taken off again as far
-    as the part is longer than ``width``).
+    two regular expressions (:func:`_padded_by_patterns`). :func:`with_padded_parts` does the
+    same in projections of its own, finding each part once.
     """
     text = F.coalesce(text, F.lit(""))
-    zeros = "0" * width
-
-    def pad(part: Column) -> Column:
-        return F.when(F.length(part) >= width, part).otherwise(zero_pad(part, width))
-
     seps = F.length(text) - F.length(F.replace(text, F.lit(sep), F.lit("")))
-    three = F.concat_ws(sep, pad(F.substring_index(text, sep, 1)),
-                        pad(F.substring_index(F.substring_index(text, sep, 2), sep, -1)),
-                        pad(F.substring_index(text, sep, -1)))
+    three = F.concat_ws(sep, *(_padded(p, F.length(p), width) for p in _three_parts(text, sep)))
+    return F.when(seps == 2, three).otherwise(_padded_by_patterns(text, sep, width))
+
+
+def with_padded_parts(df: DataFrame, name: str, text: Column, sep: str, width: int) -> DataFrame:
+    """``df`` with a column ``name``: :func:`padded_parts` of ``text``, found in projections of its
+    own so that each part of a three-part text is cut out once and measured once (Spark shares no
+    subexpression between the branches of a CASE WHEN: :func:`padded_parts` cuts each part twice,
+    the middle one four times). A text has three parts exactly when its length is theirs plus
+    two separators."""
+    t, parts, sizes = f"_{name}_t", [f"_{name}_p{i}" for i in range(3)], [f"_{name}_n{i}" for i in range(4)]
+    df = df.select("*", F.coalesce(text, F.lit("")).alias(t))
+    df = df.select("*", *(p.alias(n) for p, n in zip(_three_parts(F.col(t), sep), parts, strict=True)))
+    df = df.select("*", *(F.length(c).alias(n) for c, n in zip([*parts, t], sizes, strict=True)))
+    n = [F.col(c) for c in sizes]
+    three = F.concat_ws(sep, *(_padded(F.col(p), k, width) for p, k in zip(parts, n[:3], strict=True)))
+    exact = n[3] == n[0] + n[1] + n[2] + 2 * len(sep)
+    out = F.when(exact, three).otherwise(_padded_by_patterns(F.col(t), sep, width))
+    return df.select("*", out.alias(name)).drop(t, *parts, *sizes)
+
+
+def _three_parts(text: Column, sep: str) -> tuple[Column, Column, Column]:
+    """The first, second and last ``sep``-separated parts of ``text``."""
+    return (F.substring_index(text, sep, 1), F.substring_index(F.substring_index(text, sep, 2), sep, -1),
+            F.substring_index(text, sep, -1))
+
+
+def _padded(part: Column, length: Column, width: int) -> Column:
+    """``part`` (of ``length`` characters) left-padded with zeros to ``width``, a longer one whole."""
+    return F.lpad(part, F.greatest(length, F.lit(width)), F.lit("0" * width))
+
+
+def _padded_by_patterns(text: Column, sep: str, width: int) -> Column:
+    """:func:`padded_parts` for any number of parts: ``width`` zeros put before every part, then
+    taken off again as far as the part is longer than ``width``."""
     q = re.escape(sep)
-    padded = F.regexp_replace(text, f"(?<![^{q}])", zeros)
-    general = F.regexp_replace(
+    padded = F.regexp_replace(text, f"(?<![^{q}])", "0" * width)
+    return F.regexp_replace(
         padded, f"(?<![^{q}])(?:0{{{width}}}(?=[^{q}]{{{width}}})|0{{1,{width - 1}}}(?=[^{q}]{{{width}}}(?:{q}|\\z)))", "")
-    return F.when(seps == 2, three).otherwise(general)
 
 
 def default_seq(op_ts: Column, pos: Column, idx: Column) -> Column:

@@ -87,6 +87,8 @@ def get_spark(*, master: str | None = None, conf: dict[str, str] | None = None) 
     return spark
 
 
+MAP_KEY_DEDUP = "spark.sql.mapKeyDedupPolicy"
+
 #: Runtime SQL settings every lakecdc job needs, set for the job's duration on any session.
 JOB_CONF: dict[str, str] = {
     # Keep a JSON value read as a string exactly as written (17520.00, 20-digit decimals).
@@ -100,6 +102,11 @@ JOB_CONF: dict[str, str] = {
     # scans and big joins' probe sides; lakecdc's joins (key moves) meet neither.
     "spark.sql.optimizer.dynamicPartitionPruning.enabled": "false",
     "spark.sql.optimizer.runtime.bloomFilter.enabled": "false",
+    # A map built with a key twice keeps the last value instead of failing the job: decoders then
+    # lay one image over another with map_concat (lakecdc.changes.overlay) where they would
+    # otherwise filter the first with a lambda, which Spark runs interpreted. Optional: a decoder
+    # reads the setting when it plans, so a session that refuses it takes the lambda.
+    MAP_KEY_DEDUP: "LAST_WIN",
 }
 
 
@@ -133,7 +140,8 @@ def run_conf(input_bytes: int) -> dict[str, str]:
 def job_conf(spark: SparkSession, settings: Mapping[str, str] | None = None) -> Iterator[None]:
     """Set :data:`JOB_CONF` (or ``settings``) on ``spark`` while the block runs, then restore.
 
-    A setting of :data:`INTERPRETED_CONF` the session refuses is left as it is."""
+    A setting of :data:`INTERPRETED_CONF` (or :data:`MAP_KEY_DEDUP`) the session refuses is left
+    as it is."""
     wanted = dict(JOB_CONF if settings is None else settings)
     previous: dict[str, str | None] = {}
     try:
@@ -142,7 +150,7 @@ def job_conf(spark: SparkSession, settings: Mapping[str, str] | None = None) -> 
             try:
                 spark.conf.set(k, v)
             except Exception:  # noqa: BLE001 - e.g. a platform that allows only listed settings
-                if k not in INTERPRETED_CONF:
+                if k not in INTERPRETED_CONF and k != MAP_KEY_DEDUP:
                     raise
                 continue
             previous[k] = before

@@ -59,3 +59,39 @@ def test_treat_all_columns_as_strings(spark, tmp_path):
     write_jsonl(landing / "1.json", [ogg("S.T", "I", "00:00:01", 1, after={"ID": "1", "N": "00042"}, keys=["ID"])])
     s = lakecdc.apply(landing, target, options={"treatAllColumnsAsStrings": "true"}, spark=spark)
     assert rows(s.table("S.T").target) == [{"ID": "1", "N": "00042"}]
+
+
+@pytest.mark.parametrize("most", [None, 9, 20])
+def test_digits_is_ascii_digits_only(spark, most):
+    import re
+
+    from pyspark.sql import functions as F
+
+    from lakecdc.changes import digits
+
+    texts = ["0", "7", "007", "123456789", "1234567890", "12345678901234567890", "123456789012345678901",
+             "9223372036854775807", "9223372036854775808", "-1", "+1", " 1", "1 ", "1.0", "1e3", "", None,
+             "١٢", "0x1F", "00000000000000000000"]
+    df = spark.createDataFrame([(t,) for t in texts], "t string")
+    got = [r[0] for r in df.select(digits(F.col("t"), most)).collect()]
+    pattern = re.compile("[0-9]+" if most is None else f"[0-9]{{1,{most}}}")
+    assert got == [None if t is None else pattern.fullmatch(t) is not None for t in texts]
+
+
+@pytest.mark.parametrize("policy", ["EXCEPTION", "LAST_WIN"])
+def test_overlay_lays_top_over_base_under_either_map_key_policy(spark, policy):
+    from pyspark.sql import functions as F
+
+    from lakecdc.changes import last_wins, overlay
+    from lakecdc.session import MAP_KEY_DEDUP, job_conf
+
+    cases = [
+        ({"A": "1", "B": "2"}, {"B": "3", "C": None}), ({"A": "1"}, None), (None, {"A": "1"}), ({}, {"A": "1"}),
+        ({"A": "1", "B": "2"}, {"A": "1", "B": "2"}), ({"A": None}, {"A": "x"}),
+    ]
+    df = spark.createDataFrame(cases, "base map<string,string>, top map<string,string>")
+    with job_conf(spark, {MAP_KEY_DEDUP: policy}):
+        last_win = last_wins(spark)
+        got = [r[0] for r in df.select(overlay(F.col("base"), F.col("top"), last_win=last_win)).collect()]
+    assert last_win == (policy == "LAST_WIN")
+    assert got == [None if b is None else {**b, **(t or {})} for b, t in cases]

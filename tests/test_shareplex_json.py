@@ -103,7 +103,6 @@ def test_op_spellings_exact_values_and_scn_order(spark, tmp_path):
 
 def test_a_meta_member_named_skipped_never_marks_a_change_skipped(spark, tmp_path):
     # source['skipped'] marks a skipped record; a writer's own meta member of that name is left out
-    # (computed next to the reader, in its own projection: read_json's ``derived``)
     def with_skipped(line: str, value: str | None) -> str:
         body = json.loads(line)
         body["meta"]["skipped"] = value
@@ -120,6 +119,67 @@ def test_a_meta_member_named_skipped_never_marks_a_change_skipped(spark, tmp_pat
     assert changed["source"]["scn"] == "10" and changed["after"] == {"ID": "1", "A": "y"}
     assert ddl["op"] is None and ddl["source"]["skipped"] == "ddl" and ddl["source"]["scn"] == "11"
     assert "skipped" not in plain["source"] and plain["source"]["op"] == "ins"
+
+
+def writer_message(op: str, scn: int, *, data: dict | None = None, key: dict | None = None, trans: str = "7.0.411499",
+                   reverse: bool = False, extra: dict | None = None) -> str:
+    """A message whose ``meta`` has DTS's members in DTS's order (read by position), or reversed."""
+    meta = {"time": "2024-01-01T00:00:05", "userid": 84, "op": op, "scn": str(scn), "rowid": "AAATGpAAIAAItcIAAA",
+            "trans": trans, "seq": 1, "size": 1, "table": "S.T", "idx": "1/1", "posttime": "2024-01-01T00:00:09"}
+    meta = dict(reversed(meta.items())) if reverse else meta
+    body: dict = {"meta": {**meta, **(extra or {})}}
+    if data is not None:
+        body["data"] = data
+    if key is not None:
+        body["key"] = key
+    return json.dumps(body)
+
+
+@pytest.mark.parametrize("policy", ["EXCEPTION", "LAST_WIN"])
+def test_either_map_key_policy_and_any_meta_order_decode_alike(spark, tmp_path, policy):
+    """Maps built with a key twice fail (Spark's default) or keep the last value (lakecdc's jobs):
+    an update's after image is built either way (a lambda, or map_concat alone). meta's members in
+    DTS's order are read by position, in any other order (or with others) by name: same events."""
+    from lakecdc.decoders._records import exact_json_strings
+    from lakecdc.decoders.shareplex_json import META_ORDER
+    from lakecdc.session import MAP_KEY_DEDUP, job_conf
+
+    def lines(reverse: bool) -> list[str]:
+        return [
+            writer_message("ins", 10, data={"ID": 1, "C": "a", "K2": "k"}, reverse=reverse),
+            # a key update: ID in data and in key, K2 only in key (kept), C changed
+            writer_message("upd", 11, data={"ID": 5, "C": "b"}, key={"ID": 1, "K2": "k"}, reverse=reverse),
+            writer_message("upd", 12, data={"C": "c"}, key={"ID": 5, "K2": "k"}, reverse=reverse),
+            writer_message("upd", 13, data={"C": "d"}, reverse=reverse),  # no key: after is data
+            writer_message("upd", 14, data={"C": "e"}, key={"ID": 5}, trans="1.2", reverse=reverse,
+                           extra={"skipped": "x"}),
+            writer_message("del", 15, data={"ID": 5, "C": "e", "K2": "k"}, trans="12345678901.0.1", reverse=reverse),
+            writer_message("oops", 16, data={"ID": 6}, reverse=reverse),
+        ]
+
+    cols = ["table", "op", "op_ts", "pos", "idx", "seq", "txid", "keys", "before", "after", "source", "_error"]
+    got = {}
+    for reverse in (False, True):
+        f = tmp_path / f"{reverse}.json"
+        f.write_text("\n".join(lines(reverse)) + "\n")
+        with job_conf(spark, {MAP_KEY_DEDUP: policy}), exact_json_strings(spark):
+            df = get_decoder("shareplex-json").read(spark, [str(f)], staging=str(tmp_path / "staging"))
+            # the lambda only where a key twice would fail
+            assert ("map_filter" in df._jdf.queryExecution().optimizedPlan().toString()) == (policy == "EXCEPTION")
+            got[reverse] = [{c: r[c] for c in cols} for r in df.orderBy("_row").collect()]
+    assert list(json.loads(lines(False)[0])["meta"]) == list(META_ORDER)
+    assert got[False] == got[True]
+    ins, moved, plain, keyless, odd, deleted, bad = got[False]
+    assert moved["op"] == "U" and moved["before"] == {"ID": "1", "K2": "k"}
+    assert moved["after"] == {"ID": "5", "C": "b", "K2": "k"} and moved["keys"] == ["ID", "K2"]
+    assert plain["after"] == {"ID": "5", "K2": "k", "C": "c"} and keyless["after"] == {"C": "d"}
+    assert keyless["before"] is None and keyless["_error"] is None
+    assert "skipped" not in odd["source"] and odd["source"]["scn"] == "14" and odd["_error"] is None
+    assert odd["pos"] == "00000000000000000014.0000000001.0000000002" and odd["after"] == {"ID": "5", "C": "e"}
+    assert deleted["pos"] == "00000000000000000015.12345678901.0000000000.0000000001"
+    assert ins["pos"] == "00000000000000000010.0000000007.0000000000.0000411499" and ins["seq"].endswith("|000001")
+    assert ins["source"]["rowid"] == "AAATGpAAIAAItcIAAA" and ins["source"]["userid"] == "84"
+    assert bad["op"] is None and "unknown meta.op 'oops'" in bad["_error"]
 
 
 def test_bad_records_are_quarantined_and_the_rest_applies(spark, tmp_path):
@@ -177,13 +237,17 @@ def test_transaction_ids_are_padded_part_by_part(spark):
     """Each part of ``meta.trans`` left-padded to 10 characters, longer parts whole, any number of parts."""
     from pyspark.sql import functions as F
 
-    from lakecdc.decoders.shareplex_json import transaction_position
+    from lakecdc.decoders.shareplex_json import transaction_position, with_transaction_position
 
     ids = ["7.0.411499", "", None, "1..2", "..", ".1", "1.2.", "x", "007", "a.b.c.d.e", "12345678901.007",
-           "0000000000012.1", "0000000000.0", "123456789.1234567890.12345678901", "1.2\n", "é.ü€𝄞.1"]
+           "0000000000012.1", "0000000000.0", "123456789.1234567890.12345678901", "1.2\n", "é.ü€𝄞.1",
+           "1.2.3.", ".1.2", "a.b.c.d", "éé.é.ééé"]
     df = spark.createDataFrame([(t,) for t in ids], "t string")
     got = [r[0] for r in df.select(transaction_position(F.col("t"))).collect()]
     assert got == [".".join(p.rjust(10, "0") for p in (t or "").split(".")) for t in ids]
+    # the same in projections of its own (the decoder's form)
+    staged = [r[0] for r in with_transaction_position(df, "x", F.col("t")).select("x").collect()]
+    assert staged == got
 
 
 def test_renderer_writes_changed_columns_and_keys():
@@ -213,8 +277,10 @@ def test_transaction_ids_of_any_shape_are_padded_part_by_part(spark, ids):
     """The three-part fast path and the general path agree with the rule for any text."""
     from pyspark.sql import functions as F
 
-    from lakecdc.decoders.shareplex_json import transaction_position
+    from lakecdc.decoders.shareplex_json import transaction_position, with_transaction_position
 
     df = spark.createDataFrame([(t,) for t in ids], "t string")
     got = [r[0] for r in df.select(transaction_position(F.col("t"))).collect()]
     assert got == [".".join(p.rjust(10, "0") for p in t.split(".")) for t in ids]
+    staged = [r[0] for r in with_transaction_position(df, "x", F.col("t")).select("x").collect()]
+    assert staged == got

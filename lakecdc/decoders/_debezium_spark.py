@@ -42,7 +42,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakecdc.changes import padded_parts, zero_pad
+from lakecdc.changes import digits, padded_parts, zero_pad
 from lakecdc.decoders._debezium import (
     _LSN_WIDTH,
     _MAX,
@@ -217,21 +217,13 @@ def _text(c: Column) -> Column:
     return F.when(c != "", c)
 
 
-def _digits(c: Column) -> Column:
-    """``c`` is one or more ASCII digits. A number as Spark writes a non-negative long is (no
-    regular expression, which matches a copy of the text as a Java string: the common case);
-    any other text is matched (``translate`` would be slower: a hash lookup per character)."""
-    n = c.try_cast("bigint")
-    return F.when((n >= 0) & (n.cast("string") == c), F.lit(True)).otherwise(c.rlike("^[0-9]+$"))
-
-
 def _sortable(c: Column) -> Column:
     """``_debezium.sortable`` for texts: digits zero-padded to 20, an LSN per part to 16 lower-case
     hex digits, other text as it is, NULL as the empty string."""
     lsn = padded_parts(F.lower(c), ":", _LSN_WIDTH)
     return (
         F.when(c.isNull() | (c == ""), F.lit(""))
-        .when(_digits(c), _pad(c))
+        .when(digits(c), _pad(c))
         .when(c.rlike("^[0-9A-Fa-f]+(:[0-9A-Fa-f]+)+$"), lsn)
         .otherwise(c)
     )
@@ -285,7 +277,7 @@ def _op_ts(m: _Fields) -> Column:
                     F.floor(n.cast("decimal(20,0)") / F.lit(1000)).cast("bigint"))
             else:
                 micros = F.try_multiply(n, F.lit(scale))
-            integer = F.when(v.startswith("-"), _digits(F.substring(v, 2, 1 << 20))).otherwise(_digits(v))
+            integer = F.when(v.startswith("-"), digits(F.substring(v, 2, 1 << 20))).otherwise(digits(v))
             out = out.when(integer, micros.cast("bigint"))
     return out
 

@@ -55,7 +55,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakecdc.changes import IMAGE_TYPE, default_seq, sortable_position, zero_pad
+from lakecdc.changes import IMAGE_TYPE, default_seq, last_wins, overlay, sortable_position, zero_pad
 from lakecdc.columns import widest
 from lakecdc.decoders._mysql_types import mysql_type, sql_type
 from lakecdc.decoders._records import CORRUPT, read_json
@@ -105,12 +105,6 @@ def qualified_table(database: Column, table: Column) -> Column:
     db = F.when(F.trim(database) != "", database)
     tb = F.when(F.trim(table) != "", table)
     return F.when(tb.isNotNull(), F.concat_ws(".", db, tb))
-
-
-def overlay(base: Column, top: Column) -> Column:
-    """``base`` with the members of ``top`` laid over it (``top`` may be NULL: ``base`` as is)."""
-    top = F.coalesce(top, F.create_map().cast(IMAGE_TYPE))
-    return F.map_concat(F.map_filter(base, lambda k, _v: ~F.map_contains_key(top, k)), top)
 
 
 def _lookup(mapping: dict[str, str], key: Column) -> Column:
@@ -200,7 +194,7 @@ class CanalJsonDecoder(Decoder):
                 .otherwise(F.array(F.lit(None).cast(IMAGE_TYPE)))
             ).alias("_i", "_r"),
         )
-        return self._canonical(exploded)
+        return self._canonical(exploded, last_win=last_wins(spark))
 
     def _rows_array(self, row_op: Column) -> Column:
         """The array whose elements are the message's rows (legacy deletes: ``old``)."""
@@ -231,17 +225,17 @@ class CanalJsonDecoder(Decoder):
         ]
         return checks
 
-    def _images(self, op: Column, row: Column, old: Column) -> tuple[Column, Column]:
+    def _images(self, op: Column, row: Column, old: Column, *, last_win: bool) -> tuple[Column, Column]:
         """(before, after) of one row of a row message."""
         if self.legacy:
             before = F.when(op.isin("U", "D"), row)
-            after = F.when(op == "U", overlay(row, old)).when(op.isin("I", "R"), row)
+            after = F.when(op == "U", overlay(row, old, last_win=last_win)).when(op.isin("I", "R"), row)
         else:
-            before = F.when(op == "U", overlay(row, old)).when(op == "D", row)
+            before = F.when(op == "U", overlay(row, old, last_win=last_win)).when(op == "D", row)
             after = F.when(op.isin("I", "U", "R"), row)
         return before, after
 
-    def _canonical(self, p: DataFrame) -> DataFrame:
+    def _canonical(self, p: DataFrame, *, last_win: bool) -> DataFrame:
         i = F.col("_i")
         row = F.col("_r")
         old = F.try_element_at(F.col("old"), i + 1)
@@ -259,7 +253,7 @@ class CanalJsonDecoder(Decoder):
             seq = F.concat_ws("|", sortable_position(pos), zero_pad(idx.cast("string"), 6))
         else:
             seq = default_seq(op_ts, pos, idx)
-        before, after = self._images(F.col("_op"), row, old)
+        before, after = self._images(F.col("_op"), row, old, last_win=last_win)
         keys = F.when(F.size("pkNames") > 0, F.col("pkNames"))
         gtid = F.when(F.trim("gtid") != "", F.col("gtid"))
         source = F.map_filter(

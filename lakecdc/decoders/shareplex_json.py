@@ -47,7 +47,16 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakecdc.changes import IMAGE_TYPE, padded_parts, sortable_position, zero_pad
+from lakecdc.changes import (
+    IMAGE_TYPE,
+    digits,
+    last_wins,
+    overlay,
+    padded_parts,
+    sortable_position,
+    with_padded_parts,
+    zero_pad,
+)
 from lakecdc.decoders._records import CORRUPT, read_json
 from lakecdc.decoders.base import Decoder, first_error, parse_op_ts
 
@@ -61,8 +70,12 @@ OPS: dict[str, str] = {
     "drop column": "-ddl", "dropcol": "-ddl", "ddl": "-ddl",
 }
 SPLIT_UPDATES = ("update before", "update after", "upd before", "upd after")
+#: ``meta``'s members in the order DTS writes them (seed 002): a message whose ``meta`` has exactly
+#: these, in this order, has its members read by position after one comparison of the names,
+#: instead of one search of the names per member
+META_ORDER = ("time", "userid", "op", "scn", "rowid", "trans", "seq", "size", "table", "idx", "posttime")
 _TEXT_MAP = T.MapType(T.StringType(), T.StringType())
-_DIGITS = "^[0-9]{1,20}$"
+_SCN_DIGITS = 20
 _IDX_WIDTH = 6
 _PART_WIDTH = 10
 
@@ -81,6 +94,12 @@ def transaction_position(trans: Column) -> Column:
     compare part by part (only a tie-break between transactions of one SCN); a part of 10
     characters or more is kept whole (:func:`~lakecdc.changes.padded_parts`)."""
     return padded_parts(trans, ".", _PART_WIDTH)
+
+
+def with_transaction_position(df: DataFrame, name: str, trans: Column) -> DataFrame:
+    """``df`` with a column ``name``: :func:`transaction_position` of ``trans``, in projections of
+    its own (:func:`~lakecdc.changes.with_padded_parts`)."""
+    return with_padded_parts(df, name, trans, ".", _PART_WIDTH)
 
 
 class SharePlexJsonDecoder(Decoder):
@@ -112,31 +131,45 @@ class SharePlexJsonDecoder(Decoder):
         # projection apart when another reads its non-trivial values more than once
         # (CollapseProject); the meta members go through a struct for that reason (a map lookup
         # alone counts as trivial and would be repeated).
-        # the lambdas (map_filter) next to the reader, only for the rare messages that need them:
-        # a key column among the changed columns (kept_key), a 'skipped' member in meta
         data, key, meta = F.col("data"), F.col("key"), F.col("meta")
-        overlap = F.arrays_overlap(F.map_keys(key), F.map_keys(data))
-        rare = {
-            "_key_rest": F.when(F.coalesce(overlap, F.lit(True)), F.map_filter(
-                F.coalesce(key, F.create_map().cast(IMAGE_TYPE)), lambda k, _v: ~F.map_contains_key(data, k))),
-            "_meta_rest": F.when(F.map_contains_key(meta, "skipped"), F.map_filter(meta, lambda k, _v: k != "skipped")),
-        }
-        m = read_json(spark, files, _schema(T.StringType()), staging=staging, derived=rare)
+        last_win = last_wins(spark)
+        derived = None
+        if not last_win:
+            # the lambda (map_filter) next to the reader, only for the rare messages that need it:
+            # a key column among the changed columns
+            overlap = F.arrays_overlap(F.map_keys(key), F.map_keys(data))
+            derived = {"_key_rest": F.when(F.coalesce(overlap, F.lit(True)), F.map_filter(
+                F.coalesce(key, F.create_map().cast(IMAGE_TYPE)), lambda k, _v: ~F.map_contains_key(data, k)))}
+        m = read_json(spark, files, _schema(T.StringType()), staging=staging, derived=derived)
+        m = m.select("*", (F.map_keys(meta) == F.array(*map(F.lit, META_ORDER))).alias("_usual"))
+        usual = F.col("_usual")
+
+        def member(name: str) -> Column:
+            return F.when(usual, F.map_values(meta)[META_ORDER.index(name)]).otherwise(meta[name])
+
+        # meta without a member named 'skipped' (source['skipped'] marks a skipped record): the
+        # entry taken out by value, without a lambda
+        entry = F.struct(F.lit("skipped").alias("key"), meta["skipped"].alias("value"))
+        m = m.select("*", F.when(~usual & F.map_contains_key(meta, "skipped"), F.map_from_entries(
+            F.array_except(F.map_entries(meta), F.array(entry)))).alias("_meta_rest"))
         members = F.struct(
-            meta["op"].alias("op"), meta["table"].alias("table"), F.trim(meta["scn"]).alias("scn"),
-            meta["time"].alias("time"), F.trim(meta["seq"]).alias("seq"), meta["idx"].alias("idx"),
-            meta["trans"].alias("trans"),
+            member("op").alias("op"), member("table").alias("table"), F.trim(member("scn")).alias("scn"),
+            member("time").alias("time"), F.trim(member("seq")).alias("seq"), member("trans").alias("trans"),
         )
         m = m.select("*", members.alias("_m"))
         raw_op, scn, seq_text = F.col("_m.op"), F.col("_m.scn"), F.col("_m.seq")
-        m = m.select("*", F.replace(F.lower(F.trim(raw_op)), F.lit("_"), F.lit(" ")).alias("_op_text"))
-        m = m.select("*", _lookup(OPS, F.col("_op_text")).alias("_mapped"))
+        # the op as written (ins, upd, del) found first; trimmed, in lower case, '_' as a space only
+        # when it is not
+        m = m.select("*", _lookup(OPS, raw_op).alias("_direct"))
+        normal = F.when(F.col("_direct").isNull(), F.replace(F.lower(F.trim(raw_op)), F.lit("_"), F.lit(" ")))
+        m = m.select("*", normal.alias("_op_text"))
+        m = m.select("*", F.coalesce("_direct", _lookup(OPS, F.col("_op_text"))).alias("_mapped"))
         op_text, mapped = F.col("_op_text"), F.col("_mapped")
         op = F.when(~mapped.startswith("-"), mapped)
         skipped = F.when(mapped.startswith("-"), F.substring(mapped, 2, 100))
         table = F.when(F.trim("_m.table") != "", F.col("_m.table"))
         op_ts = parse_op_ts(F.trim("_m.time"))
-        idx_text = F.substring_index(F.trim("_m.idx"), "/", 1)
+        idx_text = F.substring_index(F.trim(member("idx")), "/", 1)  # (looked up only without 'seq')
         event = F.col("_op").isNotNull()
         error = first_error(
             (F.col(CORRUPT).isNotNull(), "not valid JSON, or a member of the wrong type "
@@ -149,11 +182,11 @@ class SharePlexJsonDecoder(Decoder):
             (mapped.isNull(), F.format_string(
                 "unknown meta.op '%s' (expected one of ins, upd, del, truncate; drop column is skipped)", raw_op)),
             (F.col("_table").isNull(), "'meta.table' missing or empty"),
-            (event & ~F.coalesce(scn.rlike(_DIGITS), F.lit(False)), F.format_string(
+            (event & ~F.coalesce(digits(scn, _SCN_DIGITS), F.lit(False)), F.format_string(
                 "'meta.scn' missing or not a number: '%s' (it orders the changes)", F.coalesce(scn, F.lit("")))),
             (event & F.col("_op_ts").isNull(), F.format_string(
                 "'meta.time' missing or not a timestamp: '%s'", F.coalesce("_m.time", F.lit("")))),
-            (event & seq_text.isNotNull() & ~F.coalesce(seq_text.rlike("^[0-9]{1,9}$"), F.lit(False)),
+            (event & seq_text.isNotNull() & ~F.coalesce(digits(seq_text, 9), F.lit(False)),
              F.format_string("'meta.seq' is not a whole number: '%s'", seq_text)),
             ((F.col("_op") == "I") & data.isNull(), F.format_string(
                 "'data' missing for meta.op '%s' (expected the row)", raw_op)),
@@ -166,14 +199,16 @@ class SharePlexJsonDecoder(Decoder):
         m = m.select("*", error.alias("_err"))
         op, skipped = F.col("_op"), F.col("_skipped")
         idx = F.when(event, F.coalesce(seq_text.try_cast("int"), idx_text.try_cast("int"), F.lit(0)))
-        pos = F.when(event, F.concat(sortable_position(scn), F.lit("."), transaction_position(F.col("_m.trans"))))
+        m = with_transaction_position(m, "_trans_pos", F.when(event, F.col("_m.trans")))
+        pos = F.when(event, F.concat(sortable_position(scn), F.lit("."), F.col("_trans_pos")))
         m = m.select("*", idx.alias("_idx"), pos.alias("_pos"))
         seq = F.when(event, F.concat_ws("|", "_pos", zero_pad(F.col("_idx").cast("string"), _IDX_WIDTH)))
         key_names = F.when(F.size(key) > 0, F.map_keys(key)) if self.keys_from_key else F.lit(None)
         before = F.when(op == "U", key).when(op == "D", F.coalesce(data, key))
-        # (_key_rest is NULL exactly when no key column is among the changed ones)
-        kept_key = F.coalesce(F.col("_key_rest"), key)
-        after = F.when(op == "I", data).when(op == "U", F.map_concat(kept_key, data))
+        if last_win:
+            after = F.when(op == "I", data).when(op == "U", overlay(F.coalesce(key, F.create_map().cast(IMAGE_TYPE)), data, last_win=True))
+        else:  # (_key_rest is NULL exactly when no key column is among the changed ones)
+            after = F.when(op == "I", data).when(op == "U", F.map_concat(F.coalesce(F.col("_key_rest"), key), data))
         plain = meta.isNotNull() & skipped.isNull() & F.col("_meta_rest").isNull()
         source = F.when(plain, meta).otherwise(F.map_concat(
             F.coalesce("_meta_rest", meta, F.create_map().cast(_TEXT_MAP)),
