@@ -223,11 +223,13 @@ def test_positions_are_sortable_as_the_python_reader_writes_them(spark):
 @pytest.mark.spark
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(texts=st.lists(st.one_of(st.none(), st.text(alphabet="0123456789+- a\u0661", max_size=22),
-                                st.integers(min_value=-(2**64), max_value=2**64).map(str)), min_size=1, max_size=30))
-def test_digit_texts_are_told_without_a_regular_expression_as_with_one(spark, texts):
+                                st.integers(min_value=-(2**64), max_value=2**64).map(str)), min_size=1, max_size=30),
+       most=st.sampled_from([None, 1, 9, 20]))
+def test_digit_texts_are_told_without_a_regular_expression_as_with_one(spark, texts, most):
     """Spark's own rendering of a long decides the common case; every other text is matched."""
-    from lakecdc.decoders._debezium_spark import _digits
+    from lakecdc.changes import digits
 
     df = spark.createDataFrame([(t,) for t in texts], "t string")
-    got = [r[0] for r in df.select(_digits(F.col("t"))).collect()]
-    assert got == [None if t is None else re.fullmatch("[0-9]+", t) is not None for t in texts]
+    got = [r[0] for r in df.select(digits(F.col("t"), most)).collect()]
+    pattern = "[0-9]+" if most is None else f"[0-9]{{1,{most}}}"
+    assert got == [None if t is None else re.fullmatch(pattern, t) is not None for t in texts]

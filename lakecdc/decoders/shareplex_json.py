@@ -51,7 +51,6 @@ from lakecdc.changes import (
     IMAGE_TYPE,
     digits,
     last_wins,
-    overlay,
     padded_parts,
     sortable_position,
     with_padded_parts,
@@ -205,10 +204,10 @@ class SharePlexJsonDecoder(Decoder):
         seq = F.when(event, F.concat_ws("|", "_pos", zero_pad(F.col("_idx").cast("string"), _IDX_WIDTH)))
         key_names = F.when(F.size(key) > 0, F.map_keys(key)) if self.keys_from_key else F.lit(None)
         before = F.when(op == "U", key).when(op == "D", F.coalesce(data, key))
-        if last_win:
-            after = F.when(op == "I", data).when(op == "U", overlay(F.coalesce(key, F.create_map().cast(IMAGE_TYPE)), data, last_win=True))
-        else:  # (_key_rest is NULL exactly when no key column is among the changed ones)
-            after = F.when(op == "I", data).when(op == "U", F.map_concat(F.coalesce(F.col("_key_rest"), key), data))
+        # an update's after image: key with data laid over it (under LAST_WIN, data's values win;
+        # else _key_rest is key without data's names, NULL when no key column is among them)
+        kept_key = F.coalesce(key, F.create_map().cast(IMAGE_TYPE)) if last_win else F.coalesce(F.col("_key_rest"), key)
+        after = F.when(op == "I", data).when(op == "U", F.map_concat(kept_key, data))
         plain = meta.isNotNull() & skipped.isNull() & F.col("_meta_rest").isNull()
         source = F.when(plain, meta).otherwise(F.map_concat(
             F.coalesce("_meta_rest", meta, F.create_map().cast(_TEXT_MAP)),
