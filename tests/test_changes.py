@@ -95,3 +95,31 @@ def test_overlay_lays_top_over_base_under_either_map_key_policy(spark, policy):
         got = [r[0] for r in df.select(overlay(F.col("base"), F.col("top"), last_win=last_win)).collect()]
     assert last_win == (policy == "LAST_WIN")
     assert got == [None if b is None else {**b, **(t or {})} for b, t in cases]
+
+
+def test_op_ts_cast_as_it_is_in_a_utc_session_reads_what_the_z_form_reads(spark):
+    """In a session whose zone is UTC a time without a zone is cast as it is; elsewhere a ``Z`` is
+    appended. Both read the same instants (times with their own zone keep it)."""
+    from pyspark.sql import functions as F
+
+    from lakecdc.decoders.base import parse_op_ts, session_is_utc
+    from lakecdc.session import job_conf
+
+    texts = ["2017-06-16T14:24:34", "2017-06-16 14:24:34.123456", "2017-06-16T14:24:34+08:00", "2017-06-16T14:24:34Z",
+             "2017-06-16", "2017-06-16T14:24:34 UTC", "2017-06-16T14:24:34.5-01:30", "junk", "", None]
+    df = spark.createDataFrame([(t,) for t in texts], "t string")
+    got = {}
+    for zone in ("UTC", "Asia/Shanghai", "Etc/UTC", "America/New_York"):
+        with job_conf(spark, {"spark.sql.session.timeZone": zone}):
+            utc = session_is_utc(spark)
+            assert utc == (zone in ("UTC", "Etc/UTC"))
+            # epoch microseconds: the instant, whatever zone renders it
+            fast, z_form = (F.unix_micros(parse_op_ts(F.col("t"), utc_session=u)) for u in (utc, False))
+            rows = df.select(fast, z_form).collect()
+            assert [r[0] for r in rows] == [r[1] for r in rows]
+            got[zone] = [r[0] for r in rows]
+    assert got["UTC"][0] == 1497623074000000 and got["UTC"][2] == 1497623074000000 - 8 * 3600 * 1_000_000
+    assert got["UTC"][-3:] == [None, None, None]
+    # a time, with or without a zone of its own, is the same instant in any session (a date alone
+    # is midnight in the session's zone, as before)
+    assert all(got[z][:4] + got[z][5:] == got["UTC"][:4] + got["UTC"][5:] for z in got)

@@ -57,7 +57,7 @@ from lakecdc.changes import (
     zero_pad,
 )
 from lakecdc.decoders._records import CORRUPT, read_json
-from lakecdc.decoders.base import Decoder, first_error, parse_op_ts
+from lakecdc.decoders.base import Decoder, first_error, parse_op_ts, session_is_utc
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -167,7 +167,7 @@ class SharePlexJsonDecoder(Decoder):
         op = F.when(~mapped.startswith("-"), mapped)
         skipped = F.when(mapped.startswith("-"), F.substring(mapped, 2, 100))
         table = F.when(F.trim("_m.table") != "", F.col("_m.table"))
-        op_ts = parse_op_ts(F.trim("_m.time"))
+        op_ts = parse_op_ts(F.trim("_m.time"), utc_session=session_is_utc(spark))
         idx_text = F.substring_index(F.trim(member("idx")), "/", 1)  # (looked up only without 'seq')
         event = F.col("_op").isNotNull()
         error = first_error(
