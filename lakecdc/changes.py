@@ -150,9 +150,9 @@ def padded_parts(text: Column, sep: str, width: int) -> Column:
 def with_padded_parts(df: DataFrame, name: str, text: Column, sep: str, width: int) -> DataFrame:
     """``df`` with a column ``name``: :func:`padded_parts` of ``text``, found in projections of its
     own so that each part of a three-part text is cut out once and measured once (Spark shares no
-    subexpression between the branches of a CASE WHEN: :func:`padded_parts` cuts each part twice,
-    the middle one four times). A text has three parts exactly when its length is theirs plus
-    two separators."""
+    subexpression between the branches of a CASE WHEN, so within one expression a part is cut out
+    again where it is used again; the form with a CASE per part cut the middle one four times).
+    A text has three parts exactly when its length is theirs plus two separators."""
     t, parts, sizes = f"_{name}_t", [f"_{name}_p{i}" for i in range(3)], [f"_{name}_n{i}" for i in range(4)]
     df = df.select("*", F.coalesce(text, F.lit("")).alias(t))
     df = df.select("*", *(p.alias(n) for p, n in zip(_three_parts(F.col(t), sep), parts, strict=True)))
