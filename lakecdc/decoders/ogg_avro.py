@@ -112,7 +112,7 @@ from lakecdc.decoders._goldengate import (
     rejoin_split_key_changes,
     source_map,
 )
-from lakecdc.decoders.base import Decoder, first_error, parse_op_ts
+from lakecdc.decoders.base import Decoder, first_error, parse_op_ts, session_is_utc
 from lakecdc.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -721,7 +721,7 @@ class OggAvroDecoder(Decoder):
     def _canonical(self, p: DataFrame) -> DataFrame:
         o = self.options
         op, expected = op_column(op_keys(self.name, o), F.col("m_op_type"))
-        op_ts = parse_op_ts(F.col("m_op_ts"))
+        op_ts = parse_op_ts(F.col("m_op_ts"), utc_session=session_is_utc(p.sparkSession))
         checks = [
             (F.col("m_error").isNotNull(), F.col("m_error")),
             (F.coalesce(F.trim("m_table"), F.lit("")) == "", "'table' missing or empty"),

@@ -104,7 +104,7 @@ from lakecdc.decoders._goldengate import (
     rejoin_split_key_changes,
 )
 from lakecdc.decoders._records import detect_layout, read_text
-from lakecdc.decoders.base import Decoder, first_error, parse_op_ts
+from lakecdc.decoders.base import Decoder, first_error, parse_op_ts, session_is_utc
 from lakecdc.decoders.ogg_json_row import (
     TableSchema,
     data_files,
@@ -370,7 +370,7 @@ class OggDelimitedDecoder(Decoder):
             op, expected = op_column(self.op_map, op_type)
         else:
             op, expected = F.lit("R"), ""
-        op_ts = parse_op_ts(meta["op_ts"]) if "op_ts" in meta else F.lit(None).cast("timestamp")
+        op_ts = parse_op_ts(meta["op_ts"], utc_session=session_is_utc(spark)) if "op_ts" in meta else F.lit(None).cast("timestamp")
         pos = meta.get("pos", null)
         tokens, dup_token = self._tokens(meta["tokens"]) if "tokens" in meta else (None, null)
 

@@ -28,7 +28,7 @@ from pyspark.sql import types as T
 from lakecdc.changes import IMAGE_TYPE
 from lakecdc.decoders._goldengate import canonical_events, op_column, op_keys, source_map
 from lakecdc.decoders._records import CORRUPT, read_json, read_text
-from lakecdc.decoders.base import Decoder, first_error, parse_op_ts
+from lakecdc.decoders.base import Decoder, first_error, parse_op_ts, session_is_utc
 from lakecdc.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -145,7 +145,7 @@ class OggJsonDecoder(Decoder):
         else:
             p = self._nested(spark, files, staging=staging)
         op, expected = op_column(op_keys(self.name, o), F.col("m_op_type"))
-        op_ts = parse_op_ts(F.col("m_op_ts"))
+        op_ts = parse_op_ts(F.col("m_op_ts"), utc_session=session_is_utc(spark))
         has_before = F.col("m_before").isNotNull()
         has_after = F.col("m_after").isNotNull()
         error = first_error(

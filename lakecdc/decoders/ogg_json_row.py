@@ -83,7 +83,7 @@ from lakecdc.decoders._goldengate import (
     source_map,
 )
 from lakecdc.decoders._records import CORRUPT, read_json, read_text
-from lakecdc.decoders.base import Decoder, first_error, parse_op_ts
+from lakecdc.decoders.base import Decoder, first_error, parse_op_ts, session_is_utc
 from lakecdc.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -370,7 +370,7 @@ class OggJsonRowDecoder(Decoder):
         p = self._parse(spark, data, staging=staging)
         image = F.col("m_columns")
         op, expected = op_column(self.op_map, F.col("m_op_type"))
-        op_ts = parse_op_ts(F.col("m_op_ts"))
+        op_ts = parse_op_ts(F.col("m_op_ts"), utc_session=session_is_utc(spark))
         no_columns = op.isin("I", "U", "D") & (F.size("m_columns") == 0)
         error = first_error(
             (F.col("m_bad_json"), "not valid JSON (expected one object per message)"),

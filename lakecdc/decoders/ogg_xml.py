@@ -87,7 +87,7 @@ from pyspark.sql import functions as F
 
 from lakecdc.changes import default_seq
 from lakecdc.decoders._records import on_executors
-from lakecdc.decoders.base import Decoder, first_error, parse_op_ts
+from lakecdc.decoders.base import Decoder, first_error, parse_op_ts, session_is_utc
 from lakecdc.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -478,7 +478,7 @@ class OggXmlDecoder(Decoder):
         p = self.parsed(spark, files, staging=staging)
         op_map = {o["insertOpKey"]: "I", o["updateOpKey"]: "U", o["deleteOpKey"]: "D", o["truncateOpKey"]: "T"}
         op = F.element_at(F.create_map(*[F.lit(x) for kv in op_map.items() for x in kv]), F.col("x_type"))
-        op_ts = parse_op_ts(F.col("x_ts"))
+        op_ts = parse_op_ts(F.col("x_ts"), utc_session=session_is_utc(spark))
         no_before, no_after = F.col("x_before").isNull(), F.col("x_after").isNull()
 
         def image_missing(image: str, key: str) -> str:
