@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from lakecdc.session import conf_value
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -24,7 +26,7 @@ def delta_spark_available(spark: SparkSession) -> bool:
     except ImportError:
         return False
     if is_spark_connect(spark):
-        extensions = spark.conf.get("spark.sql.extensions", "") or ""
+        extensions = conf_value(spark, "spark.sql.extensions") or ""
         return "DeltaSparkSessionExtension" in extensions
     try:
         jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]

@@ -38,7 +38,7 @@ from lakecdc.changes import PK_UPDATE_MODES, PkUpdate
 from lakecdc.contracts import Contract, load_contracts
 from lakecdc.decoders import get_decoder
 from lakecdc.decoders._records import EXACT_STRINGS
-from lakecdc.errors import ConfigError, LakecdcError, MissingKeyError, PrimaryKeyUpdateError
+from lakecdc.errors import ConfigError, LakecdcError, MissingKeyError, PrimaryKeyUpdateError, explain
 from lakecdc.history import (
     HistoryPrepared,
     history_settings,
@@ -491,7 +491,7 @@ def _each_table(
 def _failed(target: str, table: str, prof: dict, exc: BaseException, say: Progress) -> TableSummary:
     """The summary of a table whose merge failed: the run stays unfinished and is resumed by the
     next one, for this table only (the others committed theirs)."""
-    reason = str(exc) if isinstance(exc, LakecdcError) else f"{type(exc).__name__}: {exc}"
+    reason = explain(exc)
     say(f"{table}: FAILED ({reason}); the other tables go on, this one is retried by the next run")
     return TableSummary(table, table_path(target, table), events=prof["events"], status="failed", error=reason)
 

@@ -38,7 +38,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakecdc.errors import PrimaryKeyUpdateError
-from lakecdc.session import MAP_KEY_DEDUP
+from lakecdc.session import MAP_KEY_DEDUP, conf_value
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -98,7 +98,7 @@ def last_wins(spark: SparkSession) -> bool:
     """Whether ``spark`` builds a map given a key twice with the key's last value instead of failing
     (its ``spark.sql.mapKeyDedupPolicy`` is ``LAST_WIN``, as during lakecdc's jobs:
     :data:`lakecdc.session.JOB_CONF`). Read when a plan is made; the plan must run under it."""
-    return str(spark.conf.get(MAP_KEY_DEDUP, "EXCEPTION")).strip().upper() == "LAST_WIN"
+    return (conf_value(spark, MAP_KEY_DEDUP) or "EXCEPTION").strip().upper() == "LAST_WIN"
 
 
 def overlay(base: Column, top: Column, *, last_win: bool) -> Column:

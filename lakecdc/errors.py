@@ -64,3 +64,25 @@ class CommitConflict(LakecdcError):
 
 class InputChangedError(LakecdcError):
     """An input file recorded by an unfinished run is gone or was changed before the resume."""
+
+
+def explain(exc: BaseException) -> str:
+    """``exc`` as a person should read it: a lakecdc error's own text; for a failure of Spark's
+    Python workers that cannot import a module, what is wrong and what to set (a session built
+    by hand runs its workers on the ``python3`` on PATH unless ``PYSPARK_PYTHON`` says otherwise,
+    often without pyarrow or lakecdc)."""
+    if isinstance(exc, LakecdcError):
+        return str(exc)
+    text = str(exc)
+    marker = "ModuleNotFoundError: No module named "
+    if type(exc).__name__ == "PythonException" and marker in text:
+        import sys
+
+        module = text.split(marker, 1)[1].split("\n", 1)[0].strip()
+        return (
+            f"Spark's Python workers cannot import {module}: they run another Python than this "
+            f"one ({sys.executable}). Set PYSPARK_PYTHON={sys.executable} (environment, or "
+            f"spark.pyspark.python) before the session starts, or install lakecdc's dependencies "
+            f"in the workers' Python"
+        )
+    return f"{type(exc).__name__}: {text}"

@@ -87,6 +87,21 @@ def get_spark(*, master: str | None = None, conf: dict[str, str] | None = None) 
     return spark
 
 
+def conf_value(spark: SparkSession, key: str, default: str | None = None) -> str | None:
+    """The value ``spark`` gives for the setting ``key``, or ``default`` when it gives none.
+
+    Never passes a default to Spark: for a setting Spark knows, Spark checks a given default as if
+    it were a value (``spark.conf.get("spark.sql.session.timeZone", "")`` fails on a session whose
+    zone was never set, as in a notebook's own session). A session that refuses to tell (a
+    platform's allow-list) gives ``default`` too.
+    """
+    try:
+        value = spark.conf.get(key)
+    except Exception:  # noqa: BLE001 - unset without a default, or not readable on this platform
+        return default
+    return default if value is None else str(value)
+
+
 MAP_KEY_DEDUP = "spark.sql.mapKeyDedupPolicy"
 
 #: Runtime SQL settings every lakecdc job needs, set for the job's duration on any session.

@@ -14,10 +14,31 @@ SHARED = Path(__file__).resolve().parents[2] / "shared"
 SAMPLES = Path(os.environ.get("LAKECDC_SAMPLES", FIXTURES / "samples"))
 
 
+#: ``LAKECDC_TEST_SESSION=user`` runs the tests on a session built the way a notebook user builds
+#: one (the plain builder: Spark's default settings, the zone of ``LAKECDC_TEST_TZ``, ANSI mode as
+#: ``LAKECDC_TEST_ANSI`` says) instead of lakecdc's own: lakecdc must give the same tables on both.
+USER_SESSION = os.environ.get("LAKECDC_TEST_SESSION", "").strip().lower() == "user"
+
+
+def user_session(*, time_zone: str = "America/Los_Angeles", ansi: str = "true"):
+    """A session as a notebook user builds one: nothing of lakecdc's settings, another time zone."""
+    from pyspark.sql import SparkSession
+
+    return (SparkSession.builder.master("local[2]")
+            .config("spark.sql.session.timeZone", time_zone)
+            .config("spark.sql.ansi.enabled", ansi)
+            .getOrCreate())
+
+
 @pytest.fixture(scope="session")
 def spark():
-    """A local Spark session sized for tests (2 threads, 2 shuffle partitions)."""
+    """A local Spark session sized for tests (2 threads, 2 shuffle partitions), or a user's
+    (:data:`USER_SESSION`)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if USER_SESSION:
+        yield user_session(time_zone=os.environ.get("LAKECDC_TEST_TZ", "America/Los_Angeles"),
+                           ansi=os.environ.get("LAKECDC_TEST_ANSI", "true"))
+        return
     from lakecdc.session import get_spark
 
     session = get_spark(conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2",

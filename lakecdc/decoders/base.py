@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakecdc.errors import ConfigError
+from lakecdc.session import conf_value
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -140,7 +141,7 @@ UTC_ZONES = frozenset({"UTC", "ETC/UTC", "Z", "GMT", "ETC/GMT", "UCT", "ETC/UCT"
 def session_is_utc(spark: SparkSession) -> bool:
     """Whether ``spark`` reads a time without a zone as UTC (its session time zone is UTC, as in
     lakecdc's own sessions). A cast takes the zone when its DataFrame is made, not when it runs."""
-    return str(spark.conf.get("spark.sql.session.timeZone", "")).strip().upper() in UTC_ZONES
+    return (conf_value(spark, "spark.sql.session.timeZone") or "").strip().upper() in UTC_ZONES
 
 
 def parse_op_ts(text: Column, *, utc_session: bool = False) -> Column:
