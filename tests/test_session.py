@@ -76,3 +76,34 @@ def test_an_interpreted_setting_the_session_refuses_is_skipped_but_a_required_on
     with pytest.raises(RuntimeError, match="CONFIG_NOT_AVAILABLE"), session.job_conf(strict):  # type: ignore[arg-type]
         pass
     assert strict.values == {}  # what was set before the refusal is unset again
+
+
+@pytest.mark.spark
+def test_settings_are_read_without_a_default_spark_would_check(spark) -> None:
+    """``spark.conf.get(key, "")`` fails for a setting Spark checks (the session zone) when the
+    session never set it, as in a notebook's own session; ``conf_value`` gives the value or the
+    default instead."""
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    assert session.conf_value(spark, "spark.sql.session.timeZone") == zone
+    assert session.conf_value(spark, "lakecdc.test.never.set") is None
+    assert session.conf_value(spark, "lakecdc.test.never.set", "x") == "x"
+    spark.conf.unset("spark.sql.session.timeZone")  # as a plain builder's session has it
+    try:
+        with pytest.raises(Exception, match="TIME_ZONE"):  # what the decoders used to do
+            spark.conf.get("spark.sql.session.timeZone", "")
+        from lakecdc.decoders.base import session_is_utc
+
+        assert session_is_utc(spark) in (True, False)  # answers instead of failing
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", zone)
+
+
+def test_a_worker_without_a_module_is_explained() -> None:
+    from lakecdc.errors import explain
+
+    PythonException = type("PythonException", (Exception,), {})
+    exc = PythonException("Traceback ...\n    import pyarrow as pa\nModuleNotFoundError: No module named 'pyarrow'\n")
+    text = explain(exc)
+    assert "'pyarrow'" in text and "PYSPARK_PYTHON" in text
+    assert explain(ConfigError("bad flag")) == "bad flag"
+    assert explain(ValueError("x")) == "ValueError: x"
