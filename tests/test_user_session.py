@@ -3,7 +3,8 @@
 A notebook's session comes from the plain builder: Spark's default settings (200 shuffle
 partitions, ANSI mode on), the machine's time zone, none of lakecdc's settings. Every bundled job
 (GoldenGate JSON and delimited, Debezium JSON and Avro, DTS Avro, Canal JSON, SharePlex JSON, Qlik
-JSON), ``read_changes``, ``to_rows``, ``read_table`` and ``maintain`` run on such sessions in child
+JSON), ``read_changes``, ``to_rows``, ``stream``, the contracts' checks, ``read_table`` and
+``maintain`` run on such sessions in child
 processes (one session per process), in two zones east and west of UTC, with ANSI mode on and
 off; every source table must come out cell for cell and type for type as on lakecdc's own session,
 the quarantine must hold the same records with the same reasons, and every instant must be the
@@ -54,7 +55,8 @@ def _run(work: Path, session: str, *, tz: str | None = None) -> dict:
 def _comparable(result: dict) -> dict:
     """What must not depend on the session: every source table, the quarantined records and their
     reasons, the runs' counts, the instants read; not the ledger's own times and paths."""
-    out = {k: v for k, v in result.items() if k not in ("jobs", "zone", "after_maintenance")}
+    out = {k: v for k, v in result.items() if k not in ("jobs", "zone", "after_maintenance", "streamed")}
+    out["streamed"] = {t: v for t, v in result["streamed"].items() if not t.startswith("_")}
     for name, job in result["jobs"].items():
         out[f"{name}.runs"] = job["runs"]
         for table, content in job["tables"].items():
@@ -94,3 +96,5 @@ def test_a_users_session_gives_the_tables_of_lakecdcs_own(tmp_path, reference, s
     assert any(k.startswith("sample.") and not k.endswith("runs") for k in want)
     assert want["sample._quarantine"], "the sample's broken line is quarantined"
     assert len(want["op_ts"]) == 15 and want["rows"] > 0
+    assert want["streamed"] == {t: want[f"sample.{t}"] for t in want["streamed"]} and want["streamed"]
+    assert want["checks"]
