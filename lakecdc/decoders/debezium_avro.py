@@ -97,7 +97,16 @@ from fastavro import parse_schema
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakecdc.decoders._avro import MAGIC, Mismatch, plan_ocf_splits, read_at, read_ocf_header, text_converter
+from lakecdc.decoders._avro import (
+    LIMIT_OPTIONS,
+    MAGIC,
+    BlockLimits,
+    Mismatch,
+    plan_ocf_splits,
+    read_at,
+    read_ocf_header,
+    text_converter,
+)
 from lakecdc.decoders._debezium import (
     SETTINGS_OPTIONS,
     Images,
@@ -480,7 +489,7 @@ class DebeziumAvroDecoder(Decoder):
     name: ClassVar[str] = "debezium-avro"
     PYTHON_ROWS: ClassVar[bool] = True  # (see Decoder.PYTHON_ROWS)
     TRANSACTION_MARKERS: ClassVar[bool] = True
-    OPTIONS: ClassVar[dict[str, str]] = {**SETTINGS_OPTIONS, "schemaDirectory": "", "framing": "auto"}
+    OPTIONS: ClassVar[dict[str, str]] = {**SETTINGS_OPTIONS, "schemaDirectory": "", "framing": "auto", **LIMIT_OPTIONS}
     IGNORED_OPTIONS: ClassVar[frozenset[str]] = DebeziumJsonDecoder.IGNORED_OPTIONS | frozenset(
         {
             "schema.registry.url", "key.converter", "value.converter", "key.converter.schema.registry.url",
@@ -498,6 +507,7 @@ class DebeziumAvroDecoder(Decoder):
             raise ConfigError(f"{self.name}: framing {self.options['framing']!r} is not one of {', '.join(FRAMINGS)}")
         self.framing = framing
         self._registry: Registry | None = None
+        self.limits = BlockLimits.of(self.name, self.options)
 
     # -- planning
     def registry(self, *, required: bool) -> Registry | None:
@@ -542,11 +552,12 @@ class DebeziumAvroDecoder(Decoder):
             if ocf:
                 keys = _sidecar_of(path)
                 try:
-                    _header, parts = plan_ocf_splits(path, size if keys else split_bytes)
+                    _header, parts = plan_ocf_splits(path, size if keys else split_bytes, self.limits)
                 except (ValueError, OSError) as exc:
                     out.append(Split(path, "bad", note=f"OCF file header: {exc}"))
                     continue
-                out += [Split(path, "ocf", start, start + length, first, keys) for start, length, first in parts]
+                out += [Split(path, "ocf", start, start + length, first, keys, limits=self.limits)
+                        for start, length, first in parts]
                 continue
             kind = self._kind(path)
             if kind == "messages":
