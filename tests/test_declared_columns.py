@@ -175,3 +175,38 @@ def test_debezium_avro_keeps_a_declared_column_whose_values_are_all_null(spark, 
     assert _types(target) == {"id": "integer", "amount": "string", "flags": "binary"}
     assert rows(target, "id") == [{"id": 1, "amount": None, "flags": b"\x0f\x01"},
                                   {"id": 2, "amount": None, "flags": None}]
+
+
+# -- the other formats that declare their columns ---------------------------------------------------------
+
+#: the vendored samples, else ../shared/samples
+SAMPLE_DIRS = [Path(__file__).parent / "fixtures" / "samples", Path(__file__).resolve().parents[2] / "shared" / "samples"]
+
+
+@pytest.mark.spark
+def test_canal_and_qlik_keep_declared_columns_whose_values_are_all_null(spark, tmp_path):
+    """Canal's ``mysqlType`` and a Qlik metadata message declare every column: a column whose
+    values are all NULL is a column of the table all the same, with its declared type."""
+    canal = {"data": [{"id": "1", "v": None, "d": None}], "old": None, "database": "shop", "table": "t",
+             "pkNames": ["id"], "type": "INSERT", "isDdl": False, "es": 1600161894000, "ts": 1600161894771, "id": 58,
+             "sql": "", "mysqlType": {"id": "bigint(20)", "v": "varchar(50)", "d": "decimal(10,2)"},
+             "sqlType": {"id": -5, "v": 12, "d": 3}}
+    (tmp_path / "canal").mkdir()
+    (tmp_path / "canal" / "a.json").write_text(json.dumps(canal) + "\n")
+    s = lakecdc.apply(tmp_path / "canal", tmp_path / "lake-canal", format="canal-json", spark=spark)
+    assert _types(s.table("shop.t").target) == {"id": "long", "v": "string", "d": "decimal(10,2)"}
+
+    found = [d / "qlik-replicate-json" for d in SAMPLE_DIRS if (d / "qlik-replicate-json" / "attunity-metadata-MD.json").exists()]
+    if not found:
+        pytest.skip("the Qlik samples are not present")
+    folder = found[0]
+    md = json.loads((folder / "attunity-metadata-MD.json").read_text())
+    dt = json.loads((folder / "attunity-data-refresh-DT.json").read_text())
+    dt["messageSchemaId"] = md["messageSchemaId"]
+    dt["message"]["data"].update(salary=None, to_date=None)
+    (tmp_path / "qlik").mkdir()
+    (tmp_path / "qlik" / "a.json").write_text(json.dumps(md) + "\n" + json.dumps(dt) + "\n")
+    s = lakecdc.apply(tmp_path / "qlik", tmp_path / "lake-qlik", format="qlik-json", spark=spark)
+    target = s.table("employees.salaries").target
+    assert _types(target) == {"emp_no": "long", "salary": "long", "from_date": "date", "to_date": "date"}
+    assert [(r["salary"], r["to_date"]) for r in rows(target)] == [(None, None)]
