@@ -513,10 +513,14 @@ def _uvarint(data: bytes) -> int | None:
     return None
 
 
-def min_datum_bytes(schema: Any, named: dict[str, Any] | None = None, depth: int = 0) -> int:
+def min_datum_bytes(schema: Any) -> int:
     """The fewest bytes one datum of ``schema`` (parsed JSON) takes in Avro's binary encoding
     (0 for ``null`` and records of such fields: any number of them fits in no bytes)."""
-    named = {} if named is None else named
+    expanded, _named = expand_names(schema)  # (references by full name: two types may share a short one)
+    return _min_bytes(expanded, {}, 0)
+
+
+def _min_bytes(schema: Any, named: dict[str, int], depth: int) -> int:
     if depth > 64:
         return 0
     if isinstance(schema, list):
@@ -524,26 +528,26 @@ def min_datum_bytes(schema: Any, named: dict[str, Any] | None = None, depth: int
     if isinstance(schema, str):
         if schema in named:
             return named[schema]
-        return {"null": 0, "boolean": 1, "int": 1, "long": 1, "float": 4, "double": 8, "bytes": 1,
-                "string": 1}.get(schema, 0)
+        return {"boolean": 1, "int": 1, "long": 1, "float": 4, "double": 8, "bytes": 1, "string": 1}.get(schema, 0)
     if not isinstance(schema, dict):
         return 0
     kind = schema.get("type")
     if kind in ("record", "error"):
-        name = full_name(schema)
-        if name:
-            named.setdefault(name, 0)  # (a recursive reference counts nothing)
-            named.setdefault(name.rpartition(".")[2], 0)
-        total = sum(min_datum_bytes(f.get("type"), named, depth + 1) for f in schema.get("fields") or ()
-                    if isinstance(f, dict))
-        if name:
-            named[name] = named[name.rpartition(".")[2]] = total
-        return total
+        name = str(schema.get("name", ""))
+        named.setdefault(name, 0)  # (a record that refers to itself counts nothing for it)
+        named[name] = sum(_min_bytes(f.get("type"), named, depth + 1) for f in schema.get("fields") or ()
+                          if isinstance(f, dict))
+        return named[name]
     if kind == "fixed":
-        return int(schema.get("size", 0) or 0)
-    if kind in ("enum", "array", "map"):
+        size = schema.get("size", 0)
+        named[str(schema.get("name", ""))] = size if isinstance(size, int) and size > 0 else 0
+        return named[str(schema.get("name", ""))]
+    if kind == "enum":
+        named[str(schema.get("name", ""))] = 1
         return 1
-    return min_datum_bytes(kind, named, depth + 1)
+    if kind in ("array", "map"):
+        return 1
+    return _min_bytes(kind, named, depth + 1)
 
 
 @dataclass(frozen=True)
