@@ -17,7 +17,8 @@ Nothing here knows a vendor's record layout; the vendor modules build on it.
   (magic ``Obj\\x01``, metadata map with ``avro.schema`` and ``avro.codec``, a 16-byte sync
   marker) followed by blocks: record count, byte size, the (compressed) records, the sync marker.
   :func:`iter_ocf_blocks` walks the blocks itself, so a corrupt block is reported with its byte
-  offset and reading resumes at the next sync marker. Codecs: ``null``, ``deflate``, ``bzip2``,
+  offset and reading resumes at the next sync marker; a block past its :class:`BlockLimits`
+  (uncompressed bytes, claimed records) is reported the same way, never inflated past the limit. Codecs: ``null``, ``deflate``, ``bzip2``,
   ``xz``, and ``snappy``/``zstandard`` through ``cramjam``.
 * **Exact decoding.** :func:`read_at` decodes one binary-encoded datum and returns where it
   ended, so a caller can demand that a message decodes to exactly its last byte: the test that

@@ -65,7 +65,8 @@ directory. How files are cut and framed: :mod:`lakecdc.decoders._kafka_files`.
 
 **Options**: as ``debezium-json`` (``sequenceBy``, ``tableName``,
 ``unavailable.value.placeholder``, ``topic.prefix``, and the Debezium properties it ignores),
-plus ``schemaDirectory`` and ``framing`` (``auto``, ``length-prefixed``, ``single``, ``kcat``).
+plus ``schemaDirectory``, ``framing`` (``auto``, ``length-prefixed``, ``single``, ``kcat``),
+``maxBlockBytes`` and ``maxBlockRecords`` (an OCF block's limits: :class:`~lakecdc.decoders._avro.BlockLimits`).
 Converter properties (``schema.registry.url``, ``key.converter``, ``value.converter``,
 ``auto.register.schemas``, ``use.latest.version``, ``connect.meta.data``,
 ``enhanced.avro.schema.support``, ``scrub.invalid.names``, ...) are accepted and ignored.

@@ -104,7 +104,8 @@ image whose length differs from ``fields``, an unknown or undecodable charset, a
 prefix, the OCF block, the kcat line) and ``raw`` (the message base64; a kcat line as text).
 
 Options: ``framing`` (``auto``, ``length-prefixed``, ``single``, ``kcat``), ``sequenceBy``
-(``timestamp``, ``position``), ``dateTimeFraction`` (``auto``, ``micros``, ``nanos``).
+(``timestamp``, ``position``), ``dateTimeFraction`` (``auto``, ``micros``, ``nanos``), ``maxBlockBytes``
+and ``maxBlockRecords`` (an OCF block's limits: :class:`~lakecdc.decoders._avro.BlockLimits`).
 """
 
 from __future__ import annotations

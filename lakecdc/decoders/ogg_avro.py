@@ -56,7 +56,8 @@ Options are the formatters' property names (without ``gg.handler.<name>.format.`
 ``insertOpKey``/``updateOpKey``/``deleteOpKey``/``truncateOpKey`` (I/U/D/T),
 ``schemaDirectory`` (``./dirdef``), ``wrapMessageInGenericAvroMessage`` (false),
 ``lineDelimiter`` (none), ``encoding`` of the ``.avsc`` files (UTF-8),
-``treatAllColumnsAsStrings`` (false: every column typed as string), and lakecdc's ``framing``.
+``treatAllColumnsAsStrings`` (false: every column typed as string), and lakecdc's ``framing``,
+``maxBlockBytes`` and ``maxBlockRecords`` (an OCF block's limits: :class:`~lakecdc.decoders._avro.BlockLimits`).
 ``pkUpdateHandling`` (abend): a row formatter with ``delete-insert`` writes a key change as a
 delete and an insert at the same ``op_ts`` and ``pos``; told so, ``ogg-avro-row`` joins each such
 pair into the key change it was (:func:`~lakecdc.decoders._goldengate.rejoin_split_key_changes`),
