@@ -76,7 +76,7 @@ records, with the Kafka Connect types of :func:`lakecdc.decoders._kafka_connect.
 (Decimal: ``decimal(p, s)``; MicroTimestamp: ``timestamp``; ...), per table as the records name
 it; columns only a schema-change record names (``tableChanges``) take the DDL's type (see
 :mod:`lakecdc.decoders._debezium_ddl`). ``VariableScaleDecimal`` columns are inferred from their
-values (:meth:`variant_images`).
+values (:meth:`variant_images`), and are strings while their values are all NULL.
 
 **Bad input** does not stop the batch: a message with the wrong magic byte, an unknown schema
 id, too few bytes (a cut length prefix, a short header), bytes the schema does not read exactly,
