@@ -210,3 +210,12 @@ def test_the_kafka_avro_decoders_take_the_limits_too(spark, tmp_path):
             assert "maxBlockBytes=1048576" in errors[0] and "maxBlockRecords" in errors[1]
         else:  # dts-avro refuses a file whose schema is not its Record before reading blocks
             assert len(errors) == 1 and "not the DTS Record schema" in errors[0]
+
+
+def test_a_cut_stream_is_still_an_error_with_a_limit():
+    plain = b"abc" * 10_000
+    for codec, packed in (("deflate", _deflate(plain)), ("bzip2", bz2.compress(plain)), ("xz", lzma.compress(plain))):
+        with pytest.raises(ValueError, match="incomplete or truncated"):
+            decompress(codec, packed[:-8], 1 << 20)
+    # concatenated streams read whole, as bz2.decompress reads them
+    assert decompress("bzip2", bz2.compress(plain) + bz2.compress(b"xyz"), 1 << 20) == plain + b"xyz"

@@ -463,9 +463,18 @@ def decompress(codec: str, data: bytes, limit: int | None = None) -> bytes:
             out = z.decompress(data, limit + 1)
             if len(out) <= limit:
                 out += z.flush()
+            if len(out) <= limit and not z.eof:
+                raise ValueError("incomplete or truncated deflate stream")
         else:
-            d = bz2.BZ2Decompressor() if codec == "bzip2" else lzma.LZMADecompressor()
-            out = d.decompress(data, max_length=limit + 1)
+            out, rest = b"", data
+            while rest and len(out) <= limit:  # (concatenated streams, as bz2/lzma.decompress read them)
+                d = bz2.BZ2Decompressor() if codec == "bzip2" else lzma.LZMADecompressor()
+                out += d.decompress(rest, max_length=limit + 1 - len(out))
+                if len(out) > limit:
+                    break
+                if not d.eof:
+                    raise ValueError(f"incomplete or truncated {codec} stream")
+                rest = d.unused_data
         if len(out) > limit:
             raise _too_large(limit)
         return out
