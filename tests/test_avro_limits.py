@@ -219,3 +219,16 @@ def test_a_cut_stream_is_still_an_error_with_a_limit():
             decompress(codec, packed[:-8], 1 << 20)
     # concatenated streams read whole, as bz2.decompress reads them
     assert decompress("bzip2", bz2.compress(plain) + bz2.compress(b"xyz"), 1 << 20) == plain + b"xyz"
+
+
+def test_a_zstandard_stream_without_its_size_is_read_and_bounded():
+    """Java's Avro writes zstandard blocks with a streaming compressor: no content size in the frame."""
+    import cramjam
+
+    plain = bytes(range(256)) * 4000
+    streaming = cramjam.zstd.Compressor()
+    streaming.compress(plain)
+    packed = bytes(streaming.finish())
+    assert decompress("zstandard", packed, 1 << 20) == plain
+    with pytest.raises(BlockTooLarge):
+        decompress("zstandard", packed, 5000)

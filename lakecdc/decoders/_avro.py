@@ -489,15 +489,21 @@ def decompress(codec: str, data: bytes, limit: int | None = None) -> bytes:
             declared = _zstd_content_size(data)
             if declared is not None and declared > limit:
                 raise _too_large(limit)
-            # into a buffer of the declared size (else of the limit): more does not fit
-            buf = bytearray(declared if declared is not None else limit + 1)
-            try:
-                n = cramjam.zstd.decompress_into(data, buf)
-            except Exception:
-                if declared is None:
-                    raise
-                buf = bytearray(limit + 1)  # several frames: only the first one's size was read
-                n = cramjam.zstd.decompress_into(data, buf)
+            # into a buffer of the declared size (a stream without it: growing, up to the limit); the
+            # decompressor refuses to write past the buffer's end
+            size = declared if declared is not None else min(limit + 1, max(len(data) * 8, 1 << 16))
+            while True:
+                buf = bytearray(size)
+                try:
+                    n = cramjam.zstd.decompress_into(data, buf)
+                except Exception as exc:
+                    if "whole buffer" not in str(exc):
+                        raise
+                    if size > limit:
+                        raise _too_large(limit) from None
+                    size = min(limit + 1, size * 4 if declared is None else limit + 1)
+                    continue
+                break
             if n > limit:
                 raise _too_large(limit)
             return bytes(buf[:n])
