@@ -159,7 +159,11 @@ def new_column_types(
     spark: SparkSession, decoder: Decoder, settings: ApplySettings, files: list[str],
     wanted: dict[str, dict[str, list[str]]], *, staging: str, say: Progress,
 ) -> dict[str, dict[str, T.DataType]]:
-    """Types of the new columns: declared by the input, else inferred from the data, else string."""
+    """Types of the new columns: declared by the input, else inferred from the data, else string.
+
+    A column the input declares is never left out: one declared without a type
+    (:data:`~lakecdc.columns.DECLARED_UNTYPED`) whose values are all NULL so far is a string.
+    """
     if not wanted:
         return {}
     if settings.treat_all_as_strings:
