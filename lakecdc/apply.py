@@ -564,5 +564,6 @@ def read_changes(
     )
     for table in tables:
         fields = by_table.get(table) or default
-        events = resequence(events, table, fields, declared.get(table, {})).drop("_unordered")
+        types = {c: t for c, t in declared.get(table, {}).items() if t.typeName() != "void"}  # (declared untyped)
+        events = resequence(events, table, fields, types).drop("_unordered")
     return events

@@ -37,6 +37,10 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 MIN_DECIMAL_SCALE = 2
+#: The type a decoder's ``column_types`` gives a column its input declares without saying its type
+#: (a Debezium ``VariableScaleDecimal``, whose scale varies per value): the column's type is inferred
+#: from its values, and while they are all NULL it is a string column, not left out.
+DECLARED_UNTYPED = T.NullType()
 _DECIMAL_RE = re.compile(r"DECIMAL\((\d+),(\d+)\)")
 _EXACT = T.DecimalType(38, 18)
 
@@ -147,8 +151,9 @@ def infer_types(
 
 
 def widest(types: list[T.DataType]) -> T.DataType:
-    """The one type that holds values of all ``types`` exactly (string when none does)."""
-    distinct = list(dict.fromkeys(types))
+    """The one type that holds values of all ``types`` exactly (string when none does). ``void``
+    (a column declared without a type: :data:`DECLARED_UNTYPED`) gives way to any other type."""
+    distinct = [t for t in dict.fromkeys(types) if not isinstance(t, T.NullType)] or list(dict.fromkeys(types))[:1]
     if not distinct:
         return T.StringType()
     if len(distinct) == 1:

@@ -159,7 +159,11 @@ def new_column_types(
     spark: SparkSession, decoder: Decoder, settings: ApplySettings, files: list[str],
     wanted: dict[str, dict[str, list[str]]], *, staging: str, say: Progress,
 ) -> dict[str, dict[str, T.DataType]]:
-    """Types of the new columns: declared by the input, else inferred from the data, else string."""
+    """Types of the new columns: declared by the input, else inferred from the data, else string.
+
+    A column the input declares is never left out: one declared without a type
+    (:data:`~lakecdc.columns.DECLARED_UNTYPED`) whose values are all NULL so far is a string.
+    """
     if not wanted:
         return {}
     if settings.treat_all_as_strings:
@@ -169,10 +173,13 @@ def new_column_types(
         declared[table] = {**declared.get(table, {}), **contract.types}
     out: dict[str, dict[str, T.DataType]] = {}
     rest: dict[str, dict[str, list[str]]] = {}
+    untyped: dict[str, list[str]] = {}  # declared without a type (columns.DECLARED_UNTYPED)
     for table, cols in wanted.items():
         known = {c.lower(): t for c, t in declared.get(table, {}).items()}
-        out[table] = {c: known[c.lower()] for c in cols if c.lower() in known}
-        left = {c: alts for c, alts in cols.items() if c.lower() not in known}
+        typed = {c for c, t in known.items() if not isinstance(t, T.NullType)}
+        out[table] = {c: known[c.lower()] for c in cols if c.lower() in typed}
+        left = {c: alts for c, alts in cols.items() if c.lower() not in typed}
+        untyped[table] = [c for c in left if c.lower() in known]
         if left:
             rest[table] = left
     images = decoder.variant_images(spark, files, staging=staging) if rest else None
@@ -183,6 +190,8 @@ def new_column_types(
     elif rest:
         for table, cols in rest.items():
             out[table].update({c: T.StringType() for c in cols})
+    for table, cols in untyped.items():  # declared, all values NULL so far: kept, as text
+        out[table].update({c: T.StringType() for c in cols if c not in out[table]})
     return out
 
 

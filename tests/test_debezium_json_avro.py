@@ -199,3 +199,51 @@ def test_round_trip_of_a_written_history_matches_the_oracle(spark, tmp_path):
 def test_round_trip_of_random_histories_matches_the_oracle(spark, tmp_path_factory, sc, reads):
     _round_trip(spark, tmp_path_factory.mktemp("dbzavrojson"), sc, reads, Style("postgresql", schema=True, layout="kcat"),
                 short_names=True)
+
+
+@pytest.mark.spark
+def test_union_branches_named_by_full_names_that_inherit_their_namespace(spark, tmp_path):
+    """Avro specification, "Names": a record without a namespace of its own takes the enclosing
+    record's, so the ``Value`` record inside the ``...order_items.Envelope`` is
+    ``dbserver1.inventory.order_items.Value``; Java writes a union branch with that full name, and a
+    reference ``"Value"`` is resolved in that namespace too."""
+    from tests.test_debezium_avro import ENVELOPE, VALUE
+
+    value = {k: v for k, v in VALUE.items() if k != "namespace"}  # inherits the Envelope's namespace
+    fields = [{**f, "type": ["null", value] if f["name"] == "before" else ["null", "Value"]}
+              if f["name"] in ("before", "after") else f for f in ENVELOPE["fields"]]
+    registry = tmp_path / "schemas"
+    registry.mkdir()
+    for schema_id, schema in {**SCHEMAS, IDS["value"]: {**ENVELOPE, "fields": fields}}.items():
+        (registry / f"{schema_id}.avsc").write_text(json.dumps(schema))
+    full = "dbserver1.inventory.order_items.Value"
+    record = _kcat(0, {"id": 1}, {"before": {full: {**AFTER, "note": None}}, "after": {full: AFTER},
+                                  "source": SOURCE, "op": "u", "ts_ms": {"long": TS + 500}, "transaction": None},
+                   key_schema_id=IDS["key"], value_schema_id=IDS["value"])
+    short = _kcat(1, {"id": 1}, {"before": None, "after": {"Value": AFTER}, "source": SOURCE, "op": "c",
+                                 "ts_ms": {"long": TS + 500}, "transaction": None},
+                  key_schema_id=IDS["key"], value_schema_id=IDS["value"])
+    update, insert = _decode(spark, _write(tmp_path / "kcat.json", record, short), schemaDirectory=str(registry))
+    assert update["_error"] is None and insert["_error"] is None, (update["_error"], insert["_error"])
+    assert update["op"] == "U" and update["after"]["price"] == "12.50" and update["before"]["note"] is None
+    assert insert["op"] == "I" and insert["after"]["amount"] == "12.345"
+
+
+def test_expand_names_resolves_names_as_the_avro_specification_does():
+    from lakecdc.decoders._avro import expand_names
+
+    schema = {"type": "record", "name": "Envelope", "namespace": "a.b", "fields": [
+        {"name": "x", "type": {"type": "record", "name": "Value", "fields": [
+            {"name": "e", "type": {"type": "enum", "name": "E", "namespace": "", "symbols": ["A"]}},
+            {"name": "f", "type": {"type": "fixed", "name": "c.F", "size": 2}},
+            {"name": "g", "type": "F"}]}},  # no F in a.b: the null namespace's (none): kept as written
+        {"name": "y", "type": ["null", "Value"]},
+        {"name": "z", "type": {"type": "array", "items": "a.b.Value"}},
+        {"name": "w", "type": "E"}]}
+    expanded, named = expand_names(schema)
+    assert set(named) == {"a.b.Envelope", "a.b.Value", "E", "c.F"}
+    fields = {f["name"]: f["type"] for f in expanded["fields"]}
+    assert fields["x"]["name"] == "a.b.Value" and fields["y"] == ["null", "a.b.Value"]
+    assert fields["z"]["items"] == "a.b.Value" and fields["w"] == "E"
+    inner = {f["name"]: f["type"] for f in fields["x"]["fields"]}
+    assert inner["e"]["name"] == "E" and inner["f"]["name"] == "c.F" and inner["g"] == "F"

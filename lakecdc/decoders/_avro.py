@@ -17,7 +17,8 @@ Nothing here knows a vendor's record layout; the vendor modules build on it.
   (magic ``Obj\\x01``, metadata map with ``avro.schema`` and ``avro.codec``, a 16-byte sync
   marker) followed by blocks: record count, byte size, the (compressed) records, the sync marker.
   :func:`iter_ocf_blocks` walks the blocks itself, so a corrupt block is reported with its byte
-  offset and reading resumes at the next sync marker. Codecs: ``null``, ``deflate``, ``bzip2``,
+  offset and reading resumes at the next sync marker; a block past its :class:`BlockLimits`
+  (uncompressed bytes, claimed records) is reported the same way, never inflated past the limit. Codecs: ``null``, ``deflate``, ``bzip2``,
   ``xz``, and ``snappy``/``zstandard`` through ``cramjam``.
 * **Exact decoding.** :func:`read_at` decodes one binary-encoded datum and returns where it
   ended, so a caller can demand that a message decodes to exactly its last byte: the test that
@@ -59,6 +60,8 @@ from typing import Any, BinaryIO
 from fastavro import parse_schema, schemaless_reader
 from fastavro.schema import to_parsing_canonical_form
 from pyspark.sql import types as T
+
+from lakecdc.errors import ConfigError
 
 MAGIC = b"Obj\x01"
 SYNC_SIZE = 16
@@ -129,6 +132,57 @@ def full_name(schema: Any) -> str | None:
     name = str(schema["name"])
     namespace = schema.get("namespace")
     return name if "." in name or not namespace else f"{namespace}.{name}"
+
+
+_PRIMITIVE_NAMES = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})
+_NAMED_KINDS = frozenset({"record", "error", "enum", "fixed"})
+
+
+def qualified(name: str, namespace: str | None) -> str:
+    """A name as the Avro specification resolves it in ``namespace``: a name with a dot is full
+    already; otherwise the namespace (the type's own, else the enclosing one's) comes first."""
+    return name if "." in name or not namespace else f"{namespace}.{name}"
+
+
+def expand_names(schema: Any) -> tuple[Any, dict[str, Any]]:
+    """``schema`` (parsed JSON) with every named type's ``name`` its full name (no ``namespace``
+    left) and every reference to a named type written with that full name, and the named types by
+    full name (Avro specification, "Names": a name without a dot takes the namespace of its own
+    ``namespace`` attribute, else of the innermost enclosing named type; a reference without a
+    dot is looked up in the enclosing namespace first, then in the null namespace)."""
+    named: dict[str, Any] = {}
+
+    def walk(node: Any, namespace: str) -> Any:
+        if isinstance(node, list):
+            return [walk(b, namespace) for b in node]
+        if isinstance(node, str):
+            if node in _PRIMITIVE_NAMES or "." in node:
+                return node
+            inner = qualified(node, namespace)
+            return inner if inner in named else node
+        if not isinstance(node, dict):
+            return node
+        kind = node.get("type")
+        if kind in _NAMED_KINDS:
+            space = node.get("namespace", namespace)
+            full = qualified(str(node.get("name", "")), space if isinstance(space, str) else namespace)
+            out = {k: v for k, v in node.items() if k != "namespace"}
+            out["name"] = full
+            named[full] = out  # before its fields: a field may refer to its own record
+            if kind in ("record", "error"):
+                inner = full.rpartition(".")[0]
+                out["fields"] = [{**f, "type": walk(f.get("type"), inner)} if isinstance(f, dict) else f
+                                 for f in node.get("fields") or ()]
+            return out
+        if kind == "array":
+            return {**node, "items": walk(node.get("items"), namespace)}
+        if kind == "map":
+            return {**node, "values": walk(node.get("values"), namespace)}
+        if isinstance(kind, (dict, list)) or (isinstance(kind, str) and kind not in _PRIMITIVE_NAMES):
+            return {**node, "type": walk(kind, namespace)}
+        return node
+
+    return walk(schema, ""), named
 
 
 @dataclass(frozen=True)
@@ -324,28 +378,192 @@ def read_ocf_header(fo: BinaryIO) -> OcfHeader:
     return OcfHeader(schema, codec, head["sync"], fo.tell())
 
 
-def decompress(codec: str, data: bytes) -> bytes:
-    """A block's records, uncompressed."""
+#: Default of :attr:`BlockLimits.max_block_bytes`: a block's records, uncompressed, at most 256 MiB.
+MAX_BLOCK_BYTES = 256 << 20
+#: Default of :attr:`BlockLimits.max_block_records`.
+MAX_BLOCK_RECORDS = 10_000_000
+#: The decoder options that set the limits (every Avro decoder reading object container files).
+LIMIT_OPTIONS: dict[str, str] = {"maxBlockBytes": str(MAX_BLOCK_BYTES), "maxBlockRecords": str(MAX_BLOCK_RECORDS)}
+
+
+@dataclass(frozen=True)
+class BlockLimits:
+    """How large an OCF block may be, checked before its records are read (a compression bomb, a
+    header claiming 2^62 records): a block past a limit is one bad record whose reason names the
+    limit and the option that raises it; the file's other blocks are read.
+
+    * ``max_block_bytes`` (option ``maxBlockBytes``): the block's records uncompressed, in bytes;
+      decompression stops there, so a block that inflates further never takes more memory.
+    * ``max_block_records`` (option ``maxBlockRecords``): the records a block may claim. A block
+      also may not claim more records than its uncompressed bytes can hold (every record of a
+      schema whose records take at least one byte needs one).
+    """
+
+    max_block_bytes: int = MAX_BLOCK_BYTES
+    max_block_records: int = MAX_BLOCK_RECORDS
+
+    @classmethod
+    def of(cls, decoder: str, options: dict[str, str]) -> BlockLimits:
+        """The limits a decoder's options set (:data:`LIMIT_OPTIONS`); ConfigError for a value
+        that is not a positive whole number."""
+        values = []
+        for name in LIMIT_OPTIONS:
+            text = str(options.get(name, LIMIT_OPTIONS[name])).strip().replace("_", "")
+            if not text.isdigit() or int(text) <= 0:
+                raise ConfigError(f"{decoder}: option {name}={options.get(name)!r} is not a positive whole number")
+            values.append(int(text))
+        return cls(*values)
+
+    def counted(self, count: int) -> int:
+        """The row numbers a block of ``count`` records takes (one for a count past the limit, so
+        that a claimed 2^62 records does not shift the numbers of the records after it)."""
+        return count if 0 <= count <= self.max_block_records else 1
+
+
+DEFAULT_LIMITS = BlockLimits()
+
+
+class BlockTooLarge(ValueError):
+    """A block whose records, uncompressed, pass :attr:`BlockLimits.max_block_bytes`."""
+
+
+def _too_large(limit: int) -> BlockTooLarge:
+    return BlockTooLarge(f"the block inflates past {limit} bytes, the limit (option maxBlockBytes={limit}; "
+                         "raise it to read such blocks)")
+
+
+def _zstd_content_size(data: bytes) -> int | None:
+    """The ``Frame_Content_Size`` a Zstandard frame header declares, None when it declares none."""
+    if len(data) < 6 or data[:4] != b"\x28\xb5\x2f\xfd":
+        return None
+    fhd = data[4]
+    single, dict_flag, fcs_flag = fhd >> 5 & 1, fhd & 3, fhd >> 6
+    pos = 5 + (0 if single else 1) + (0, 1, 2, 4)[dict_flag]
+    size = (1 if single else 0, 2, 4, 8)[fcs_flag]
+    if size == 0 or pos + size > len(data):
+        return None
+    value = int.from_bytes(data[pos : pos + size], "little")
+    return value + 256 if size == 2 else value
+
+
+def decompress(codec: str, data: bytes, limit: int | None = None) -> bytes:
+    """A block's records, uncompressed; with ``limit``, :class:`BlockTooLarge` as soon as they pass
+    ``limit`` bytes (never more than about ``limit`` bytes are made)."""
     if codec == "null":
+        if limit is not None and len(data) > limit:
+            raise _too_large(limit)
         return data
-    if codec == "deflate":
-        return zlib.decompress(data, -15)
-    if codec == "bzip2":
-        return bz2.decompress(data)
-    if codec == "xz":
-        return lzma.decompress(data)
+    if codec in ("deflate", "bzip2", "xz"):
+        if limit is None:
+            if codec == "deflate":
+                return zlib.decompress(data, -15)
+            return bz2.decompress(data) if codec == "bzip2" else lzma.decompress(data)
+        if codec == "deflate":
+            z = zlib.decompressobj(-15)
+            out = z.decompress(data, limit + 1)
+            if len(out) <= limit:
+                out += z.flush()
+            if len(out) <= limit and not z.eof:
+                raise ValueError("incomplete or truncated deflate stream")
+        else:
+            out, rest = b"", data
+            while rest and len(out) <= limit:  # (concatenated streams, as bz2/lzma.decompress read them)
+                d = bz2.BZ2Decompressor() if codec == "bzip2" else lzma.LZMADecompressor()
+                out += d.decompress(rest, max_length=limit + 1 - len(out))
+                if len(out) > limit:
+                    break
+                if not d.eof:
+                    raise ValueError(f"incomplete or truncated {codec} stream")
+                rest = d.unused_data
+        if len(out) > limit:
+            raise _too_large(limit)
+        return out
     if codec in ("snappy", "zstandard"):
         try:
             import cramjam
         except ImportError:
             raise ValueError(f"codec {codec!r} needs the 'cramjam' package (pip install cramjam)") from None
         if codec == "zstandard":
-            return bytes(cramjam.zstd.decompress(data))
+            if limit is None:
+                return bytes(cramjam.zstd.decompress(data))
+            declared = _zstd_content_size(data)
+            if declared is not None and declared > limit:
+                raise _too_large(limit)
+            # into a buffer of the declared size (a stream without it: growing, up to the limit); the
+            # decompressor refuses to write past the buffer's end
+            size = declared if declared is not None else min(limit + 1, max(len(data) * 8, 1 << 16))
+            while True:
+                buf = bytearray(size)
+                try:
+                    n = cramjam.zstd.decompress_into(data, buf)
+                except Exception as exc:
+                    if "whole buffer" not in str(exc):
+                        raise
+                    if size > limit:
+                        raise _too_large(limit) from None
+                    size = min(limit + 1, size * 4 if declared is None else limit + 1)
+                    continue
+                break
+            if n > limit:
+                raise _too_large(limit)
+            return bytes(buf[:n])
+        # snappy: the raw block starts with its uncompressed length (a varint)
+        if limit is not None:
+            length = _uvarint(data)
+            if length is not None and length > limit:
+                raise _too_large(limit)
         out = bytes(cramjam.snappy.decompress_raw(data[:-4]))
         if zlib.crc32(out) != struct.unpack(">I", data[-4:])[0]:
             raise ValueError("snappy block fails its CRC-32 check")
         return out
     raise ValueError(f"unsupported OCF codec {codec!r}")
+
+
+def _uvarint(data: bytes) -> int | None:
+    shift = result = 0
+    for b in data[:10]:
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result
+        shift += 7
+    return None
+
+
+def min_datum_bytes(schema: Any) -> int:
+    """The fewest bytes one datum of ``schema`` (parsed JSON) takes in Avro's binary encoding
+    (0 for ``null`` and records of such fields: any number of them fits in no bytes)."""
+    expanded, _named = expand_names(schema)  # (references by full name: two types may share a short one)
+    return _min_bytes(expanded, {}, 0)
+
+
+def _min_bytes(schema: Any, named: dict[str, int], depth: int) -> int:
+    if depth > 64:
+        return 0
+    if isinstance(schema, list):
+        return 1  # the branch index
+    if isinstance(schema, str):
+        if schema in named:
+            return named[schema]
+        return {"boolean": 1, "int": 1, "long": 1, "float": 4, "double": 8, "bytes": 1, "string": 1}.get(schema, 0)
+    if not isinstance(schema, dict):
+        return 0
+    kind = schema.get("type")
+    if kind in ("record", "error"):
+        name = str(schema.get("name", ""))
+        named.setdefault(name, 0)  # (a record that refers to itself counts nothing for it)
+        named[name] = sum(_min_bytes(f.get("type"), named, depth + 1) for f in schema.get("fields") or ()
+                          if isinstance(f, dict))
+        return named[name]
+    if kind == "fixed":
+        size = schema.get("size", 0)
+        named[str(schema.get("name", ""))] = size if isinstance(size, int) and size > 0 else 0
+        return named[str(schema.get("name", ""))]
+    if kind == "enum":
+        named[str(schema.get("name", ""))] = 1
+        return 1
+    if kind in ("array", "map"):
+        return 1
+    return _min_bytes(kind, named, depth + 1)
 
 
 @dataclass(frozen=True)
@@ -358,12 +576,16 @@ class OcfBlock:
     error: str | None = None
 
 
-def iter_ocf_blocks(fo: BinaryIO, header: OcfHeader, start: int, end: int) -> Iterator[OcfBlock]:
+def iter_ocf_blocks(fo: BinaryIO, header: OcfHeader, start: int, end: int,
+                    limits: BlockLimits = DEFAULT_LIMITS) -> Iterator[OcfBlock]:
     """The blocks of ``[start, end)`` (a split starts at a block); a bad block is yielded with
-    ``error`` set and reading resumes after the next sync marker."""
+    ``error`` set and reading resumes after the next sync marker. A block past one of the
+    ``limits`` is a bad block (its ``count``: :meth:`BlockLimits.counted`) whose reason names
+    the limit."""
     fo.seek(start)
     buf = fo.read(max(0, end - start))
     pos = 0
+    smallest: int | None = None  # the fewest bytes a record of the header's schema takes
     while pos < len(buf):
         head = _block_head(buf, pos)
         offset = start + pos
@@ -376,21 +598,37 @@ def iter_ocf_blocks(fo: BinaryIO, header: OcfHeader, start: int, end: int) -> It
         stop = pos + body + size
         if stop + SYNC_SIZE > len(buf):
             nxt = _resync(buf, pos, header.sync)
-            yield OcfBlock(offset, count, buf[pos:nxt],
+            yield OcfBlock(offset, limits.counted(count), buf[pos:nxt],
                            f"truncated: the block of {count} record(s) gives {size} bytes, the file ends first")
             pos = nxt
             continue
         if buf[stop : stop + SYNC_SIZE] != header.sync:
             nxt = _resync(buf, pos, header.sync)
-            yield OcfBlock(offset, count, buf[pos:nxt], "the block does not end with the file's sync marker")
+            yield OcfBlock(offset, limits.counted(count), buf[pos:nxt], "the block does not end with the file's sync marker")
             pos = nxt
             continue
+        raw = buf[pos + body : stop]
+        if count > limits.max_block_records:
+            yield OcfBlock(offset, limits.counted(count), raw,
+                           f"the block claims {count} records, more than the limit of {limits.max_block_records} "
+                           f"(option maxBlockRecords={limits.max_block_records}; raise it to read such blocks)")
+            pos = stop + SYNC_SIZE
+            continue
         try:
-            data = decompress(header.codec, buf[pos + body : stop])
+            data = decompress(header.codec, raw, limits.max_block_bytes)
+        except BlockTooLarge as exc:
+            yield OcfBlock(offset, count, raw, f"{count} record(s) in {size} bytes: {exc}")
         except Exception as exc:
-            yield OcfBlock(offset, count, buf[pos + body : stop], f"cannot decompress ({header.codec}): {exc}")
+            yield OcfBlock(offset, count, raw, f"cannot decompress ({header.codec}): {exc}")
         else:
-            yield OcfBlock(offset, count, data)
+            if smallest is None:
+                smallest = min_datum_bytes(header.schema)
+            if smallest and count * smallest > len(data):
+                yield OcfBlock(offset, count, raw,
+                               f"the block claims {count} records but holds {len(data)} bytes uncompressed: a record "
+                               f"of its schema takes at least {smallest} byte(s)")
+            else:
+                yield OcfBlock(offset, count, data)
         pos = stop + SYNC_SIZE
 
 
@@ -410,7 +648,8 @@ def _resync(buf: bytes, pos: int, sync: bytes) -> int:
     return len(buf) if found < 0 else found + SYNC_SIZE
 
 
-def plan_ocf_splits(path: str, split_bytes: int) -> tuple[OcfHeader, list[tuple[int, int, int]]]:
+def plan_ocf_splits(path: str, split_bytes: int,
+                    limits: BlockLimits = DEFAULT_LIMITS) -> tuple[OcfHeader, list[tuple[int, int, int]]]:
     """The header and ``(start, length, first record number)`` splits of about ``split_bytes``.
 
     Files under ``split_bytes`` are one split (nothing but the header is read); larger ones are
@@ -432,7 +671,7 @@ def plan_ocf_splits(path: str, split_bytes: int) -> tuple[OcfHeader, list[tuple[
             if pos - start >= split_bytes:
                 splits.append((start, pos - start, first))
                 start, first = pos, records
-            records += count
+            records += limits.counted(count)
             pos += body + length + SYNC_SIZE
         splits.append((start, size - start, first))
         return header, splits

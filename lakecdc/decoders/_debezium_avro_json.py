@@ -38,6 +38,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from lakecdc.decoders._avro import expand_names
 from lakecdc.decoders._debezium import Key, Row, Settings, decode_value
 from lakecdc.decoders._debezium_fastjson import slow_loads
 from lakecdc.decoders._kafka_connect import Pairs, RecordError, compact_json
@@ -104,43 +105,18 @@ def unwrap(value: Any, where: str = "") -> Any:
 # -- with the schema ---------------------------------------------------------------------------------
 
 
-def _named(schema: Any, namespace: str, out: dict[str, Any]) -> None:
-    """The named types of ``schema`` by full and short name."""
-    if isinstance(schema, list):
-        for branch in schema:
-            _named(branch, namespace, out)
-        return
-    if not isinstance(schema, dict):
-        return
-    kind = schema.get("type")
-    if kind in ("record", "error", "enum", "fixed"):
-        name = str(schema.get("name", ""))
-        full = name if "." in name or not (schema.get("namespace", namespace)) else f"{schema.get('namespace', namespace)}.{name}"
-        out.setdefault(full, schema)
-        out.setdefault(full.rpartition(".")[2], schema)
-        inner = full.rpartition(".")[0]
-        for f in schema.get("fields") or ():
-            if isinstance(f, dict):
-                _named(f.get("type"), inner, out)
-    elif kind in ("array", "map"):
-        _named(schema.get("items" if kind == "array" else "values"), namespace, out)
-    elif isinstance(kind, (dict, list)):
-        _named(kind, namespace, out)
-
-
 def _branch_name(schema: Any, named: Mapping[str, Any]) -> set[str]:
-    """The names a union branch may be written with."""
+    """The names a union branch may be written with (``schema`` and ``named`` as
+    :func:`~lakecdc.decoders._avro.expand_names` gives them): a primitive's name; a named type's
+    full name, as Java writes it, and its short name, as avro-c writes it."""
     if isinstance(schema, str):
         target = named.get(schema)
-        if target is not None:
-            return _branch_name(target, named) | {schema}
-        return {schema}
+        return _branch_name(target, named) if target is not None else {schema}
     if isinstance(schema, dict):
         kind = schema.get("type")
         if kind in ("record", "error", "enum", "fixed"):
-            name = str(schema.get("name", ""))
-            full = name if "." in name or not schema.get("namespace") else f"{schema['namespace']}.{name}"
-            return {full, full.rpartition(".")[2], name}
+            full = str(schema.get("name", ""))
+            return {full, full.rpartition(".")[2]}
         return _branch_name(kind, named) if isinstance(kind, (str, dict)) else {str(kind)}
     return set()
 
@@ -232,10 +208,9 @@ class AvroJson:
             from lakecdc.decoders.debezium_avro import Plan  # (imports debezium_json: not at module level)
 
             schema = reg.schemas[schema_id]
-            named: dict[str, Any] = {}
-            _named(schema, "", named)
+            expanded, named = expand_names(schema)
             plan = Plan.of(schema, reg.label(schema_id), self.settings, reg.topic(schema_id))
-            known = self._plans[schema_id] = (plan, schema, named)
+            known = self._plans[schema_id] = (plan, expanded, named)
         return known
 
     def _part(self, raw: Any, schema_id: Any, what: str) -> tuple[Any, Mapping[str, Any] | None, Plan | None]:

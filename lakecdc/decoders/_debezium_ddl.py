@@ -295,7 +295,8 @@ def merge_declared(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, T.D
             T._parse_datatype_json_string(text))  # noqa: SLF001 (pyspark's own parser)
     out = {t: {c: widest(ts) for c, ts in cols.items()} for t, cols in connect.items()}
     for table, cols in ddl.items():
-        typed = {c.lower() for c in out.get(table, {})}
+        # (a column its Connect schema declares without a type takes its schema change's type)
+        typed = {c.lower() for c, t in out.get(table, {}).items() if not isinstance(t, T.NullType)}
         mine = out.setdefault(table, {})
         for column, (_order, dtype) in cols.items():
             if column.lower() not in typed and not (schemaless and _encoded(dtype)):

@@ -93,6 +93,14 @@ _TIMES = {"org.apache.kafka.connect.data.Time": 3, "io.debezium.time.Time": 3,
 _TIMESTAMPS = {"org.apache.kafka.connect.data.Timestamp": 3, "io.debezium.time.Timestamp": 3,
                "io.debezium.time.MicroTimestamp": 6, "io.debezium.time.NanoTimestamp": 9}
 ZONED_TIMESTAMP = "io.debezium.time.ZonedTimestamp"
+#: MySQL and PostgreSQL ``BIT(n > 1)``: the bits as bytes (little-endian for MySQL, as Debezium
+#: documents it), kept as they are: a ``binary`` column.
+BITS = "io.debezium.data.Bits"
+#: ``time.precision.mode=isostring``: a date as ISO-8601 text (``2023-03-23``).
+ISO_DATE = "io.debezium.time.IsoDate"
+#: What :func:`spark_type` gives a column whose type its values decide (VariableScaleDecimal): the
+#: column is declared all the same, so it is kept (as a string) while its values are all NULL.
+UNTYPED = T.NullType()
 _GEOMETRY = {"io.debezium.data.geometry.Geometry", "io.debezium.data.geometry.Point",
              "io.debezium.data.geometry.Geography"}
 _INT_TYPES = {"int8": T.ByteType(), "int16": T.ShortType(), "int32": T.IntegerType(), "int64": T.LongType()}
@@ -267,8 +275,11 @@ def spark_type(field: Mapping[str, Any]) -> T.DataType | None:
     with p from ``connect.decimal.precision`` (else 38; a precision or scale above 38 stays a
     string); Date: date; Timestamp, MicroTimestamp, ZonedTimestamp: timestamp (UTC, microseconds);
     NanoTimestamp and every Time type: string (Spark has no nanoseconds and no time of day);
-    VariableScaleDecimal: inferred from the values (its scale varies per row); bytes and geometries
-    (their WKB): binary (the image text is base64, decoded when typed); everything else: string.
+    VariableScaleDecimal: :data:`UNTYPED` (inferred from the values, its scale varies per row; a
+    string while they are all NULL); bytes, ``Bits`` and geometries (their WKB): binary (the image
+    text is base64, decoded when typed); ``IsoDate``: date; everything else (``Json``, ``Xml``,
+    ``Uuid``, ``Enum``, ``EnumSet``, ``ZonedTime``, ``Interval``, ``IsoTime``, ``IsoTimestamp``,
+    ...): string. ``Year`` and ``MicroDuration`` take their base type (int, double).
     """
     name = field.get("name")
     kind = field.get("type")
@@ -280,8 +291,10 @@ def spark_type(field: Mapping[str, Any]) -> T.DataType | None:
             return T.StringType()
         return T.DecimalType(max(precision, scale, 1), scale)
     if name == VARIABLE_SCALE_DECIMAL:
-        return None
-    if name in _DATES:
+        return UNTYPED
+    if name == BITS:
+        return T.BinaryType()
+    if name in _DATES or name == ISO_DATE:
         return T.DateType()
     if name in ("org.apache.kafka.connect.data.Timestamp", "io.debezium.time.Timestamp",
                 "io.debezium.time.MicroTimestamp", ZONED_TIMESTAMP):

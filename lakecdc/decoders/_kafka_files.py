@@ -37,7 +37,7 @@ import pyarrow as pa
 from fastavro import schemaless_reader
 from pyspark.sql import types as T
 
-from lakecdc.decoders._avro import iter_length_prefixed, iter_ocf_blocks
+from lakecdc.decoders._avro import DEFAULT_LIMITS, BlockLimits, iter_length_prefixed, iter_ocf_blocks
 from lakecdc.decoders._debezium import Row, gc_paused
 from lakecdc.decoders._kafka_connect import Pairs, compact_json
 from lakecdc.decoders.debezium_json import PARSED_SCHEMA, _json_image, _kafka_pairs
@@ -83,6 +83,7 @@ class Split:
     first_row: int = 0
     keys: str | None = None  # an OCF file's keys file
     note: str | None = None
+    limits: BlockLimits = DEFAULT_LIMITS  # an OCF file's block limits (the decoder's options)
 
 
 class Message(NamedTuple):
@@ -174,7 +175,7 @@ def ocf_records(fh: Any, header: Any, parsed: Any, split: Split, *,
     ``(name, value)``); a bad block (or the rest of a block that stops reading) is one record with
     ``error`` set."""
     row = split.first_row
-    for block in iter_ocf_blocks(fh, header, split.start, split.end):
+    for block in iter_ocf_blocks(fh, header, split.start, split.end, split.limits):
         if block.error is not None:
             yield row, block.offset, None, f"OCF block at byte offset {block.offset}: {block.error}", block.data
             row += max(block.count, 1)

@@ -65,7 +65,8 @@ directory. How files are cut and framed: :mod:`lakecdc.decoders._kafka_files`.
 
 **Options**: as ``debezium-json`` (``sequenceBy``, ``tableName``,
 ``unavailable.value.placeholder``, ``topic.prefix``, and the Debezium properties it ignores),
-plus ``schemaDirectory`` and ``framing`` (``auto``, ``length-prefixed``, ``single``, ``kcat``).
+plus ``schemaDirectory``, ``framing`` (``auto``, ``length-prefixed``, ``single``, ``kcat``),
+``maxBlockBytes`` and ``maxBlockRecords`` (an OCF block's limits: :class:`~lakecdc.decoders._avro.BlockLimits`).
 Converter properties (``schema.registry.url``, ``key.converter``, ``value.converter``,
 ``auto.register.schemas``, ``use.latest.version``, ``connect.meta.data``,
 ``enhanced.avro.schema.support``, ``scrub.invalid.names``, ...) are accepted and ignored.
@@ -75,7 +76,7 @@ records, with the Kafka Connect types of :func:`lakecdc.decoders._kafka_connect.
 (Decimal: ``decimal(p, s)``; MicroTimestamp: ``timestamp``; ...), per table as the records name
 it; columns only a schema-change record names (``tableChanges``) take the DDL's type (see
 :mod:`lakecdc.decoders._debezium_ddl`). ``VariableScaleDecimal`` columns are inferred from their
-values (:meth:`variant_images`).
+values (:meth:`variant_images`), and are strings while their values are all NULL.
 
 **Bad input** does not stop the batch: a message with the wrong magic byte, an unknown schema
 id, too few bytes (a cut length prefix, a short header), bytes the schema does not read exactly,
@@ -97,7 +98,16 @@ from fastavro import parse_schema
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakecdc.decoders._avro import MAGIC, Mismatch, plan_ocf_splits, read_at, read_ocf_header, text_converter
+from lakecdc.decoders._avro import (
+    LIMIT_OPTIONS,
+    MAGIC,
+    BlockLimits,
+    Mismatch,
+    plan_ocf_splits,
+    read_at,
+    read_ocf_header,
+    text_converter,
+)
 from lakecdc.decoders._debezium import (
     SETTINGS_OPTIONS,
     Images,
@@ -480,7 +490,7 @@ class DebeziumAvroDecoder(Decoder):
     name: ClassVar[str] = "debezium-avro"
     PYTHON_ROWS: ClassVar[bool] = True  # (see Decoder.PYTHON_ROWS)
     TRANSACTION_MARKERS: ClassVar[bool] = True
-    OPTIONS: ClassVar[dict[str, str]] = {**SETTINGS_OPTIONS, "schemaDirectory": "", "framing": "auto"}
+    OPTIONS: ClassVar[dict[str, str]] = {**SETTINGS_OPTIONS, "schemaDirectory": "", "framing": "auto", **LIMIT_OPTIONS}
     IGNORED_OPTIONS: ClassVar[frozenset[str]] = DebeziumJsonDecoder.IGNORED_OPTIONS | frozenset(
         {
             "schema.registry.url", "key.converter", "value.converter", "key.converter.schema.registry.url",
@@ -498,6 +508,7 @@ class DebeziumAvroDecoder(Decoder):
             raise ConfigError(f"{self.name}: framing {self.options['framing']!r} is not one of {', '.join(FRAMINGS)}")
         self.framing = framing
         self._registry: Registry | None = None
+        self.limits = BlockLimits.of(self.name, self.options)
 
     # -- planning
     def registry(self, *, required: bool) -> Registry | None:
@@ -542,11 +553,12 @@ class DebeziumAvroDecoder(Decoder):
             if ocf:
                 keys = _sidecar_of(path)
                 try:
-                    _header, parts = plan_ocf_splits(path, size if keys else split_bytes)
+                    _header, parts = plan_ocf_splits(path, size if keys else split_bytes, self.limits)
                 except (ValueError, OSError) as exc:
                     out.append(Split(path, "bad", note=f"OCF file header: {exc}"))
                     continue
-                out += [Split(path, "ocf", start, start + length, first, keys) for start, length, first in parts]
+                out += [Split(path, "ocf", start, start + length, first, keys, limits=self.limits)
+                        for start, length, first in parts]
                 continue
             kind = self._kind(path)
             if kind == "messages":

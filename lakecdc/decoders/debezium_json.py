@@ -54,7 +54,8 @@ accepted and ignored (``schemas.enable``, ``decimal.handling.mode``, ``time.prec
 ``binary.handling.mode``, ``tombstones.on.delete``, ...): what they change is read per record.
 
 **Types** (:meth:`DebeziumJsonDecoder.column_types`): from the value schema's ``after``/``before``
-struct when messages carry one (see :func:`lakecdc.decoders._debezium.spark_type`); without a
+struct when messages carry one (see :func:`lakecdc.decoders._kafka_connect.spark_type`: every
+column the schema declares is a column of the table, even while its values are all NULL); without a
 schema the pipeline infers them from the JSON values (integers: bigint; numbers with a fraction:
 decimal; booleans; everything else string), so use ``decimal.handling.mode=string`` or a
 schema for exact decimals (a schemaless ``precise`` decimal is base64 text and stays a string).

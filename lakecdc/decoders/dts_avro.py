@@ -104,7 +104,8 @@ image whose length differs from ``fields``, an unknown or undecodable charset, a
 prefix, the OCF block, the kcat line) and ``raw`` (the message base64; a kcat line as text).
 
 Options: ``framing`` (``auto``, ``length-prefixed``, ``single``, ``kcat``), ``sequenceBy``
-(``timestamp``, ``position``), ``dateTimeFraction`` (``auto``, ``micros``, ``nanos``).
+(``timestamp``, ``position``), ``dateTimeFraction`` (``auto``, ``micros``, ``nanos``), ``maxBlockBytes``
+and ``maxBlockRecords`` (an OCF block's limits: :class:`~lakecdc.decoders._avro.BlockLimits`).
 """
 
 from __future__ import annotations
@@ -122,7 +123,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from fastavro import parse_schema, schemaless_reader
 from pyspark.sql import types as T
 
-from lakecdc.decoders._avro import MAGIC, plan_ocf_splits, read_ocf_header
+from lakecdc.decoders._avro import LIMIT_OPTIONS, MAGIC, BlockLimits, plan_ocf_splits, read_ocf_header
 from lakecdc.decoders._debezium import Row, failed, skipped
 from lakecdc.decoders._dts_values import MYSQL_LONG, MYSQL_WIDE, Values
 from lakecdc.decoders._kafka_connect import MISSING, Pairs, RecordError
@@ -651,7 +652,8 @@ class DtsAvroDecoder(Decoder):
 
     name: ClassVar[str] = "dts-avro"
     PYTHON_ROWS: ClassVar[bool] = True  # (see Decoder.PYTHON_ROWS)
-    OPTIONS: ClassVar[dict[str, str]] = {"framing": "auto", "sequenceBy": "timestamp", "dateTimeFraction": "auto"}
+    OPTIONS: ClassVar[dict[str, str]] = {"framing": "auto", "sequenceBy": "timestamp", "dateTimeFraction": "auto",
+                                         **LIMIT_OPTIONS}
 
     def __init__(self, options: Mapping[str, str] | None = None) -> None:
         super().__init__(options)
@@ -660,6 +662,7 @@ class DtsAvroDecoder(Decoder):
             if value not in allowed:
                 raise ConfigError(f"{self.name}: {option}={self.options[option]!r} is not one of {', '.join(allowed)}")
             self.options[option] = value
+        self.limits = BlockLimits.of(self.name, self.options)
 
     def _kind(self, path: str) -> str:
         framing = self.options["framing"]
@@ -679,7 +682,7 @@ class DtsAvroDecoder(Decoder):
             with open(path, "rb") as fh:
                 ocf = fh.read(4) == MAGIC
             if ocf:
-                out += self._ocf_splits(path, split_bytes)
+                out += self._ocf_splits(path, split_bytes, self.limits)
             elif (kind := self._kind(path)) == "messages":
                 out += [Split(path, kind, s, e, r) for s, e, r in message_splits(path, split_bytes, frozenset())]
             else:
@@ -687,16 +690,16 @@ class DtsAvroDecoder(Decoder):
         return out
 
     @staticmethod
-    def _ocf_splits(path: str, split_bytes: int) -> list[Split]:
+    def _ocf_splits(path: str, split_bytes: int, limits: BlockLimits) -> list[Split]:
         try:
-            header, parts = plan_ocf_splits(path, split_bytes)
+            header, parts = plan_ocf_splits(path, split_bytes, limits)
         except (ValueError, OSError) as exc:
             return [Split(path, "bad", note=f"OCF file header: {exc}")]
         if not is_record_schema(header.schema):
             name = header.schema.get("name") if isinstance(header.schema, dict) else header.schema
             return [Split(path, "bad", note=f"an Avro object container file whose schema is {str(name)[:60]!r}, not the "
                                             f"DTS Record schema ({NAMESPACE}.Record)")]
-        return [Split(path, "ocf", start, start + length, first) for start, length, first in parts]
+        return [Split(path, "ocf", start, start + length, first, limits=limits) for start, length, first in parts]
 
     def _frame(self, spark: SparkSession, files: Sequence[str], body: Any, schema: T.StructType) -> DataFrame:
         try:

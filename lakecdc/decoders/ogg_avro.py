@@ -56,7 +56,8 @@ Options are the formatters' property names (without ``gg.handler.<name>.format.`
 ``insertOpKey``/``updateOpKey``/``deleteOpKey``/``truncateOpKey`` (I/U/D/T),
 ``schemaDirectory`` (``./dirdef``), ``wrapMessageInGenericAvroMessage`` (false),
 ``lineDelimiter`` (none), ``encoding`` of the ``.avsc`` files (UTF-8),
-``treatAllColumnsAsStrings`` (false: every column typed as string), and lakecdc's ``framing``.
+``treatAllColumnsAsStrings`` (false: every column typed as string), and lakecdc's ``framing``,
+``maxBlockBytes`` and ``maxBlockRecords`` (an OCF block's limits: :class:`~lakecdc.decoders._avro.BlockLimits`).
 ``pkUpdateHandling`` (abend): a row formatter with ``delete-insert`` writes a key change as a
 delete and an insert at the same ``op_ts`` and ``pos``; told so, ``ogg-avro-row`` joins each such
 pair into the key change it was (:func:`~lakecdc.decoders._goldengate.rejoin_split_key_changes`),
@@ -84,6 +85,9 @@ from pyspark.sql import types as T
 
 from lakecdc.changes import IMAGE_TYPE
 from lakecdc.decoders._avro import (
+    DEFAULT_LIMITS,
+    LIMIT_OPTIONS,
+    BlockLimits,
     Mismatch,
     SchemaDirectory,
     double_text,
@@ -371,6 +375,7 @@ class AvroReader:
     delimiter: bytes
     wrapped: bool
     schemas: SchemaDirectory | None
+    limits: BlockLimits = DEFAULT_LIMITS
     _layouts: dict[Any, Layout] = field(default_factory=dict, repr=False)
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -506,7 +511,7 @@ class AvroReader:
             parsed = parse_schema(header.schema, _write_hint=False)
             name = f"{os.path.basename(path)} (OCF header)"
             layout = None if wrapped else self._layout(("ocf", path), header.schema, name)
-            for block in iter_ocf_blocks(fh, header, start, start + length):
+            for block in iter_ocf_blocks(fh, header, start, start + length, self.limits):
                 where = dict(_file=path, _block=start, _offset=block.offset)
                 if block.error is not None:
                     rows.add(**where, _row=row, m_raw=_b64(block.data),
@@ -638,6 +643,7 @@ class OggAvroDecoder(Decoder):
         "encoding": "UTF-8",
         "treatAllColumnsAsStrings": "false",
         "pkUpdateHandling": "abend",
+        **LIMIT_OPTIONS,
     }
     IGNORED_OPTIONS: ClassVar[frozenset[str]] = frozenset(
         {"versionSchemas", "iso8601Format", "generateSchema", "schemaFilePath", "format"}
@@ -663,6 +669,7 @@ class OggAvroDecoder(Decoder):
         # a row formatter splits a key change into a delete and an insert: join them again
         self.rejoin = self.kind == "row" and o["pkUpdateHandling"] == "delete-insert"
         self._schemas: SchemaDirectory | None = None
+        self.limits = BlockLimits.of(self.name, self.options)
 
     # -- planning (driver)
     def schema_directory(self, *, required: bool) -> SchemaDirectory | None:
@@ -694,7 +701,7 @@ class OggAvroDecoder(Decoder):
             size = os.path.getsize(path)
             if size >= 4 and is_ocf(path):
                 try:
-                    _header, splits = plan_ocf_splits(path, split_bytes)
+                    _header, splits = plan_ocf_splits(path, split_bytes, self.limits)
                 except (ValueError, OSError) as exc:
                     out.append(_Split(path, "bad", 0, size, 0, f"OCF file header: {exc}"))
                     continue
@@ -713,7 +720,7 @@ class OggAvroDecoder(Decoder):
         splits = self.plan(files, parallelism)
         needs_dir = any(s.kind == "messages" for s in splits)
         schemas = self.schema_directory(required=needs_dir)
-        reader = AvroReader(self.kind, self.framing, self.delimiter, self.wrapped, schemas)
+        reader = AvroReader(self.kind, self.framing, self.delimiter, self.wrapped, schemas, self.limits)
         decoded = _splits_frame(spark, splits).mapInArrow(reader, DECODED_SCHEMA)
         events = self._canonical(decoded)
         return rejoin_split_key_changes(events) if self.rejoin else events
