@@ -153,7 +153,9 @@ def test_either_map_key_policy_and_any_meta_order_decode_alike(spark, tmp_path, 
             writer_message("upd", 13, data={"C": "d"}, reverse=reverse),  # no key: after is data
             writer_message("upd", 14, data={"C": "e"}, key={"ID": 5}, trans="1.2", reverse=reverse,
                            extra={"skipped": "x"}),
-            writer_message("del", 15, data={"ID": 5, "C": "e", "K2": "k"}, trans="12345678901.0.1", reverse=reverse),
+            # a delete's key adds the columns data lacks
+            writer_message("del", 15, data={"ID": 5, "C": "e", "K2": "k"}, key={"ID": 5, "X": "q"},
+                           trans="12345678901.0.1", reverse=reverse),
             writer_message("oops", 16, data={"ID": 6}, reverse=reverse),
         ]
 
@@ -177,6 +179,7 @@ def test_either_map_key_policy_and_any_meta_order_decode_alike(spark, tmp_path, 
     assert "skipped" not in odd["source"] and odd["source"]["scn"] == "14" and odd["_error"] is None
     assert odd["pos"] == "00000000000000000014.0000000001.0000000002" and odd["after"] == {"ID": "5", "C": "e"}
     assert deleted["pos"] == "00000000000000000015.12345678901.0000000000.0000000001"
+    assert deleted["before"] == {"ID": "5", "C": "e", "K2": "k", "X": "q"} and deleted["after"] is None
     assert ins["pos"] == "00000000000000000010.0000000007.0000000000.0000411499" and ins["seq"].endswith("|000001")
     assert ins["source"]["rowid"] == "AAATGpAAIAAItcIAAA" and ins["source"]["userid"] == "84"
     assert bad["op"] is None and "unknown meta.op 'oops'" in bad["_error"]
