@@ -106,11 +106,29 @@ def table_dir_in(target: str, table: str) -> str:
     another table holds its directory, :func:`table_dir`'s slug-and-hash form."""
     new = table_dir(table)
     old = _legacy_dir(table)
-    if old != new and len(old) < 250 and _recorded_table(target, old) == table and _recorded_table(target, new) is None:
-        return old
-    if table in _routes(target) and _recorded_table(target, new) not in (None, table):
+    routed = table in _routes(target)
+    if old != new and len(old) < 250 and _recorded_table(target, new) is None:
+        owner = _recorded_table(target, old)
+        # the table's own, or shared with the table recorded there (the ledger says this table
+        # was applied to it): then check_table_owner says so instead of moving it silently
+        if owner == table or (owner is not None and not routed and _ledger_placed(target, table, old)):
+            return old
+    if routed and _recorded_table(target, new) not in (None, table):
         return _hashed_dir(table)
     return new
+
+
+def _ledger_placed(target: str, table: str, name: str) -> bool:
+    """Whether a run in ``target``'s ledger applied ``table`` to ``<target>/<name>``."""
+    from lakecdc.ledger import Ledger
+
+    where = str(Path(target) / name)
+    try:
+        manifests = Ledger(target).manifests()
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return any(t.get("source_table") == table and t.get("target") == where and t.get("status") == "applied"
+               for m in manifests for t in ((m.summary or {}).get("tables") or []))
 
 
 def check_table_owner(target: str, table: str) -> None:

@@ -124,6 +124,28 @@ def test_a_table_whose_directory_holds_another_is_failed_with_a_message(spark, t
     assert rows(lake / "a_b", "ID") == [{"ID": 1, "V": "s3"}, {"ID": 2, "V": "slash 2"}]
 
 
+def test_two_tables_an_earlier_rule_merged_are_not_merged_further(spark, tmp_path, monkeypatch):
+    """Under the earlier rule ``a/b`` and ``a_b`` were applied to one directory (recorded as
+    ``a_b``'s, the ledger says ``a/b``'s runs went there too): ``a/b`` is not moved silently nor
+    merged further; it fails with a message until it is given a place of its own."""
+    lake = tmp_path / "lake"
+    _write(tmp_path / "in" / "1.json", {"a/b": [{"ID": 1, "V": "slash"}], "a_b": [{"ID": 2, "V": "under"}]})
+    with monkeypatch.context() as m:
+        m.setattr(state, "table_dir", state._legacy_dir)
+        old = lakecdc.apply(str(tmp_path / "in"), lake, format="ogg-json", spark=spark, parallel_tables=1)
+    assert {Path(t.target).name for t in old.tables} == {"a_b"}
+    _write(tmp_path / "in" / "2.json", {"a/b": [{"ID": 3, "V": "slash 3"}], "a_b": [{"ID": 4, "V": "under 4"}]}, pos=10)
+    run = lakecdc.apply(str(tmp_path / "in"), lake, format="ogg-json", spark=spark)
+    by = {t.source_table: t for t in run.tables}
+    assert by["a_b"].status == "applied"
+    assert by["a/b"].status == "failed" and "holds table 'a_b'" in by["a/b"].error
+    assert rows(lake / "a_b", "ID") == [{"ID": 1, "V": "slash"}, {"ID": 2, "V": "under"}, {"ID": 4, "V": "under 4"}]
+    fixed = lakecdc.apply(str(tmp_path / "in"), lake, format="ogg-json", spark=spark, table_paths={"a/b": "a_slash_b"})
+    assert fixed.ok, fixed.render()
+    assert rows(lake / "a_slash_b") == [{"ID": 3, "V": "slash 3"}]
+    assert json.loads((lake / "_lakecdc" / "tables" / "a_b.json").read_text())["table"] == "a_b"
+
+
 def _reasons(summary) -> list[tuple[str, str]]:
     q = DeltaTable(summary.quarantine).to_pyarrow_table().to_pylist()
     return sorted((r["source_table"], r["reason"]) for r in q)
