@@ -122,12 +122,13 @@ def _ledger_placed(target: str, table: str, name: str) -> bool:
     """Whether a run in ``target``'s ledger applied ``table`` to ``<target>/<name>``."""
     from lakecdc.ledger import Ledger
 
-    where = str(Path(target) / name)
+    where = Path(target).resolve() / name
     try:
         manifests = Ledger(target).manifests()
     except (OSError, ValueError, KeyError, TypeError):
         return False
-    return any(t.get("source_table") == table and t.get("target") == where and t.get("status") == "applied"
+    return any(t.get("source_table") == table and t.get("status") == "applied" and isinstance(t.get("target"), str)
+               and Path(t["target"]).resolve() == where
                for m in manifests for t in ((m.summary or {}).get("tables") or []))
 
 
