@@ -106,14 +106,14 @@ def table_dir_in(target: str, table: str) -> str:
     another table holds its directory, :func:`table_dir`'s slug-and-hash form."""
     new = table_dir(table)
     old = _legacy_dir(table)
-    routed = table in _routes(target)
     if old != new and len(old) < 250 and _recorded_table(target, new) is None:
         owner = _recorded_table(target, old)
         # the table's own, or shared with the table recorded there (the ledger says this table
         # was applied to it): then check_table_owner says so instead of moving it silently
-        if owner == table or (owner is not None and not routed and _ledger_placed(target, table, old)):
+        if owner == table or (owner is not None and table not in _routes(target)
+                              and _ledger_placed(target, table, old)):
             return old
-    if routed and _recorded_table(target, new) not in (None, table):
+    if _recorded_table(target, new) not in (None, table) and table in _routes(target):
         return _hashed_dir(table)
     return new
 
