@@ -58,6 +58,7 @@ from lakecdc.profile import (
     new_column_types,
     profile_events,
     resequenced,
+    reserved_records,
     table_shape,
 )
 from lakecdc.quarantine import BAD_COLUMNS, Quarantined, collect_bad, write_quarantine
@@ -71,6 +72,7 @@ from lakecdc.session import active_spark, get_spark, job_conf, run_conf
 from lakecdc.settings import ApplySettings, Progress, make_engine, normalise_keys, per_table
 from lakecdc.state import (
     DEFAULT_TOMBSTONE_RETENTION,
+    check_table_owner,
     quarantine_path,
     record_table_paths,
     table_path,
@@ -385,6 +387,7 @@ def _run_tables(
             summaries[table] = _failed(target, table, profile[table], LakecdcError(blocked[table]), say)
             continue
         try:
+            check_table_owner(target, table)  # (never two source tables in one directory)
             done = engine.committed_version(path)
             if done is not None and done >= run_id:
                 summaries[table] = TableSummary(table, path, status="skipped", delta_version=engine.version(path))
@@ -405,14 +408,16 @@ def _run_tables(
 
     def prepare(table: str) -> tuple[Prepared | HistoryPrepared, list[DataFrame]]:
         say(f"{table}: consolidating")
-        prof, mine, bad_seq = profile[table], events, None
+        prof, mine, bad_seq, bad_names = profile[table], events, None, None
+        if shapes[table].reserved:  # records with a column named like lakecdc's own: quarantined
+            mine, bad_names = reserved_records(mine, table, shapes[table].reserved)
         fields = settings.sequence_for(table)
         if fields:
-            mine, prof, bad_seq = resequenced(events, table, fields, shapes[table], inferred.get(table, {}), prof)
+            mine, prof, bad_seq = resequenced(mine, table, fields, shapes[table], inferred.get(table, {}), prof)
         prep_fn = prepare_history if settings.scd_type(table) == 2 else prepare_table
         prep, bad = prep_fn(spark, engine, settings, target, table, prof, shapes[table],  # type: ignore[operator]
                             inferred.get(table, {}), mine)
-        return prep, [b for b in (bad_seq, bad) if b is not None]
+        return prep, [b for b in (bad_names, bad_seq, bad) if b is not None]
 
     prepared: list[Prepared | HistoryPrepared] = []
     # the user's configuration, or an abend asked for, stops the run before anything is committed

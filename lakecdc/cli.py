@@ -59,7 +59,7 @@ other formats: ogg-avro-op / ogg-avro-row (schemaDirectory=DIR, framing=length-p
   ogg-delimited / ogg-json-row (includeColumnNames=true, fieldDelimiter=..., pkUpdateHandling=...),
   debezium-json (sequenceBy=op_ts|source.scn,..., tableName=db.schema.table, topic.prefix=...,
   unavailable.value.placeholder=...), canal-json (sequenceBy=id, layout=dts-before-2022-03-20,
-  treatAllColumnsAsStrings=true), shareplex-json (keysFromKeyObject=false), dts-avro
+  treatAllColumnsAsStrings=true), shareplex-json (keysFromKeyObject=true), dts-avro
   (framing=length-prefixed|single|kcat, sequenceBy=position, dateTimeFraction=micros|nanos),
   qlik-json / qlik-avro (metadataDirectory=DIR, topicTables=TOPIC=SCHEMA.TABLE,..., table=S.T):
   see the README's "Formats" section for every option
@@ -657,15 +657,18 @@ def _contract(args: argparse.Namespace) -> int:
 
 
 def _write_contracts(drafts: dict[str, dict], out: str | None) -> None:
-    """Each draft as ``<out>/<table>.yaml`` (or printed)."""
+    """Each draft as ``<out>/<table dir>.yaml`` (:func:`lakecdc.state.table_dir`: one file per
+    table, whatever its name holds), or printed."""
     import yaml
+
+    from lakecdc.state import table_dir
 
     for t, contract in drafts.items():
         text = yaml.safe_dump(contract, sort_keys=False)
         if out:
             Path(out).mkdir(parents=True, exist_ok=True)
-            (Path(out) / f"{t}.yaml").write_text(text)
-            print(f"{t}: {Path(out) / (t + '.yaml')}")
+            (Path(out) / f"{table_dir(t)}.yaml").write_text(text)
+            print(f"{t}: {Path(out) / (table_dir(t) + '.yaml')}")
         else:
             print(f"# {t}\n{text}")
 

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakecdc.columns import infer_types
-from lakecdc.errors import ConfigError, MissingKeyError
+from lakecdc.columns import infer_types, sql_string
+from lakecdc.errors import ConfigError, LakecdcError, MissingKeyError
+from lakecdc.merge.history_plan import HISTORY_COLUMNS
 from lakecdc.quarantine import BAD_COLUMNS
 from lakecdc.sequence import (
     SeqField,
@@ -81,6 +82,41 @@ def profile_events(events: DataFrame) -> tuple[dict[str, dict], int, dict[str | 
     return out, errors, skipped
 
 
+#: Column names a target table keeps for lakecdc's own columns: any name starting with ``_cdc_``
+#: (in any case: Delta column names ignore case), and in a history table its validity columns.
+RESERVED_PREFIX = "_cdc_"
+
+
+def reserved_column(name: str, *, history: bool = False) -> bool:
+    """True when a source column named ``name`` would clash with lakecdc's metadata columns.
+
+    Such a column is not added to the table: the records that carry it are quarantined with a
+    reason naming it (:func:`reserved_records`), the others apply. To apply those records without
+    the column, leave it out with ``except_column_list`` (``--except-column-list T=_cdc_x``).
+    """
+    low = name.lower()
+    return low.startswith(RESERVED_PREFIX) or (history and low in {n.lower() for n, _ in HISTORY_COLUMNS})
+
+
+def reserved_records(events: DataFrame, table: str, reserved: Sequence[str]) -> tuple[DataFrame, DataFrame]:
+    """(``events`` without ``table``'s records that carry a ``reserved`` column, those records
+    for the quarantine with a reason naming the column)."""
+    reasons = " ".join(
+        f"WHEN map_contains_key(coalesce(after, map()), {sql_string(c)}) "
+        f"OR map_contains_key(coalesce(before, map()), {sql_string(c)}) THEN "
+        + sql_string(f"column '{c}' has a name lakecdc keeps for its own columns ({RESERVED_PREFIX}*, and "
+                     f"__START_AT/__END_AT in history tables): the record cannot be applied with it; leave the "
+                     f"column out with except_column_list (--except-column-list {table}={c}) to apply such "
+                     f"records without it")
+        for c in reserved
+    )
+    clash = F.expr(f"CASE {reasons} END")
+    mine = (F.col("table") == table) & F.col("_error").isNull() & F.col("op").isNotNull()
+    bad = events.where(mine).select("_file", "_block", "_row", "table", clash.alias("_error")).where(
+        F.col("_error").isNotNull())
+    return events.where(~mine | clash.isNull()), bad
+
+
 @dataclass(frozen=True)
 class TableShape:
     """A table's columns before typing: existing ones, new ones (with other spellings), keys."""
@@ -93,6 +129,9 @@ class TableShape:
     new_columns: dict[str, list[str]]
     #: columns of the images that a column list leaves out (all spellings)
     ignored: tuple[str, ...] = ()
+    #: columns of the images named like lakecdc's own (:func:`reserved_column`): their records
+    #: are quarantined
+    reserved: tuple[str, ...] = ()
 
 
 def table_shape(engine: DeltaRsEngine, settings: ApplySettings, target: str, table: str, prof: dict) -> TableShape:
@@ -121,6 +160,16 @@ def table_shape(engine: DeltaRsEngine, settings: ApplySettings, target: str, tab
     keys = resolve_keys(table, prof["keys"], configured or fallback, existing_cols + seen)
     ignored = [c for c in seen if settings.ignores(table, c, keys)]
     seen = [c for c in seen if c not in ignored]
+    history = settings.scd_type(table) == 2
+    reserved = [c for c in seen if reserved_column(c, history=history)]
+    for k in keys:
+        if reserved_column(k, history=history):
+            raise LakecdcError(
+                f"table {table!r}: key column {k!r} has a name lakecdc keeps for its own columns "
+                f"({RESERVED_PREFIX}*, and __START_AT/__END_AT in history tables); a Delta table cannot hold "
+                "both: configure another key (--key), or rename the column at the source"
+            )
+    seen = [c for c in seen if c not in reserved]
     if recorded and [k.lower() for k in recorded] != [k.lower() for k in keys]:
         raise ConfigError(
             f"table {table!r}: its primary_keys are now {list(keys)}, but {path} was built on {list(recorded)}; "
@@ -135,6 +184,7 @@ def table_shape(engine: DeltaRsEngine, settings: ApplySettings, target: str, tab
         exists=exists, existing=existing, columns=tuple(kept + seen), keys=keys, spelled=spelled,
         new_columns={c: spelled[c.lower()][1:] for c in seen},
         ignored=tuple(sorted({*ignored, *(c for c in existing_cols if c not in kept)}, key=str.lower)),
+        reserved=tuple(n for c in reserved for n in spelled[c.lower()]),
     )
 
 

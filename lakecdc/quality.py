@@ -330,9 +330,9 @@ def _root(target: str) -> Path:
 
 
 def _blocked_file(target: str, table: str) -> Path:
-    from lakecdc.state import table_dir
+    from lakecdc.state import table_dir_in
 
-    return _root(target) / "blocked" / f"{table_dir(table)}.json"
+    return _root(target) / "blocked" / f"{table_dir_in(target, table)}.json"
 
 
 def _set_blocked(target: str, table: str, failed: list[CheckResult]) -> None:

@@ -2,7 +2,8 @@
 
 Under a target root::
 
-    <target>/<source table>/             one Delta table per source table (visible rows only)
+    <target>/<table dir>/                one Delta table per source table (visible rows only;
+                                         :func:`table_dir` names the directory)
     <target>/_lakecdc/tombstones/<t>/    Delta table: deleted keys (+ seq) and truncate marks
     <target>/_lakecdc/runs/              run manifests (see lakecdc.ledger)
     <target>/_lakecdc/tables/<t>.json    what a later run needs to know of a table before reading
@@ -19,6 +20,7 @@ truncate watermark: nothing older than it applies again.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import re
 from collections.abc import Callable, Mapping
@@ -30,7 +32,7 @@ import pyarrow.compute as pc
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakecdc.errors import ConfigError
+from lakecdc.errors import ConfigError, LakecdcError
 from lakecdc.merge.arrow_types import to_arrow_type
 
 if TYPE_CHECKING:
@@ -40,24 +42,117 @@ if TYPE_CHECKING:
     from lakecdc.merge.delta_rs import DeltaRsEngine
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._$-]")
+#: a name kept as it is: safe characters only, not hidden (``_``, ``.``), not too long
+_KEPT = re.compile(r"[A-Za-z0-9$-][A-Za-z0-9._$-]*")
+#: the longest directory name :func:`table_dir` gives (the table's state files add ``.json.tmp``
+#: to it; file systems allow 255 bytes)
+MAX_DIR_CHARS = 120
+_HASH_CHARS = 12
 DEFAULT_TOMBSTONE_RETENTION = dt.timedelta(days=7)
 
 
-def table_dir(table: str) -> str:
-    """A source table name as a directory name: unsafe characters become ``_``.
+class TableNameClash(LakecdcError):
+    """Two source tables found in one directory: that table fails (the others apply)."""
 
-    Names starting with ``_`` or ``.`` would be hidden from Delta and Spark, so they get a ``t``
-    in front.
+
+def table_dir(table: str) -> str:
+    """The directory name of a source table's Delta table (and of its state files).
+
+    The rule, one directory per source table:
+
+    * a name of ASCII letters, digits and ``. _ $ -`` that starts with none of ``. _`` (those are
+      hidden from Delta and Spark) and has at most :data:`MAX_DIR_CHARS` characters is kept as it
+      is: ``QASOURCE.TCUSTORD`` -> ``QASOURCE.TCUSTORD``;
+    * any other name becomes a readable slug (other characters as ``_``, a ``t`` before a leading
+      ``_`` or ``.``, cut to fit) followed by ``~`` and 12 hex digits of the SHA-256 of the name
+      (UTF-8): ``a/b`` -> ``a_b~<hash>``, ``ÄÖ`` -> ``__~<hash>``.
+
+    ``~`` is in no kept name, so a slugged name never meets a kept one, and two slugged names meet
+    only if their hashes do; each table's directory records its source name, and a run that finds
+    another table's name there fails that table with a message instead of merging the two
+    (:func:`check_table_owner`). Tables made by lakecdc versions before this rule (slug without
+    hash) stay where they are (:func:`table_path`).
     """
+    if len(table) <= MAX_DIR_CHARS and _KEPT.fullmatch(table):
+        return table
+    return _hashed_dir(table)
+
+
+def _hashed_dir(table: str) -> str:
+    digest = hashlib.sha256(table.encode("utf-8", "surrogatepass")).hexdigest()[:_HASH_CHARS]
+    return f"{_legacy_dir(table)[: MAX_DIR_CHARS - _HASH_CHARS - 1]}~{digest}"
+
+
+def _legacy_dir(table: str) -> str:
+    """The directory name lakecdc gave a table before :func:`table_dir`'s rule (not one per table:
+    ``a/b`` and ``a_b`` shared one)."""
     name = _UNSAFE.sub("_", table)
     return f"t{name}" if name.startswith(("_", ".")) or not name else name
 
 
+def _recorded_table(target: str, name: str) -> str | None:
+    """The source table recorded for directory ``name`` (``_lakecdc/tables/<name>.json``)."""
+    path = Path(target) / "_lakecdc" / "tables" / f"{name}.json"
+    try:
+        return json.loads(path.read_text())["table"]
+    except (OSError, ValueError, KeyError, TypeError):  # none (or a name too long to be one)
+        return None
+
+
+def table_dir_in(target: str, table: str) -> str:
+    """``table``'s directory name under ``target`` (its Delta table's, unless routed, and its state
+    files'): :func:`table_dir`; or the name an earlier lakecdc version gave it, when the table was
+    made under that name (recorded as this table's); or, for a table routed elsewhere because
+    another table holds its directory, :func:`table_dir`'s slug-and-hash form."""
+    new = table_dir(table)
+    old = _legacy_dir(table)
+    if old != new and len(old) < 250 and _recorded_table(target, new) is None:
+        owner = _recorded_table(target, old)
+        # the table's own, or shared with the table recorded there (the ledger says this table
+        # was applied to it): then check_table_owner says so instead of moving it silently
+        if owner == table or (owner is not None and table not in _routes(target)
+                              and _ledger_placed(target, table, old)):
+            return old
+    if _recorded_table(target, new) not in (None, table) and table in _routes(target):
+        return _hashed_dir(table)
+    return new
+
+
+def _ledger_placed(target: str, table: str, name: str) -> bool:
+    """Whether a run in ``target``'s ledger applied ``table`` to ``<target>/<name>``."""
+    from lakecdc.ledger import Ledger
+
+    where = Path(target).resolve() / name
+    try:
+        manifests = Ledger(target).manifests()
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return any(t.get("source_table") == table and t.get("status") == "applied" and isinstance(t.get("target"), str)
+               and Path(t["target"]).resolve() == where
+               for m in manifests for t in ((m.summary or {}).get("tables") or []))
+
+
+def check_table_owner(target: str, table: str) -> None:
+    """Raise :class:`TableNameClash` when ``table``'s directory holds another source table's state
+    (two names that share a directory under an earlier lakecdc's rule, or on a file system that
+    ignores case)."""
+    name = table_dir_in(target, table)
+    owner = _recorded_table(target, name)
+    if owner is not None and owner != table:
+        raise TableNameClash(
+            f"table {table!r}: its directory {table_path(target, table)} holds table {owner!r} (two source "
+            f"tables there, by an earlier lakecdc's naming rule or a file system that ignores case); "
+            f"lakecdc does not merge them: give {table!r} a place of its own (apply(table_paths="
+            f"{{{table!r}: '<new dir>'}}), or a job's tables.paths), then run again"
+        )
+
+
 def table_path(target: str, table: str) -> str:
-    """Where ``table``'s Delta table lives: ``<target>/<table>``, unless a route says otherwise."""
+    """Where ``table``'s Delta table lives: ``<target>/<table_dir(table)>``, unless a route says
+    otherwise (or the table was made under an earlier lakecdc's name: see :func:`table_dir_in`)."""
     route = _routes(target).get(table)
     if route is None:
-        return str(Path(target) / table_dir(table))
+        return str(Path(target) / table_dir_in(target, table))
     return route if "://" in route or Path(route).is_absolute() else str(Path(target) / route)
 
 
@@ -81,7 +176,7 @@ def record_table_paths(target: str, paths: Mapping[str, str], *, exists: Callabl
         if routes.get(table) == where:
             continue
         now = table_path(target, table)
-        if exists(now):
+        if exists(now) and _recorded_table(target, table_dir_in(target, table)) in (None, table):
             raise ConfigError(
                 f"table {table!r} already lives at {now}; lakecdc does not move tables: move its "
                 f"Delta table to {where} and edit {_routes_file(target)}, or keep its path"
@@ -97,7 +192,7 @@ def record_table_paths(target: str, paths: Mapping[str, str], *, exists: Callabl
 
 
 def tombstone_path(target: str, table: str) -> str:
-    return str(Path(target) / "_lakecdc" / "tombstones" / table_dir(table))
+    return str(Path(target) / "_lakecdc" / "tombstones" / table_dir_in(target, table))
 
 
 def quarantine_path(target: str) -> str:
@@ -195,7 +290,7 @@ def expire_tombstones(engine: DeltaRsEngine, target: str, table: str, retention:
 
 
 def _info_path(target: str, table: str) -> Path:
-    return Path(target) / "_lakecdc" / "tables" / f"{table_dir(table)}.json"
+    return Path(target) / "_lakecdc" / "tables" / f"{table_dir_in(target, table)}.json"
 
 
 def write_table_info(target: str, table: str, keys: tuple[str, ...]) -> None:

@@ -112,10 +112,17 @@ def test_masks_are_one_hex_number_bit_zero_ordinal_one():
     assert [parse_mask(v, "columnMask") for v in (None, "", b"")] == [None, None, None]
 
 
+def test_masks_of_an_odd_number_of_digits_have_a_leading_zero_implied():
+    assert [parse_mask(v, "changeMask") for v in ("0", "B", "00B", "8080", "08080")] == [0, 0x0B, 0x0B, 0x8080, 0x8080]
+    assert mask_columns(parse_mask("B", "changeMask"), ORDERS, "changeMask", "B") == ["STATUS", "AMOUNT", "ID"]
+    assert mask_columns(parse_mask("8080", "changeMask"), ITEMS, "changeMask", "8080") == ["c8", "c16"]
+    assert mask_columns(parse_mask("FFFF", "columnMask"), ITEMS, "columnMask", "FFFF") == \
+        mask_columns(parse_mask("0FFFF", "columnMask"), ITEMS, "columnMask", "0FFFF")
+
+
 @pytest.mark.parametrize(
     ("value", "reason"),
     [
-        ("0", "'columnMask' '0' has an odd number of hex digits (expected whole bytes, e.g. '0B')"),
         ("0G", "'columnMask' '0G' is not hexadecimal (expected hex digits, e.g. '0B')"),
         (11, "'columnMask' is not a hex string: 11"),
     ],
@@ -349,7 +356,7 @@ def test_bad_records_are_quarantined_and_the_rest_applies(spark, tmp_path):
     lines = [
         json_metadata(table),                                   # 1 skipped
         dt(1),                                                  # 2 good
-        dt(2, columnMask="3"),                                  # 3 odd length
+        dt(2, columnMask="3"),                                  # 3 good: odd length, '03'
         dt(3, changeMask="0X"),                                 # 4 not hex
         dt(4, columnMask="07"),                                 # 5 a third column in a 2-column table
         dt(5, op="UPSERT"),                                     # 6 unknown operation
@@ -365,15 +372,14 @@ def test_bad_records_are_quarantined_and_the_rest_applies(spark, tmp_path):
     landing.write_text("\n".join(lines) + "\n")
     summary = lakecdc.apply(str(landing.parent), tmp_path / "lake", format="qlik-json", spark=spark)
     (orders,) = summary.tables
-    assert (orders.source_table, orders.events, orders.skipped, orders.quarantined) == ("SALES.ORDERS", 2, 1, 8)
+    assert (orders.source_table, orders.events, orders.skipped, orders.quarantined) == ("SALES.ORDERS", 3, 1, 7)
     assert summary.quarantined_unrouted == 1  # the line that is not JSON names no table
-    assert rows(orders.target, "ID") == [{"ID": 1, "STATUS": "s"}, {"ID": 11, "STATUS": None}]
+    assert rows(orders.target, "ID") == [{"ID": 1, "STATUS": "s"}, {"ID": 11, "STATUS": None}, {"ID": 2, "STATUS": "s"}]
     q = DeltaTable(summary.quarantine).to_pyarrow_table().to_pylist()
     assert all(r["file"] == str(landing) and r["format"] == "qlik-json" for r in q)
     got = quarantine(summary)
-    assert [line for line, _ in got] == [3, 4, 5, 6, 7, 8, 9, 10, 11]
+    assert [line for line, _ in got] == [4, 5, 6, 7, 8, 9, 10, 11]
     reasons = dict(got)
-    assert reasons[3] == "'columnMask' '3' has an odd number of hex digits (expected whole bytes, e.g. '0B')"
     assert reasons[4] == "'changeMask' '0X' is not hexadecimal (expected hex digits, e.g. '0B')"
     assert reasons[5] == ("'columnMask' '07' marks ordinal 3, but SALES.ORDERS version 1 has 2 column(s): the message "
                           "was not written with that metadata")

@@ -48,6 +48,8 @@ def _lines() -> list[str]:
         _dt(columnMask="00"),                      # nothing present: empty images
         _dt(columnMask="0000000000000000000F"),    # long mask, leading zeros
         _dt(columnMask="01", changeMask="01"),    # short of the columns
+        _dt(columnMask="B", changeMask="2"),      # odd numbers of digits: a leading 0 implied
+        _dt(operation="UPDATE", before=dict(ROW, STATUS="old"), columnMask="00F", changeMask="A"),
         _dt(columnMask="-", changeMask="-", transactionEventCounter="-"),
         _dt(transactionLastEvent=False, transactionEventCounter="007"),
         _dt(data=dict(ROW, NOTE="é 𝄞 \\ \" / {x} tab\t"), timestamp="2024-05-01 00:00:00"),
@@ -137,6 +139,29 @@ def test_spark_sql_and_python_give_the_same_events(spark, tmp_path, split_bytes)
     assert sum(r["_error"] is None and r["op"] is not None for r in fast) >= 17
 
 
+@pytest.mark.parametrize("spark_route", [True, False])
+def test_masks_of_an_odd_number_of_digits_decode_to_their_columns(spark, tmp_path, spark_route):
+    """A mask of an odd number of hex digits has a leading 0 implied (``B`` = ``0B``), on both routes."""
+    f = tmp_path / "odd.json"
+    f.write_text("\n".join([
+        json_metadata(ORDERS),
+        _dt(columnMask="B", changeMask="3"),                                            # ordinals 1, 2, 4
+        _dt(operation="UPDATE", before=dict(ROW, STATUS="old"), columnMask="7", changeMask="2"),  # 1, 2, 3
+        _dt(columnMask="00F", changeMask="008"),                                        # all; NOTE changed
+    ]) + "\n", encoding="utf-8")
+    decoder = get_decoder("qlik-json")
+    decoder.spark_route = spark_route
+    with job_conf(spark):
+        got = decoder.read(spark, [str(f)], staging=str(tmp_path / "s")).orderBy("_row").collect()
+    assert [(r["op"], r["_error"]) for r in got] == [(None, None), ("I", None), ("U", None), ("I", None)]
+    assert got[1]["after"] == {"ID": "1", "STATUS": "new", "NOTE": None}  # AMOUNT (ordinal 3) not present
+    assert got[1]["source"]["present_columns"] == "ID,STATUS,NOTE"
+    assert got[2]["after"] == {"ID": "1", "STATUS": "new", "AMOUNT": "12.50"}
+    assert got[2]["before"] == {"ID": "1", "STATUS": "old", "AMOUNT": "12.50"}
+    assert got[2]["source"]["changed_columns"] == "STATUS"
+    assert got[3]["source"]["changed_columns"] == "NOTE" and set(got[3]["after"]) == set(ROW)
+
+
 @pytest.mark.parametrize("chunk", [1 << 24, 4])
 def test_only_files_mentioning_metadata_are_read_for_it(tmp_path, monkeypatch, chunk):
     """The byte search that spares a file of data messages its second (text) read: a mark found
@@ -154,7 +179,7 @@ def test_only_files_mentioning_metadata_are_read_for_it(tmp_path, monkeypatch, c
 def test_pretty_printed_messages_read_as_their_lines_would(spark, tmp_path):
     """Messages pretty-printed and concatenated (staged one per line, each wrapped) decode to the
     events of the same messages one per line; a bad one is found again at its first line."""
-    docs = [json.loads(x) for x in (json_metadata(ORDERS), _dt(), _dt(columnMask="3"),
+    docs = [json.loads(x) for x in (json_metadata(ORDERS), _dt(), _dt(changeMask="0X"),
                                     _dt(operation="UPDATE", before=dict(ROW, STATUS="old"), columnMask="03", changeMask="02"))]
     pretty, flat = tmp_path / "pretty.json", tmp_path / "flat.json"
     pretty.write_text("".join(json.dumps(d, indent=2) + "\n" for d in docs), encoding="utf-8")
@@ -172,7 +197,7 @@ def test_pretty_printed_messages_read_as_their_lines_would(spark, tmp_path):
     assert [{k: v for k, v in r.items() if k not in origin} for r in got] == \
            [{k: v for k, v in r.items() if k not in origin} for r in want]
     assert [r["op"] for r in got] == [None, "I", None, "U"]
-    assert "odd number of hex digits" in got[2]["_error"]
+    assert "is not hexadecimal" in got[2]["_error"]
     first_line = 1 + sum(json.dumps(d, indent=2).count("\n") + 1 for d in docs[:2])
     assert locate(got[2]["_file"], got[2]["_block"], {got[2]["_row"] - got[0]["_row"]}) == \
         {got[2]["_row"] - got[0]["_row"]: (first_line, json.dumps(docs[2], indent=2).replace("\n", " "))}

@@ -47,8 +47,8 @@ def message(op: str, scn: int, seq: int = 1, *, table: str = "S.T", time: str = 
 
 
 def test_options_are_checked():
-    assert get_decoder("shareplex-json").keys_from_key
-    assert not get_decoder("shareplex-json", {"keysFromKeyObject": "false"}).keys_from_key
+    assert not get_decoder("shareplex-json").keys_from_key  # key is a before image, no key declaration
+    assert get_decoder("shareplex-json", {"keysFromKeyObject": "true"}).keys_from_key
     with pytest.raises(ConfigError, match="unknown option.*known: keysFromKeyObject"):
         get_decoder("shareplex-json", {"keys": "ID"})
 
@@ -65,8 +65,8 @@ def test_seed_examples_decode_as_the_seed_says(spark):
         "rowid": "AAATGpAAIAAItcIAAA", "trans": "7.0.411499", "seq": "1", "size": "11", "table": "CL_BIZ1.MIO_LOG",
         "idx": "1/11", "posttime": "2017-06-16T14:33:52"}
     # the update: data holds the changed column only; key the identifying old values, CNTR_NO among
-    # them with its old value, so this update moves the row's key
-    assert updated["op"] == "U" and updated["keys"] == ["MIO_LOG_ID", "PLNMIO_REC_ID", "POL_CODE", "CNTR_TYPE", "CNTR_NO"]
+    # them with its old value: a before image, which declares no primary key
+    assert updated["op"] == "U" and updated["keys"] is None
     key = {"MIO_LOG_ID": "32537893", "PLNMIO_REC_ID": "31557806", "POL_CODE": None, "CNTR_TYPE": None,
            "CNTR_NO": "1171201606syui26"}
     assert updated["before"] == key and updated["after"] == {**key, "CNTR_NO": "1171201606"}
@@ -75,8 +75,8 @@ def test_seed_examples_decode_as_the_seed_says(spark):
     assert (deleted["op"], deleted["after"], deleted["_error"]) == ("D", None, None)
     assert deleted["before"] == {"MIO_LOG_ID": "32539739", "PLNMIO_REC_ID": "31557806", "POL_CODE": None,
                                  "CNTR_TYPE": None, "CG_NO": None}
-    plain = decode(spark, [FIX / "seed-examples.json"], keysFromKeyObject="false")
-    assert plain[1]["keys"] is None and plain[1]["after"] == updated["after"]
+    named = decode(spark, [FIX / "seed-examples.json"], keysFromKeyObject="true")
+    assert named[1]["keys"] == list(key) and named[1]["after"] == updated["after"]
 
 
 def test_op_spellings_exact_values_and_scn_order(spark, tmp_path):
@@ -153,7 +153,9 @@ def test_either_map_key_policy_and_any_meta_order_decode_alike(spark, tmp_path, 
             writer_message("upd", 13, data={"C": "d"}, reverse=reverse),  # no key: after is data
             writer_message("upd", 14, data={"C": "e"}, key={"ID": 5}, trans="1.2", reverse=reverse,
                            extra={"skipped": "x"}),
-            writer_message("del", 15, data={"ID": 5, "C": "e", "K2": "k"}, trans="12345678901.0.1", reverse=reverse),
+            # a delete's key adds the columns data lacks
+            writer_message("del", 15, data={"ID": 5, "C": "e", "K2": "k"}, key={"ID": 5, "X": "q"},
+                           trans="12345678901.0.1", reverse=reverse),
             writer_message("oops", 16, data={"ID": 6}, reverse=reverse),
         ]
 
@@ -171,12 +173,13 @@ def test_either_map_key_policy_and_any_meta_order_decode_alike(spark, tmp_path, 
     assert got[False] == got[True]
     ins, moved, plain, keyless, odd, deleted, bad = got[False]
     assert moved["op"] == "U" and moved["before"] == {"ID": "1", "K2": "k"}
-    assert moved["after"] == {"ID": "5", "C": "b", "K2": "k"} and moved["keys"] == ["ID", "K2"]
+    assert moved["after"] == {"ID": "5", "C": "b", "K2": "k"} and moved["keys"] is None  # (a before image)
     assert plain["after"] == {"ID": "5", "K2": "k", "C": "c"} and keyless["after"] == {"C": "d"}
     assert keyless["before"] is None and keyless["_error"] is None
     assert "skipped" not in odd["source"] and odd["source"]["scn"] == "14" and odd["_error"] is None
     assert odd["pos"] == "00000000000000000014.0000000001.0000000002" and odd["after"] == {"ID": "5", "C": "e"}
     assert deleted["pos"] == "00000000000000000015.12345678901.0000000000.0000000001"
+    assert deleted["before"] == {"ID": "5", "C": "e", "K2": "k", "X": "q"} and deleted["after"] is None
     assert ins["pos"] == "00000000000000000010.0000000007.0000000000.0000411499" and ins["seq"].endswith("|000001")
     assert ins["source"]["rowid"] == "AAATGpAAIAAItcIAAA" and ins["source"]["userid"] == "84"
     assert bad["op"] is None and "unknown meta.op 'oops'" in bad["_error"]
@@ -284,3 +287,65 @@ def test_transaction_ids_of_any_shape_are_padded_part_by_part(spark, ids):
     assert got == [".".join(p.rjust(10, "0") for p in t.split(".")) for t in ids]
     staged = [r[0] for r in with_transaction_position(df, "x", F.col("t")).select("x").collect()]
     assert staged == got
+
+
+# -- the DTS document's update example with the table's key given ------------------------------------------
+
+#: the row the DTS document's update example changes, as inserted before it
+_MIO_ROW = {"MIO_LOG_ID": "32537893", "PLNMIO_REC_ID": "31557806", "POL_CODE": None, "CNTR_TYPE": None,
+            "CNTR_NO": "1171201606syui26", "CG_NO": "G1"}
+
+
+def _seed_update() -> str:
+    """The document's update message (seed 002) as printed, with the meta members it elides."""
+    body = json.loads(FIX.joinpath("seed-examples.json").read_text().split("\n}\n")[1] + "\n}")
+    assert body["key"]["CNTR_NO"] == "1171201606syui26" and body["data"] == {"CNTR_NO": "1171201606"}
+    return json.dumps(body)
+
+
+@pytest.mark.parametrize(("keys", "pk_update"), [
+    (["MIO_LOG_ID"], "delete-insert"),               # CNTR_NO is no key column: an ordinary update
+    (["MIO_LOG_ID", "CNTR_NO"], "delete-insert"),    # a key column changed: a primary-key update
+    (["MIO_LOG_ID", "CNTR_NO"], "update"),
+])
+def test_the_dts_documents_update_example_applies_with_keys_given(spark, tmp_path, keys, pk_update):
+    """``key`` is the update's before image (five columns, two NULL, the changed CNTR_NO among them),
+    not the primary key: with ``--key`` the run applies, as the oracle does; a delete's ``key``
+    adds to its ``data``."""
+    try:
+        from tests.oracle import Event, Oracle
+    except ModuleNotFoundError:
+        from oracle import Event, Oracle  # type: ignore[no-redef]
+
+    table = "CL_BIZ1.MIO_LOG"
+    other = {"MIO_LOG_ID": "1", "PLNMIO_REC_ID": "2", "POL_CODE": None, "CNTR_TYPE": None, "CNTR_NO": "n1",
+             "CG_NO": "G2"}
+    update = json.loads(_seed_update())
+    lines = [message("ins", 14589063110000, table=table, data=_MIO_ROW, trans="7.0.1"),
+             message("ins", 14589063110000, 2, table=table, data=other, trans="7.0.1"),
+             _seed_update(),
+             # a delete whose data leaves out CNTR_NO, which key gives
+             message("del", 14589063130000, table=table, data={k: v for k, v in other.items() if k != "CNTR_NO"},
+                     key={"MIO_LOG_ID": "1", "CNTR_NO": "n1"})]
+    landing = tmp_path / "landing" / "a.json"
+    landing.parent.mkdir()
+    landing.write_text("\n".join(lines) + "\n")
+    summary = lakecdc.apply(str(landing.parent), tmp_path / "lake", format="shareplex-json", spark=spark,
+                            keys={table: keys}, pk_update=pk_update)
+    assert summary.ok, summary.render()
+    (got,) = summary.tables
+    assert (got.events, got.quarantined) == (4, 0)
+
+    ks = tuple(keys)
+    before = update["key"]
+    oracle = Oracle()
+    oracle.apply_run([
+        Event(table, "I", "0", "1", 1, None, dict(_MIO_ROW), ks),
+        Event(table, "I", "0", "1", 2, None, dict(other), ks),
+        Event(table, "U", "0", "2", 3, dict(before), {**before, **update["data"]}, ks),
+        Event(table, "D", "0", "3", 1, dict(other), None, ks),
+    ], pk_update=pk_update)
+    want = sorted(oracle.table(table).values(), key=lambda r: r["MIO_LOG_ID"])
+    assert [{c: r.get(c) for c in want[0]} for r in rows(got.target, "MIO_LOG_ID")] == want
+    assert len(want) == 1 and want[0]["CNTR_NO"] == "1171201606" and want[0]["MIO_LOG_ID"] == "32537893"
+    assert want[0]["CG_NO"] == "G1"  # a column neither data nor key names keeps its value

@@ -281,7 +281,9 @@ def parse_mask(value: Any, name: str) -> int | None:
     """A ``changeMask``/``columnMask`` as a number; None when absent (null or empty).
 
     JSON gives hex text (``"00FFFF"``), Avro bytes (``b"\\x00\\xff\\xff"``): both are one number
-    written most significant digit (byte) first.
+    written most significant digit (byte) first. Hex text of any length is read: an odd number of
+    digits has a leading 0 implied (``"B"`` and ``"0B"`` are the same mask), as missing high digits
+    are 0 (``"FF"`` in a 16-column table marks ordinals 1..8).
     """
     if value is None:
         return None
@@ -294,9 +296,7 @@ def parse_mask(value: Any, name: str) -> int | None:
         return None
     if not _HEX.fullmatch(text):
         raise BadRecord(f"'{name}' '{value}' is not hexadecimal (expected hex digits, e.g. '0B')")
-    if len(text) % 2:
-        raise BadRecord(f"'{name}' '{value}' has an odd number of hex digits (expected whole bytes, e.g. '0B')")
-    return int(text, 16)
+    return int(text, 16)  # any number of digits: an odd count has its leading 0 implied ('B' = '0B')
 
 
 def mask_text(value: Any) -> str | None:

@@ -19,7 +19,7 @@ would:
   binary column; ``data`` and ``beforeData`` (when not null) hold exactly that version's columns,
   in ordinal order, each once; the headers have an ``operation`` written in capitals, a
   digits-only ``changeSequence`` (empty only for ``REFRESH``), a ``transactionEventCounter`` of
-  at most 18 digits, masks of whole hex bytes setting no bit above the version's last ordinal;
+  at most 18 digits, hex masks (any number of digits) setting no bit above the version's last ordinal;
 * the image its operation needs is there.
 
 Every other line goes to the Python reader through a pandas UDF that sees only those lines' places
@@ -91,13 +91,14 @@ def eligible(catalog: Catalog) -> list[tuple[str, TableVersion]]:
 
 
 def _mask_bits(text: Column, top: int) -> tuple[Column, Column]:
-    """(the mask as a long, whether it is one SQL reads: whole hex bytes, no bit above ``top``)."""
+    """(the mask as a long, whether it is one SQL reads: hex digits, any number of them (an odd
+    count has a leading 0 implied), no bit above ``top``)."""
     n = F.length(text)
     low = F.when(n > _MASK_DIGITS, F.substring(text, -_MASK_DIGITS, _MASK_DIGITS)).otherwise(text)
     high_zero = F.when(n > _MASK_DIGITS, F.substring(text, 1, 1 << 20).rlike(f"^0*[0-9A-Fa-f]{{{_MASK_DIGITS}}}$"))
     value = F.conv(low, 16, 10).cast("long")
     ok = (
-        text.rlike("^([0-9A-Fa-f]{2})+$") & F.coalesce(high_zero, F.lit(True))
+        text.rlike("^[0-9A-Fa-f]+$") & F.coalesce(high_zero, F.lit(True))
         & (F.shiftright(value, top) == 0)
     )
     return value, ok

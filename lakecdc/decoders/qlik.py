@@ -65,8 +65,9 @@ comma-separated, in ordinal order; absent when the mask is); ``source['version_m
 mask of every ordinal the message's table version has (``0FFF`` for 12 columns), so that
 :func:`lakecdc.quality.check_changes` can tell a mask that names a column the version does not have. Decisions: a mask shorter than the
 column count is still a number (its missing high digits are 0: those columns are not present /
-not changed); a null or empty mask means every column is present; a mask with a bit above the last
-ordinal, odd length or non-hex digits quarantines the message naming the mask and its value. Masks
+not changed), and so is a mask of an odd number of digits (a leading 0 implied: ``B`` is ``0B``); a
+null or empty mask means every column is present; a mask with a bit above the last ordinal or
+non-hex digits quarantines the message naming the mask and its value. Masks
 of any width are Python integers (tables of hundreds of columns).
 
 **Order** (``seq``): ``changeSequence`` (35 digits, "use it to order the records", seed 003; Replicate

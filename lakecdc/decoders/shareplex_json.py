@@ -9,18 +9,21 @@ One message per line (pretty-printed messages are read too), one operation per m
      "key": {"MIO_LOG_ID": "32537893", "CNTR_NO": "1171201606syui26"}}
 
 * ``meta.op``: ``ins`` (``insert``) gives ``I`` with the row in ``data``; ``del`` (``delete``)
-  gives ``D`` with the row in ``data`` (``key`` when there is no ``data``); ``truncate``
-  (``trunc``) gives ``T``; ``upd`` (``update``) gives ``U``: ``data`` holds the new values of the
-  changed columns only (every other column is *missing*, never NULL) and ``key`` the old values of
-  the columns that identify the row. The before image is ``key``; the after image is ``data`` plus
-  the ``key`` columns it does not carry (their values did not change). A key column whose value
-  in ``data`` differs from ``key`` is a primary-key update. ``drop column`` (``dropcol``) is a
-  skipped record (``source['skipped'] = 'ddl'``). ``update before`` / ``update after`` (images
-  of one update split into two messages) cannot be paired reliably and are quarantined.
-* ``keys``: the names of ``key``'s members (SharePlex writes the key or unique-index columns
-  there, only in updates; inserts and deletes take the table's keys from the updates of the same
-  run or from ``--key``). A table without a key makes SharePlex put every column in ``key``; then
-  set ``keysFromKeyObject=false`` and give the key with ``--key``.
+  gives ``D`` with the row in ``data`` and ``key`` (``key``'s values for the columns ``data`` does
+  not carry); ``truncate`` (``trunc``) gives ``T``; ``upd`` (``update``) gives ``U``: ``data``
+  holds the new values of the changed columns only (every other column is *missing*, never NULL)
+  and ``key`` the old values of the columns SharePlex identifies the row by. ``key`` is a **before
+  image**, not a declaration of the primary key: in the DTS document's own update example it holds
+  five columns, two of them NULL, among them the changed ``CNTR_NO`` with its old value. The
+  before image is ``key``; the after image is ``data`` plus the ``key`` columns it does not carry
+  (their values did not change). When a column of the table's primary key (``--key``) has in
+  ``data`` a value other than in ``key``, the update is a primary-key update; a changed column
+  that is not a key column is an ordinary update. ``drop column`` (``dropcol``) is a skipped
+  record (``source['skipped'] = 'ddl'``). ``update before`` / ``update after`` (images of one
+  update split into two messages) cannot be paired reliably and are quarantined.
+* ``keys``: none. SharePlex messages do not declare the primary key, so a table's key is given
+  with ``--key`` (or a contract). ``keysFromKeyObject=true`` takes the names of an update's ``key``
+  members as the key instead, for a SharePlex set up to write exactly the key columns there.
 * ``table`` is ``meta.table``; ``txid`` is ``meta.trans``; ``op_ts`` is ``meta.time`` (UTC commit
   time); ``source`` holds every ``meta`` member as text (``time``, ``posttime``, ``userid``,
   ``scn``, ``rowid``, ``trans``, ``seq``, ``size``, ``idx``, ...).
@@ -106,7 +109,7 @@ class SharePlexJsonDecoder(Decoder):
 
     name: ClassVar[str] = "shareplex-json"
     LINES: ClassVar[bool] = True
-    OPTIONS: ClassVar[dict[str, str]] = {"keysFromKeyObject": "true"}
+    OPTIONS: ClassVar[dict[str, str]] = {"keysFromKeyObject": "false"}
 
     def __init__(self, options: dict[str, str] | None = None) -> None:
         super().__init__(options)
@@ -203,10 +206,12 @@ class SharePlexJsonDecoder(Decoder):
         m = m.select("*", idx.alias("_idx"), pos.alias("_pos"))
         seq = F.when(event, F.concat_ws("|", "_pos", zero_pad(F.col("_idx").cast("string"), _IDX_WIDTH)))
         key_names = F.when(F.size(key) > 0, F.map_keys(key)) if self.keys_from_key else F.lit(None)
-        before = F.when(op == "U", key).when(op == "D", F.coalesce(data, key))
-        # an update's after image: key with data laid over it (under LAST_WIN, data's values win;
-        # else _key_rest is key without data's names, NULL when no key column is among them)
+        # key with data laid over it (under LAST_WIN, data's values win; else _key_rest is key
+        # without data's names, NULL when no key column is among them): an update's after image,
+        # a delete's before image (the row, and what key adds to it)
         kept_key = F.coalesce(key, F.create_map().cast(IMAGE_TYPE)) if last_win else F.coalesce(F.col("_key_rest"), key)
+        before = F.when(op == "U", key).when(op == "D", F.when(
+            data.isNull(), key).when(key.isNull(), data).otherwise(F.map_concat(kept_key, data)))
         after = F.when(op == "I", data).when(op == "U", F.map_concat(kept_key, data))
         plain = meta.isNotNull() & skipped.isNull() & F.col("_meta_rest").isNull()
         source = F.when(plain, meta).otherwise(F.map_concat(
