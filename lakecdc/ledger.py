@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from lakecdc.errors import InputChangedError
+from lakecdc.errors import InputChangedError, LakecdcError
 
 Status = Literal["planned", "committed"]
 
@@ -135,13 +135,28 @@ class Ledger:
         runs = self.manifests()
         return (runs[-1].run_id + 1) if runs else 1
 
-    def write(self, manifest: Manifest) -> None:
-        """Write atomically (temp file + rename) so a crash never leaves half a manifest."""
+    def write(self, manifest: Manifest, *, new: bool = False) -> None:
+        """Write atomically (temp file + rename) so a crash never leaves half a manifest.
+
+        ``new``: the manifest of a run just planned; it is created only if no manifest of its run
+        id exists (two runs never share an id, even without the target's lease).
+        """
         self.dir.mkdir(parents=True, exist_ok=True)
         final = self.dir / f"run-{manifest.run_id:010d}.json"
-        tmp = final.with_suffix(".json.tmp")
+        tmp = final.with_name(f".{final.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
         tmp.write_text(manifest.to_json())
-        os.replace(tmp, final)
+        if not new:
+            os.replace(tmp, final)
+            return
+        try:
+            os.link(tmp, final)
+        except FileExistsError:
+            raise LakecdcError(
+                f"run {manifest.run_id} of {self.dir.parent.parent} was planned by another writer at the same "
+                f"time; nothing of this run was applied: run again (and run one writer per target)"
+            ) from None
+        finally:
+            tmp.unlink()
 
     def plan(
         self, fmt: str, files: Sequence[str], *, appendable: bool = False, min_age: float = 0.0,
