@@ -96,9 +96,12 @@ def _committed_runs(engine: DeltaRsEngine, tables: dict[str, str]) -> dict[str, 
 
 
 def _recorded_versions(manifests: list[Manifest]) -> dict[str, tuple[int, int, str]]:
-    """Per table path: the newest Delta version a run recorded, with that run's id and the table."""
+    """Per table path: the newest Delta version a finished run recorded, with that run's id and the
+    table. (An unfinished run is resumed by the next one: a table that lacks its commit gets it.)"""
     out: dict[str, tuple[int, int, str]] = {}
     for m in manifests:
+        if m.status != "committed":
+            continue
         for t in (m.summary or {}).get("tables", []):
             v, path = t.get("delta_version"), t.get("target")
             if v is None or path is None:
