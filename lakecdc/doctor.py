@@ -87,12 +87,20 @@ def data_tables(engine: DeltaRsEngine, target: str) -> dict[str, str]:
 
 
 def _committed_runs(engine: DeltaRsEngine, tables: dict[str, str]) -> dict[str, tuple[int | None, int]]:
-    """``{path: (lakecdc transaction version, Delta version)}`` of the tables that exist."""
+    """``{path: (lakecdc transaction version, Delta version)}`` of the tables that exist; a table
+    whose log cannot be read is left out here (its own merge fails and says why: the other tables
+    go on)."""
     out: dict[str, tuple[int | None, int]] = {}
     for path in tables:
-        if engine.exists(path):
-            out[path] = (engine.committed_version(path, APP_ID), engine.version(path))
+        try:
+            if engine.exists(path):
+                out[path] = (engine.committed_version(path, APP_ID), engine.version(path))
+        except Exception:  # noqa: BLE001,S112 - reported by the table's merge
+            out[path] = _UNREADABLE
     return out
+
+
+_UNREADABLE = (None, -1)
 
 
 def _recorded_versions(manifests: list[Manifest]) -> dict[str, tuple[int, int, str]]:
@@ -122,6 +130,7 @@ def diagnose(engine: DeltaRsEngine, target: str) -> list[Problem]:
     problems: list[Problem] = []
     newest = max((m.run_id for m in manifests), default=0)
     reported = engine.committed_version(runs_path(target), RUNS_APP_ID) if engine.exists(runs_path(target)) else None
+    unreadable = {p for p, v in state.items() if v is _UNREADABLE}
     ahead = [(run, tables[p]) for p, (run, _) in state.items() if run is not None and run > newest]
     if reported is not None and reported > newest:
         ahead.append((reported, "the run reports (_lakecdc_runs)"))
@@ -153,6 +162,8 @@ def diagnose(engine: DeltaRsEngine, target: str) -> list[Problem]:
             f"restore the run-*.json files from a backup, or rebuild the ledger with '{repair}'",
         ))
     for path, (version, run_id, name) in sorted(_recorded_versions(manifests).items()):
+        if path in unreadable:
+            continue
         if path not in state:
             problems.append(Problem(
                 "table-gone",
