@@ -32,6 +32,7 @@ Run ids are taken under the lease, and a manifest is created only if its file do
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import datetime as dt
 import json
@@ -66,10 +67,11 @@ class TargetBusy(LakecdcError):
         self.target = target
         self.holder = holder
         since = _iso(holder.started)
-        who = f"run {holder.run_id}" if holder.run_id is not None else f"a {holder.command} run"
+        who = (f"run {holder.run_id} ({holder.command}, " if holder.run_id is not None
+               else f"lakecdc {holder.command} (")
         after = f" after waiting {waited:g}s" if waited else ""
         super().__init__(
-            f"target {target} is busy{after}: held by {who} ({holder.command}, host {holder.host}, "
+            f"target {target} is busy{after}: held by {who}host {holder.host}, "
             f"pid {holder.pid}) since {since}. One writer per target at a time: wait for it with "
             f"--wait SECONDS (wait= in the API); a holder that crashed is taken over once its "
             f"process is gone (same host) or its lease expires (at {_iso(holder.expires)})"
@@ -165,15 +167,53 @@ def current_holder(target: str | os.PathLike[str]) -> Holder | None:
     return None
 
 
-# One lease per target and process: the threads of a process take turns (an RLock per target),
-# and a thread that holds the lease shares it with the calls it makes.
-_LOCAL: dict[str, tuple[threading.RLock, list[Lease]]] = {}
+class _TurnLock:
+    """A re-entrant lock that waiting threads get in the order they asked for it (a thread that
+    releases it and asks again at once goes behind those already waiting)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._owner: int | None = None
+        self._count = 0
+        self._queue: collections.deque[int] = collections.deque()
+
+    def acquire(self, timeout: float) -> bool:
+        me = threading.get_ident()
+        with self._cond:
+            if self._owner == me:
+                self._count += 1
+                return True
+            if self._owner is None and not self._queue:
+                self._owner, self._count = me, 1
+                return True
+            if timeout <= 0:
+                return False
+            self._queue.append(me)
+            if not self._cond.wait_for(lambda: self._owner is None and self._queue[0] == me, timeout):
+                self._queue.remove(me)
+                self._cond.notify_all()
+                return False
+            self._queue.popleft()
+            self._owner, self._count = me, 1
+            return True
+
+    def release(self) -> None:
+        with self._cond:
+            self._count -= 1
+            if self._count == 0:
+                self._owner = None
+                self._cond.notify_all()
+
+
+# One lease per target and process: the threads of a process take turns, and a thread that holds
+# the lease shares it with the calls it makes.
+_LOCAL: dict[str, tuple[_TurnLock, list[Lease]]] = {}
 _LOCAL_GUARD = threading.Lock()
 
 
-def _local(target: str) -> tuple[threading.RLock, list[Lease]]:
+def _local(target: str) -> tuple[_TurnLock, list[Lease]]:
     with _LOCAL_GUARD:
-        return _LOCAL.setdefault(target, (threading.RLock(), []))
+        return _LOCAL.setdefault(target, (_TurnLock(), []))
 
 
 class Lease:
@@ -292,7 +332,7 @@ def hold(
     key = str(Path(target).resolve())
     lock, held = _local(key)
     deadline = time.monotonic() + (wait or 0.0)
-    if not (lock.acquire(timeout=wait) if wait else lock.acquire(blocking=False)):
+    if not lock.acquire(timeout=wait or 0.0):
         holder = current_holder(key)
         if holder is None:  # another thread of this process, between two steps
             holder = Holder("", socket.gethostname(), os.getpid(), command, time.time(), time.time())
