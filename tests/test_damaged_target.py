@@ -128,3 +128,21 @@ def test_missing_manifest_in_the_middle_is_reported(spark, tmp_path):
     with pytest.raises(TargetDamaged, match="lacks the manifest"):
         land(landing, "3.json", wave3())
         run(landing, target, spark)
+
+
+def test_ledger_rebuilt_without_run_reports_applies_old_files_as_duplicates(spark, tmp_path, capsys):
+    """Both the ledger and the run reports lost: repair still knows the runs the tables committed
+    (their transaction versions), so run ids go on from there; the old files come again as a new
+    run and the tables take them as the duplicates they are."""
+    landing, target, h = two_runs(tmp_path, spark)
+    shutil.rmtree(target / "_lakecdc")
+    shutil.rmtree(target / "_lakecdc_runs")
+    land(landing, "3.json", wave3())
+    h.apply_run(wave3())
+    with pytest.raises(TargetDamaged, match="committed run 2"):
+        run(landing, target, spark)
+    assert main(["repair", "--target", str(target)]) == 0
+    assert "no run report names its inputs" in capsys.readouterr().out
+    s = run(landing, target, spark)
+    assert s.ok and s.runs == (3,) and s.files == 3
+    assert_equals_oracle(target, h)

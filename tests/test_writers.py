@@ -305,3 +305,20 @@ def test_a_killed_writer_does_not_keep_the_target(tmp_path):
     assert quarantined(target) == 1
     assert [m.run_id for m in Ledger(target).manifests()] == [1]
     assert json.loads(lease_dir(target).joinpath(sorted(os.listdir(lease_dir(target)))[-1]).read_text())["released"]
+
+
+def test_stream_batches_respect_the_lease(spark, tmp_path):
+    landing, target = tmp_path / "landing", tmp_path / "lake"
+    land(landing, "a.json", batch_a())
+    h = HistoryOracle()
+    h.apply_run(batch_a())
+    now = time.time()
+    _write_generation(target, 1, Holder("t1", "another-host", 77, "maintain", now, now + 3600))
+    with pytest.raises(TargetBusy, match=r"held by lakecdc maintain \(host another-host, pid 77\)"):
+        lakecdc.stream(landing, target, format="ogg-json", spark=spark, stored_as_scd_type={"S.H": 2}).await_termination()
+    assert not (target / "_lakecdc" / "runs").exists()
+    _write_generation(target, 2, Holder("t2", "another-host", 77, "maintain", now, now - 1))  # expired
+    s = lakecdc.stream(landing, target, format="ogg-json", spark=spark, stored_as_scd_type={"S.H": 2}, wait=60)
+    s.await_termination()
+    assert s.total.ok and s.total.runs == (1,)
+    assert_equals_oracle(target, h)
