@@ -11,12 +11,12 @@ How it works, with nothing but atomic file operations (a local disk, NFS, a FUSE
 * the lease is a sequence of generations, ``lease-<n>.json``; the newest one says who holds the
   target (``holder``: host, pid, what it runs, its run id, when it started) until when
   (``expires``), or that it was released;
-* taking the lease creates generation ``n + 1`` with ``os.link`` of a complete file: the link
-  fails when another writer created that generation first, so exactly one of writers that start
-  at once wins, and none ever reads half a record;
+* taking the lease creates generation ``n + 1`` with ``os.link`` of a complete file (an exclusive
+  create where the filesystem has no hard links): it fails when another writer created that
+  generation first, so exactly one of writers that start at once wins;
 * a free target is one whose newest generation was released, has expired, or was taken by a
-  process of this host that is gone (killed, crashed): such a lease is taken over the same way,
-  by creating the next generation, so a crashed holder never keeps a target;
+  process of this host (and pid namespace) that is gone (killed, crashed): such a lease is taken
+  over the same way, by creating the next generation, so a crashed holder never keeps a target;
 * the holder renews ``expires`` every :data:`RENEW_EVERY` of the ``ttl`` from a background thread
   while it works. A holder that finds a newer generation than its own lost the lease (it was
   stopped longer than the ``ttl``): :meth:`Lease.check` raises :class:`LeaseLost`, and ``apply``
@@ -95,6 +95,7 @@ class Holder:
     run_id: int | None = None
     released: bool = False
     proc_start: str | None = None
+    pid_ns: str | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -110,7 +111,7 @@ class Holder:
             return "released"
         if now > self.expires:
             return f"expired at {_iso(self.expires)}"
-        if self.host == socket.gethostname() and not _alive(self.pid, self.proc_start):
+        if self.host == socket.gethostname() and self.pid_ns == _pid_ns() and not _alive(self.pid, self.proc_start):
             return f"its process {self.pid} is gone"
         return None
 
@@ -126,6 +127,14 @@ def _proc_start(pid: int) -> str | None:
     except OSError:
         return None
     return stat.rsplit(")", 1)[1].split()[19]
+
+
+def _pid_ns() -> str | None:
+    """This process's pid namespace (containers sharing a host name see each other's pids as gone)."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
 
 
 def _alive(pid: int, started: str | None) -> bool:
@@ -291,29 +300,55 @@ def _try_take(target: str, command: str, ttl: float) -> Lease | Holder:
         gens = _generations(folder)
         newest = gens[-1] if gens else 0
         if gens:
+            path = _gen_path(folder, newest)
             try:
-                holder = Holder.from_json(_gen_path(folder, newest).read_text())
+                holder = Holder.from_json(path.read_text())
             except FileNotFoundError:
                 continue
             except (ValueError, TypeError):
-                holder = None  # unreadable: not written by lakecdc's atomic writes; take it over
+                # being written (a filesystem without hard links), or broken: taken over once old
+                try:
+                    if time.time() - path.stat().st_mtime < ttl:
+                        time.sleep(POLL / 4)
+                        continue
+                except FileNotFoundError:
+                    continue
+                holder = None
             if holder is not None and holder.stale(time.time()) is None:
                 return holder
         now = time.time()
         mine = Holder(token=uuid.uuid4().hex, host=socket.gethostname(), pid=os.getpid(), command=command,
-                      started=now, expires=now + ttl, proc_start=_proc_start(os.getpid()))
-        tmp = folder / f".lease.{mine.token}.tmp"
-        tmp.write_text(mine.to_json())
-        try:
-            os.link(tmp, _gen_path(folder, newest + 1))  # fails if another writer took it first
-        except FileExistsError:
-            continue
-        finally:
-            tmp.unlink()
+                      started=now, expires=now + ttl, proc_start=_proc_start(os.getpid()), pid_ns=_pid_ns())
+        if not create_exclusive(_gen_path(folder, newest + 1), mine.to_json()):
+            continue  # another writer took this generation first
         if any(g > newest + 1 for g in _generations(folder)):
             # (our listing was older than a generation another writer made meanwhile)
             continue
         return Lease(target, newest + 1, mine, ttl)
+
+
+def create_exclusive(path: Path, text: str) -> bool:
+    """Create ``path`` holding ``text`` unless it exists (False then): a hard link of a complete
+    file, so no reader sees it half-written; where the filesystem has no hard links, an exclusive
+    create (a reader that meets it empty waits a moment)."""
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    tmp.write_text(text)
+    try:
+        os.link(tmp, path)
+        return True
+    except FileExistsError:
+        return False
+    except OSError:
+        pass  # no hard links here
+    finally:
+        tmp.unlink()
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+    return True
 
 
 @contextlib.contextmanager

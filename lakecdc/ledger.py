@@ -143,20 +143,18 @@ class Ledger:
         """
         self.dir.mkdir(parents=True, exist_ok=True)
         final = self.dir / f"run-{manifest.run_id:010d}.json"
-        tmp = final.with_name(f".{final.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
-        tmp.write_text(manifest.to_json())
         if not new:
+            tmp = final.with_name(f".{final.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
+            tmp.write_text(manifest.to_json())
             os.replace(tmp, final)
             return
-        try:
-            os.link(tmp, final)
-        except FileExistsError:
+        from lakecdc.lease import create_exclusive
+
+        if not create_exclusive(final, manifest.to_json()):
             raise LakecdcError(
                 f"run {manifest.run_id} of {self.dir.parent.parent} was planned by another writer at the same "
                 f"time; nothing of this run was applied: run again (and run one writer per target)"
-            ) from None
-        finally:
-            tmp.unlink()
+            )
 
     def plan(
         self, fmt: str, files: Sequence[str], *, appendable: bool = False, min_age: float = 0.0,

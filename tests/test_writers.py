@@ -24,7 +24,7 @@ from deltalake import DeltaTable
 
 import lakecdc
 from lakecdc.errors import LakecdcError
-from lakecdc.lease import Holder, TargetBusy, current_holder, hold, lease_dir
+from lakecdc.lease import Holder, TargetBusy, _pid_ns, current_holder, hold, lease_dir
 from lakecdc.ledger import InputFile, Ledger, Manifest
 from tests.history_oracle import HistoryOracle
 from tests.ogg_render import render_ogg_json
@@ -163,10 +163,14 @@ def test_writers_at_once_without_wait_one_applies_the_others_are_told_busy(tmp_p
 # ---- the lease itself ---------------------------------------------------------------------------
 
 _COUNTER = """
-import sys, time
+import os, sys, time
 from pathlib import Path
 from lakecdc.lease import hold
 target, counter, n = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
+if sys.argv[4] == "no-hard-links":
+    def no_link(*args):
+        raise PermissionError(1, "Operation not permitted")
+    os.link = no_link
 for _ in range(n):
     with hold(target, command="test", wait=120):
         v = int(counter.read_text())
@@ -175,13 +179,15 @@ for _ in range(n):
 """
 
 
-def test_lease_excludes_writers_of_other_processes(tmp_path):
+@pytest.mark.parametrize("links", ["hard-links", "no-hard-links"])
+def test_lease_excludes_writers_of_other_processes(tmp_path, links):
     """8 processes increment a counter under the lease, reading and writing it non-atomically:
-    no increment is lost only if no two ever held the lease at once."""
+    no increment is lost only if no two ever held the lease at once (also where the filesystem
+    has no hard links: an exclusive create instead)."""
     target, counter = tmp_path / "lake", tmp_path / "counter"
     target.mkdir()
     counter.write_text("0")
-    children = [subprocess.Popen([sys.executable, "-c", _COUNTER, str(target), str(counter), "15"], cwd=REPO, env=ENV,
+    children = [subprocess.Popen([sys.executable, "-c", _COUNTER, str(target), str(counter), "15", links], cwd=REPO, env=ENV,
                                  stderr=subprocess.PIPE, text=True) for _ in range(8)]
     for child in children:
         _, err = child.communicate(timeout=300)
@@ -205,7 +211,8 @@ def _dead_pid() -> int:
 
 def test_lease_of_a_dead_process_is_taken_over(tmp_path):
     now = time.time()
-    _write_generation(tmp_path, 1, Holder("t1", socket.gethostname(), _dead_pid(), "apply", now, now + 3600, run_id=4))
+    _write_generation(tmp_path, 1, Holder("t1", socket.gethostname(), _dead_pid(), "apply", now, now + 3600, run_id=4,
+                                          pid_ns=_pid_ns()))
     with hold(tmp_path, command="apply") as lease:
         assert lease.gen == 2
         assert current_holder(tmp_path).pid == os.getpid()
