@@ -108,7 +108,18 @@ class Ledger:
     def manifests(self) -> list[Manifest]:
         if not self.dir.is_dir():
             return []
-        return [Manifest.from_json(p.read_text()) for p in sorted(self.dir.glob("run-*.json"))]
+        out = []
+        for p in sorted(self.dir.glob("run-*.json")):
+            try:
+                out.append(Manifest.from_json(p.read_text()))
+            except (ValueError, TypeError, KeyError) as exc:
+                target = self.dir.parent.parent
+                raise LakecdcError(
+                    f"the ledger's manifest {p} cannot be read ({type(exc).__name__}: {exc}); nothing was applied. "
+                    f"Restore it from a backup, or move it away and rebuild it from the run reports with "
+                    f"'lakecdc repair --target {target}'"
+                ) from exc
+        return out
 
     def applied(self) -> dict[str, InputFile]:
         """Every input named by any manifest (planned ones included: they will be resumed)."""

@@ -17,6 +17,7 @@ import pytest
 import lakecdc
 from lakecdc.cli import main
 from lakecdc.doctor import TargetDamaged, diagnose
+from lakecdc.errors import LakecdcError
 from lakecdc.ledger import Ledger
 from lakecdc.merge.delta_rs import DeltaRsEngine
 from tests.history_oracle import HistoryOracle
@@ -146,3 +147,11 @@ def test_ledger_rebuilt_without_run_reports_applies_old_files_as_duplicates(spar
     s = run(landing, target, spark)
     assert s.ok and s.runs == (3,) and s.files == 3
     assert_equals_oracle(target, h)
+
+
+def test_unreadable_manifest_is_named_with_its_repair(tmp_path):
+    runs = tmp_path / "lake" / "_lakecdc" / "runs"
+    runs.mkdir(parents=True)
+    (runs / f"run-{1:010d}.json").write_text('{"run_id": 1, "status": "comm')
+    with pytest.raises(LakecdcError, match=r"manifest .*run-0000000001.json cannot be read .*'lakecdc repair --target"):
+        Ledger(tmp_path / "lake").manifests()
