@@ -712,10 +712,19 @@ def _check(args: argparse.Namespace) -> int:
 
 def _doctor(args: argparse.Namespace) -> int:
     from lakecdc.doctor import diagnose, render, to_json
+    from lakecdc.lease import current_holder
     from lakecdc.merge.delta_rs import DeltaRsEngine
 
+    if not Path(args.target).is_dir():
+        raise ConfigError(f"no target at {args.target}")
     problems = diagnose(DeltaRsEngine(), args.target)
     print(to_json(problems) if args.json else render(problems, args.target))
+    if not args.json:
+        holder = current_holder(args.target)
+        stale = holder.stale(time.time()) if holder is not None else "never taken"
+        print(f"lease: free ({stale})" if stale or holder is None else
+              f"lease: held by {'run ' + str(holder.run_id) + ', ' if holder.run_id else ''}lakecdc {holder.command} "
+              f"(host {holder.host}, pid {holder.pid})")
     return 1 if problems else 0
 
 
@@ -724,6 +733,8 @@ def _repair(args: argparse.Namespace) -> int:
     from lakecdc.lease import hold
     from lakecdc.merge.delta_rs import DeltaRsEngine
 
+    if not Path(args.target).is_dir():
+        raise ConfigError(f"no target at {args.target}")
     engine = DeltaRsEngine()
     with hold(args.target, command="repair", wait=args.wait):
         for line in repair(engine, args.target, reapply=args.reapply):
