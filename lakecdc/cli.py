@@ -334,6 +334,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="prepare and merge up to N tables at once (over the job's parallel_tables)")
     rp.add_argument("--summary-json", metavar="FILE", help="also write the last run's summary as JSON")
     rp.add_argument("--quiet", action="store_true", help="print only the summary")
+    rp.add_argument("--wait", type=float, default=None, metavar="SECONDS",
+                    help="wait up to SECONDS for another writer of the job's target to finish (the job's runs and "
+                         "maintenance then hold the target's lease together). Not with --watch (a run that meets a "
+                         "busy target is reported and tried again at the next interval) or --stream")
 
     cp = sub.add_parser(
         "contract", help="draft (infer) or check ODCS data contracts against the Delta tables",
@@ -610,6 +614,8 @@ def _run_job(args: argparse.Namespace) -> int:
                 "maintenance": [r.to_dict() for r in result.maintained],
             }, indent=2, default=str) + "\n")
 
+    if args.wait is not None and (args.watch or args.stream):
+        raise ConfigError("--wait goes with a single run (lakecdc run JOB.yaml --wait SECONDS), not --watch or --stream")
     if args.stream:
         return _stream_job(args, job, say, report)
     if args.trigger:
@@ -621,7 +627,10 @@ def _run_job(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             return 0
         return 1 if failures else 0
-    result = run_job(job, progress=say)
+    from lakecdc.lease import hold
+
+    with hold(job.target, command="run", wait=args.wait):  # the job's apply and maintain share it
+        result = run_job(job, progress=say)
     report(result)
     return 0 if result.ok else 1
 

@@ -329,3 +329,30 @@ def test_stream_batches_respect_the_lease(spark, tmp_path):
     s.await_termination()
     assert s.total.ok and s.total.runs == (1,)
     assert_equals_oracle(target, h)
+
+
+def test_a_holder_renews_its_lease_while_it_works(tmp_path):
+    with hold(tmp_path, command="apply", ttl=3.0) as lease:
+        first = current_holder(tmp_path).expires
+        time.sleep(4.0)  # longer than the ttl: the lease lives only if it was renewed
+        now = current_holder(tmp_path)
+        assert now.token == lease.holder.token and now.expires > first
+        assert now.stale(time.time()) is None
+        lease.check()
+
+
+def test_job_run_holds_the_lease_for_its_runs_and_maintenance(spark, tmp_path):
+    from lakecdc.cli import main
+
+    landing, target = tmp_path / "landing", tmp_path / "lake"
+    land(landing, "a.json", batch_a())
+    job = tmp_path / "job.yaml"
+    job.write_text(f"name: w\ntarget: {target}\nsources:\n  - input: {landing}\n    format: ogg-json\n"
+                   "maintenance:\n  every_runs: 1\n  vacuum_retention: 7d\n")
+    now = time.time()
+    _write_generation(target, 1, Holder("t1", "another-host", 77, "apply", now, now + 3600, run_id=3))
+    assert main(["run", str(job), "--quiet"]) == 2
+    _write_generation(target, 2, Holder("t2", "another-host", 77, "apply", now, now + 2))  # ends in 2 s
+    assert main(["run", str(job), "--quiet", "--wait", "120"]) == 0
+    assert [m.run_id for m in Ledger(target).manifests()] == [1]
+    assert current_holder(target).released
