@@ -2,8 +2,9 @@
 
 The path of one run, top to bottom:
 
-1. **plan**: list the inputs, leave out those an earlier run applied, write the run manifest
-   (:mod:`lakecdc.ledger`);
+1. **plan**: take the target's lease (one writer at a time, :mod:`lakecdc.lease`), list the
+   inputs, leave out those an earlier run applied, check that the ledger and the tables agree
+   (:mod:`lakecdc.doctor`), write the run manifest (:mod:`lakecdc.ledger`);
 2. **decode** the files with the format's decoder into canonical events (cached once);
 3. **profile** the events per table in one aggregation: counts, seq range, truncates, the
    columns seen and the keys the messages carry (:mod:`lakecdc.profile`);

@@ -11,6 +11,11 @@ The protocol that makes a run exactly-once:
 After a crash anywhere in 3-4 the next run finds manifest ``N`` still ``planned`` and runs it
 again on exactly the same files; tables whose transaction version already reached ``N`` are
 skipped, the others applied. A crash before 2 leaves nothing to undo.
+
+Steps 1-4 run under the target's lease (:mod:`lakecdc.lease`): one writer plans at a time, and
+``N`` (the newest manifest's id + 1) is created only if no manifest ``N`` exists. Before step 2 a
+run checks that the ledger and the tables agree (:mod:`lakecdc.doctor`): a ledger lost or behind
+the tables' transaction versions, or a table behind the Delta version a run recorded, stops it.
 """
 
 from __future__ import annotations
