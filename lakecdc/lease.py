@@ -47,7 +47,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from lakecdc.errors import LakecdcError
+from lakecdc.errors import ConfigError, LakecdcError
 
 #: How long a lease lasts without renewal (seconds); a holder renews it every third of that.
 DEFAULT_TTL = 60.0
@@ -363,7 +363,7 @@ def hold(
         ...     lease.note(run_id=7)
     """
     if wait is not None and (isinstance(wait, bool) or wait < 0):
-        raise ValueError(f"wait {wait!r}: expected seconds, 0 or more")
+        raise ConfigError(f"wait {wait!r}: expected seconds, 0 or more")
     key = str(Path(target).resolve())
     lock, held = _local(key)
     deadline = time.monotonic() + (wait or 0.0)
