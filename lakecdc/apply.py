@@ -2,8 +2,9 @@
 
 The path of one run, top to bottom:
 
-1. **plan**: list the inputs, leave out those an earlier run applied, write the run manifest
-   (:mod:`lakecdc.ledger`);
+1. **plan**: take the target's lease (one writer at a time, :mod:`lakecdc.lease`), list the
+   inputs, leave out those an earlier run applied, check that the ledger and the tables agree
+   (:mod:`lakecdc.doctor`), write the run manifest (:mod:`lakecdc.ledger`);
 2. **decode** the files with the format's decoder into canonical events (cached once);
 3. **profile** the events per table in one aggregation: counts, seq range, truncates, the
    columns seen and the keys the messages carry (:mod:`lakecdc.profile`);
@@ -38,6 +39,7 @@ from lakecdc.changes import PK_UPDATE_MODES, PkUpdate
 from lakecdc.contracts import Contract, load_contracts
 from lakecdc.decoders import get_decoder
 from lakecdc.decoders._records import EXACT_STRINGS
+from lakecdc.doctor import verify
 from lakecdc.errors import ConfigError, LakecdcError, MissingKeyError, PrimaryKeyUpdateError, explain
 from lakecdc.history import (
     HistoryPrepared,
@@ -45,6 +47,7 @@ from lakecdc.history import (
     history_shape,
     prepare_history,
 )
+from lakecdc.lease import hold
 from lakecdc.ledger import Ledger, Manifest, list_inputs
 from lakecdc.prepare import (
     T_,
@@ -115,6 +118,7 @@ def apply(
     sequence_by: Sequence[str] | str | Mapping[str, Sequence[str] | str] | None = None,
     parallel_tables: int | None = None,
     progress: Progress | None = None,
+    wait: float | None = None,
 ) -> RunSummary:
     """Apply the change files under ``inputs`` to one Delta table per source table under ``target``.
 
@@ -176,6 +180,10 @@ def apply(
         parallel_tables: how many tables are prepared and merged at once (default
             :data:`DEFAULT_PARALLEL_TABLES`, at most the number of tables); 1 merges one at a time.
         progress: called with a short message at each step (the CLI shows them).
+        wait: seconds to wait for another writer of ``target`` to finish (default: none). One
+            writer per target at a time (see :mod:`lakecdc.lease`): while another run, ``stream``
+            batch, ``maintain`` or ``check`` holds the target, this run raises
+            :class:`~lakecdc.lease.TargetBusy` (who holds it, since when) once ``wait`` has passed.
 
     Returns:
         A :class:`~lakecdc.summary.RunSummary`; ``summary.ok`` is False when a table failed
@@ -183,6 +191,9 @@ def apply(
 
     Raises:
         PrimaryKeyUpdateError: a key change met ``pk_update="abend"``; nothing was committed.
+        TargetBusy: another writer holds ``target`` (after ``wait`` seconds).
+        TargetDamaged: the ledger and the tables disagree (a lost ``_lakecdc/``, deleted Delta
+            commits); the message says what and how to repair (``lakecdc doctor`` / ``repair``).
 
     Example:
         >>> import lakecdc
@@ -230,46 +241,51 @@ def apply(
     raw_inputs = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
     files = list_inputs(raw_inputs)
     say = progress or (lambda _msg: None)
-    ledger = Ledger(target_s)
-    plan = ledger.plan(format, files, appendable=decoder.appendable, min_age=min_file_age)
-    paths = {t: c.target for t, c in settings.contracts.items() if c.target}
-    paths.update(table_paths or {})
-    if plan.waiting:
-        say(f"{len(plan.waiting)} file(s) changed less than {min_file_age:g}s ago: left for a later run")
-    if not (plan.pending or plan.new or paths or spark is not None or engine not in (None, "auto")
-            or active_spark() is not None):
-        # nothing to apply: a scheduled re-run answers without starting a JVM
-        say("nothing new to apply")
-        return combine_summaries([], target=target_s, fmt=format, engine="not started (nothing to apply)",
-                                 seconds=time.perf_counter() - started)
-    # (Spark starts once the arguments, the configuration and the inputs are known to be usable:
-    # a mistake in them is reported in a second, not after a JVM's start-up)
-    spark = spark or get_spark()
-    eng = make_engine(engine, spark, storage_options)
-    if paths:
-        record_table_paths(target_s, paths, exists=eng.exists)
-    manifests: list[tuple[Manifest, bool]] = [(run, True) for run in plan.pending]
-    if plan.new:
-        manifest = Manifest(run_id=ledger.next_run_id(), status="planned", format=format, inputs=plan.new)
-        ledger.write(manifest)
-        manifests.append((manifest, False))
-    if not manifests:
-        say("nothing new to apply")
-    results: list[RunSummary] = []
-    for manifest, resumed in manifests:
-        say(f"run {manifest.run_id}: {len(manifest.inputs)} file(s){' (resuming)' if resumed else ''}")
-        run_started = dt.datetime.now(dt.timezone.utc)
-        result = _run(spark, eng, decoder, settings, target_s, manifest, resumed=resumed, say=say)
-        say(f"run {manifest.run_id}: recording the run")
-        record_run(eng, target_s, result, run_id=manifest.run_id, inputs=[f.path for f in manifest.inputs],
-                   started=run_started, finished=dt.datetime.now(dt.timezone.utc))
-        if result.ok:
-            manifest.status = "committed"
-            manifest.finished_at = time.time()
-        manifest.summary = result.to_dict()
-        ledger.write(manifest)
-        results.append(result)
-    return combine_summaries(results, target=target_s, fmt=format, engine=eng.name, seconds=time.perf_counter() - started)
+    with hold(target_s, command="apply", wait=wait) as lease:  # one writer per target
+        ledger = Ledger(target_s)
+        plan = ledger.plan(format, files, appendable=decoder.appendable, min_age=min_file_age)
+        paths = {t: c.target for t, c in settings.contracts.items() if c.target}
+        paths.update(table_paths or {})
+        if plan.waiting:
+            say(f"{len(plan.waiting)} file(s) changed less than {min_file_age:g}s ago: left for a later run")
+        if not (plan.pending or plan.new or paths or spark is not None or engine not in (None, "auto")
+                or active_spark() is not None):
+            # nothing to apply: a scheduled re-run answers without starting a JVM
+            say("nothing new to apply")
+            return combine_summaries([], target=target_s, fmt=format, engine="not started (nothing to apply)",
+                                     seconds=time.perf_counter() - started)
+        # (Spark starts once the arguments, the configuration and the inputs are known to be usable:
+        # a mistake in them is reported in a second, not after a JVM's start-up)
+        spark = spark or get_spark()
+        eng = make_engine(engine, spark, storage_options)
+        verify(eng, target_s)  # the ledger and the tables agree (else: what is wrong, how to repair)
+        if paths:
+            record_table_paths(target_s, paths, exists=eng.exists)
+        manifests: list[tuple[Manifest, bool]] = [(run, True) for run in plan.pending]
+        if plan.new:
+            manifest = Manifest(run_id=ledger.next_run_id(), status="planned", format=format, inputs=plan.new)
+            lease.check()
+            ledger.write(manifest, new=True)
+            manifests.append((manifest, False))
+        if not manifests:
+            say("nothing new to apply")
+        results: list[RunSummary] = []
+        for manifest, resumed in manifests:
+            lease.note(run_id=manifest.run_id)
+            say(f"run {manifest.run_id}: {len(manifest.inputs)} file(s){' (resuming)' if resumed else ''}")
+            run_started = dt.datetime.now(dt.timezone.utc)
+            result = _run(spark, eng, decoder, settings, target_s, manifest, resumed=resumed, say=say)
+            say(f"run {manifest.run_id}: recording the run")
+            record_run(eng, target_s, result, run_id=manifest.run_id, inputs=[f.path for f in manifest.inputs],
+                       started=run_started, finished=dt.datetime.now(dt.timezone.utc), files=manifest.inputs)
+            if result.ok:
+                manifest.status = "committed"
+                manifest.finished_at = time.time()
+            manifest.summary = result.to_dict()
+            lease.check()
+            ledger.write(manifest)
+            results.append(result)
+        return combine_summaries(results, target=target_s, fmt=format, engine=eng.name, seconds=time.perf_counter() - started)
 
 
 def combine_summaries(results: list[RunSummary], *, target: str, fmt: str, engine: str, seconds: float) -> RunSummary:

@@ -235,6 +235,13 @@ def _add_settings_flags(p: argparse.ArgumentParser) -> None:
                         "sequence_by ([fields] or {table: [fields]}), parallel_tables")
     p.add_argument("--engine", choices=["auto", "delta-rs", "delta-spark"], default="auto",
                    help="Delta engine (auto: delta-spark when its JVM classes are present, else delta-rs)")
+    _add_wait_flag(p)
+
+
+def _add_wait_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--wait", type=float, default=None, metavar="SECONDS",
+                   help="one writer per target at a time: wait up to SECONDS for another run, stream batch, "
+                        "maintain or check on --target to finish (default: stop at once with 'target ... is busy')")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -302,6 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
     mp.add_argument("--tombstone-retention", metavar="DURATION", default="7d",
                     help="deleted keys older than this stop blocking late events (default 7d)")
     mp.add_argument("--summary-json", metavar="FILE", help="also write the report as JSON")
+    _add_wait_flag(mp)
     mp.add_argument("--quiet", action="store_true", help="print only the report")
 
     rp = sub.add_parser(
@@ -326,6 +334,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="prepare and merge up to N tables at once (over the job's parallel_tables)")
     rp.add_argument("--summary-json", metavar="FILE", help="also write the last run's summary as JSON")
     rp.add_argument("--quiet", action="store_true", help="print only the summary")
+    rp.add_argument("--wait", type=float, default=None, metavar="SECONDS",
+                    help="wait up to SECONDS for another writer of the job's target to finish (the job's runs and "
+                         "maintenance then hold the target's lease together). Not with --watch (a run that meets a "
+                         "busy target is reported and tried again at the next interval) or --stream")
 
     cp = sub.add_parser(
         "contract", help="draft (infer) or check ODCS data contracts against the Delta tables",
@@ -367,6 +379,29 @@ def build_parser() -> argparse.ArgumentParser:
     kp.add_argument("--changes", metavar="PATH", help="also check the change files under PATH (with --format)")
     kp.add_argument("--format", choices=sorted(DECODERS), default="ogg-json", help="format of --changes")
     kp.add_argument("--json", action="store_true", help="print the results as JSON")
+    _add_wait_flag(kp)
+
+    dp = sub.add_parser(
+        "doctor", help="check that a target's ledger and tables agree (a lost _lakecdc/, deleted Delta commits)",
+        description="Compare the ledger (<target>/_lakecdc/runs) with the tables' own commits: a ledger missing, "
+                    "behind the tables or with runs missing, a table whose Delta version is behind what a run "
+                    "left it at (deleted _delta_log commits) or that is gone. Every run checks the same before "
+                    "it applies anything. Exit 1 when something is wrong; 'lakecdc repair' mends it.",
+    )
+    dp.add_argument("--target", required=True, metavar="DIR", help="root of the Delta tables")
+    dp.add_argument("--json", action="store_true", help="print the problems as JSON")
+
+    xp = sub.add_parser(
+        "repair", help="rebuild a lost ledger from the tables' commits and the run reports",
+        description="Rebuild the ledger (<target>/_lakecdc/runs) when it is missing or behind the tables: from the "
+                    "run reports (<target>/_lakecdc_runs: each run's inputs and tables) and the tables' transaction "
+                    "versions. With --reapply, the runs whose commits a table lost are marked unfinished: the next "
+                    "'lakecdc apply' applies their inputs again, to that table only. Holds the target's lease.",
+    )
+    xp.add_argument("--target", required=True, metavar="DIR", help="root of the Delta tables")
+    xp.add_argument("--reapply", action="store_true",
+                    help="mark the runs a table lost (deleted commits, a table gone) unfinished, to apply them again")
+    _add_wait_flag(xp)
 
     sp = sub.add_parser(
         "status", help="last run and lag per table of a target",
@@ -414,7 +449,7 @@ def _apply_settings(args: argparse.Namespace) -> tuple[str, dict]:
         complete_transactions=args.complete_transactions or bool(config.get("complete_transactions", False)),
         contracts=args.contract or config.get("contracts"),
         min_file_age=min_age if min_age is not None else float(config.get("min_file_age", 0)),
-        sequence_by=sequence_by, parallel_tables=parallel,
+        sequence_by=sequence_by, parallel_tables=parallel, wait=args.wait,
         **history,
     )
 
@@ -544,7 +579,7 @@ def _maintain(args: argparse.Namespace) -> int:
         target_file_size=parse_size(args.target_file_size) if args.target_file_size else None,
         vacuum_retention=None if args.vacuum_retention.lower() == "none" else parse_duration(args.vacuum_retention),
         force=args.force, checkpoint=not args.no_checkpoint,
-        tombstone_retention=parse_duration(args.tombstone_retention), progress=say,
+        tombstone_retention=parse_duration(args.tombstone_retention), progress=say, wait=args.wait,
     )
     for r in reports:
         print(r.line())
@@ -579,6 +614,8 @@ def _run_job(args: argparse.Namespace) -> int:
                 "maintenance": [r.to_dict() for r in result.maintained],
             }, indent=2, default=str) + "\n")
 
+    if args.wait is not None and (args.watch or args.stream):
+        raise ConfigError("--wait goes with a single run (lakecdc run JOB.yaml --wait SECONDS), not --watch or --stream")
     if args.stream:
         return _stream_job(args, job, say, report)
     if args.trigger:
@@ -590,7 +627,10 @@ def _run_job(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             return 0
         return 1 if failures else 0
-    result = run_job(job, progress=say)
+    from lakecdc.lease import hold
+
+    with hold(job.target, command="run", wait=args.wait):  # the job's apply and maintain share it
+        result = run_job(job, progress=say)
     report(result)
     return 0 if result.ok else 1
 
@@ -674,6 +714,50 @@ def _write_contracts(drafts: dict[str, dict], out: str | None) -> None:
 
 
 def _check(args: argparse.Namespace) -> int:
+    from lakecdc.lease import hold
+
+    # check writes too (its results, the tables it blocks): it holds the lease, and so reads the
+    # tables between runs, never halfway through one
+    with hold(args.target, command="check", wait=args.wait):
+        return _check_held(args)
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from lakecdc.doctor import diagnose, render, to_json
+    from lakecdc.lease import current_holder
+    from lakecdc.merge.delta_rs import DeltaRsEngine
+
+    if not Path(args.target).is_dir():
+        raise ConfigError(f"no target at {args.target}")
+    problems = diagnose(DeltaRsEngine(), args.target)
+    print(to_json(problems) if args.json else render(problems, args.target))
+    if not args.json:
+        holder = current_holder(args.target)
+        stale = holder.stale(time.time()) if holder is not None else "never taken"
+        print(f"lease: free ({stale})" if stale or holder is None else
+              f"lease: held by {'run ' + str(holder.run_id) + ', ' if holder.run_id else ''}lakecdc {holder.command} "
+              f"(host {holder.host}, pid {holder.pid})")
+    return 1 if problems else 0
+
+
+def _repair(args: argparse.Namespace) -> int:
+    from lakecdc.doctor import diagnose, repair
+    from lakecdc.lease import hold
+    from lakecdc.merge.delta_rs import DeltaRsEngine
+
+    if not Path(args.target).is_dir():
+        raise ConfigError(f"no target at {args.target}")
+    engine = DeltaRsEngine()
+    with hold(args.target, command="repair", wait=args.wait):
+        for line in repair(engine, args.target, reapply=args.reapply):
+            print(line)
+        left = diagnose(engine, args.target)
+    for p in left:
+        print(f"still wrong: {p.what}\n  repair: {p.fix}")
+    return 1 if left else 0
+
+
+def _check_held(args: argparse.Namespace) -> int:
     import lakecdc
     from lakecdc.contracts import load_contracts
     from lakecdc.quality import check_changes, check_tables, data_docs_index, results_json
@@ -737,6 +821,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _contract(args)
         if args.command == "check":
             return _check(args)
+        if args.command == "doctor":
+            return _doctor(args)
+        if args.command == "repair":
+            return _repair(args)
     except LakecdcError as exc:
         print(f"lakecdc: error: {exc}", file=sys.stderr)
         return 2

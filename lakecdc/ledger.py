@@ -11,6 +11,11 @@ The protocol that makes a run exactly-once:
 After a crash anywhere in 3-4 the next run finds manifest ``N`` still ``planned`` and runs it
 again on exactly the same files; tables whose transaction version already reached ``N`` are
 skipped, the others applied. A crash before 2 leaves nothing to undo.
+
+Steps 1-4 run under the target's lease (:mod:`lakecdc.lease`): one writer plans at a time, and
+``N`` (the newest manifest's id + 1) is created only if no manifest ``N`` exists. Before step 2 a
+run checks that the ledger and the tables agree (:mod:`lakecdc.doctor`): a ledger lost or behind
+the tables' transaction versions, or a table behind the Delta version a run recorded, stops it.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from lakecdc.errors import InputChangedError
+from lakecdc.errors import InputChangedError, LakecdcError
 
 Status = Literal["planned", "committed"]
 
@@ -108,7 +113,18 @@ class Ledger:
     def manifests(self) -> list[Manifest]:
         if not self.dir.is_dir():
             return []
-        return [Manifest.from_json(p.read_text()) for p in sorted(self.dir.glob("run-*.json"))]
+        out = []
+        for p in sorted(self.dir.glob("run-*.json")):
+            try:
+                out.append(Manifest.from_json(p.read_text()))
+            except (ValueError, TypeError, KeyError) as exc:
+                target = self.dir.parent.parent
+                raise LakecdcError(
+                    f"the ledger's manifest {p} cannot be read ({type(exc).__name__}: {exc}); nothing was applied. "
+                    f"Restore it from a backup, or move it away and rebuild it from the run reports with "
+                    f"'lakecdc repair --target {target}'"
+                ) from exc
+        return out
 
     def applied(self) -> dict[str, InputFile]:
         """Every input named by any manifest (planned ones included: they will be resumed)."""
@@ -135,13 +151,26 @@ class Ledger:
         runs = self.manifests()
         return (runs[-1].run_id + 1) if runs else 1
 
-    def write(self, manifest: Manifest) -> None:
-        """Write atomically (temp file + rename) so a crash never leaves half a manifest."""
+    def write(self, manifest: Manifest, *, new: bool = False) -> None:
+        """Write atomically (temp file + rename) so a crash never leaves half a manifest.
+
+        ``new``: the manifest of a run just planned; it is created only if no manifest of its run
+        id exists (two runs never share an id, even without the target's lease).
+        """
         self.dir.mkdir(parents=True, exist_ok=True)
         final = self.dir / f"run-{manifest.run_id:010d}.json"
-        tmp = final.with_suffix(".json.tmp")
-        tmp.write_text(manifest.to_json())
-        os.replace(tmp, final)
+        if not new:
+            tmp = final.with_name(f".{final.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
+            tmp.write_text(manifest.to_json())
+            os.replace(tmp, final)
+            return
+        from lakecdc.lease import create_exclusive
+
+        if not create_exclusive(final, manifest.to_json()):
+            raise LakecdcError(
+                f"run {manifest.run_id} of {self.dir.parent.parent} was planned by another writer at the same "
+                f"time; nothing of this run was applied: run again (and run one writer per target)"
+            )
 
     def plan(
         self, fmt: str, files: Sequence[str], *, appendable: bool = False, min_age: float = 0.0,

@@ -105,6 +105,7 @@ def maintain(
     spark: SparkSession | None = None,
     storage_options: Mapping[str, str] | None = None,
     progress: Callable[[str], None] | None = None,
+    wait: float | None = None,
 ) -> list[MaintenanceReport]:
     """Compact (or Z-order), expire tombstones, vacuum and checkpoint the tables under ``target``.
 
@@ -121,7 +122,27 @@ def maintain(
         checkpoint: write a checkpoint and clean up old log files.
         tombstone_retention: deleted keys older than this stop blocking late events.
         engine: ``"delta-rs"`` (default), ``"delta-spark"`` or ``"auto"``.
+        wait: seconds to wait for another writer of ``target`` (a run, a stream's batch) to
+            finish; maintenance holds the target's lease as runs do (:mod:`lakecdc.lease`), so
+            it never rewrites files under a run. Default: raise
+            :class:`~lakecdc.lease.TargetBusy` at once.
     """
+    from lakecdc.lease import hold
+
+    with hold(target, command="maintain", wait=wait):
+        return _maintain(target, tables=tables, compact=compact, zorder=zorder, target_file_size=target_file_size,
+                         vacuum_retention=vacuum_retention, force=force, checkpoint=checkpoint,
+                         tombstone_retention=tombstone_retention, engine=engine, spark=spark,
+                         storage_options=storage_options, progress=progress)
+
+
+def _maintain(
+    target: str, *, tables: Sequence[str] | None, compact: bool,
+    zorder: str | Mapping[str, Sequence[str]] | Sequence[str] | None, target_file_size: int | None,
+    vacuum_retention: dt.timedelta | None, force: bool, checkpoint: bool, tombstone_retention: dt.timedelta,
+    engine: str | DeltaRsEngine | None, spark: SparkSession | None, storage_options: Mapping[str, str] | None,
+    progress: Callable[[str], None] | None,
+) -> list[MaintenanceReport]:
     from lakecdc.merge.delta_rs import DeltaRsEngine
     from lakecdc.settings import make_engine
 

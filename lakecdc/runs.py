@@ -23,6 +23,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from lakecdc.ledger import InputFile
     from lakecdc.merge.delta_rs import DeltaRsEngine
     from lakecdc.summary import RunSummary
 
@@ -55,6 +58,10 @@ RUNS_SCHEMA = pa.schema([
     ("last_op_ts", pa.timestamp("us", tz="UTC")),
     ("last_seq", pa.string()),
     ("lag_seconds", pa.float64()),
+    # per input: the landing file it came from and how far into it the run read (``lakecdc repair``
+    # rebuilds a lost ledger from them)
+    ("input_origins", pa.list_(pa.string())),
+    ("input_ends", pa.list_(pa.int64())),
 ])
 
 
@@ -64,9 +71,12 @@ def runs_path(target: str) -> str:
 
 def record_run(
     engine: DeltaRsEngine, target: str, summary: RunSummary, *, run_id: int, inputs: list[str],
-    started: dt.datetime, finished: dt.datetime,
+    started: dt.datetime, finished: dt.datetime, files: Sequence[InputFile] | None = None,
 ) -> None:
-    """Append one row per table of ``summary`` (one run); idempotent per run id."""
+    """Append one row per table of ``summary`` (one run); idempotent per run id. ``files``: the
+    run's inputs as the ledger has them (their landing file and the bytes read)."""
+    origins = [f.source for f in files] if files is not None else None
+    ends = [f.consumed for f in files] if files is not None else None
     rows = []
     for t in summary.tables:
         last = dt.datetime.fromisoformat(t.last_op_ts) if t.last_op_ts else None
@@ -79,6 +89,7 @@ def record_run(
             "held": t.held, "files_scanned": t.files_scanned, "files_skipped": t.files_skipped,
             "files_rewritten": t.files_rewritten, "delta_version": t.delta_version, "last_op_ts": last,
             "last_seq": t.last_seq, "lag_seconds": (finished - last).total_seconds() if last else None,
+            "input_origins": origins, "input_ends": ends,
         })
     if rows:
         engine.append(runs_path(target), pa.Table.from_pylist(rows, schema=RUNS_SCHEMA), version=run_id,

@@ -19,6 +19,11 @@ A batch in which a table failed (``summary.ok`` is False) stops the query with
 :class:`BatchFailed`; the batch is not committed to the checkpoint, so the next start runs it
 again, and ``apply`` resumes the unfinished run on its files (fix the cause first, e.g. a key).
 
+Each batch's ``apply`` holds the target's lease (:mod:`lakecdc.lease`) while it runs: between
+batches, a ``maintain``, ``check`` or ``apply`` of another process can take its turn, and a batch
+that meets one of them stops the query with :class:`~lakecdc.lease.TargetBusy` unless the stream
+was given ``wait=`` seconds (``--wait``) to wait for it.
+
 Files must appear whole in the landing directory (write elsewhere or under a ``.``/``_`` name,
 then rename), as for any Spark file stream: a file is taken once, as it is when listed. Lines a
 writer appends to a file after that are not seen by the stream (``apply`` over the directory
@@ -65,8 +70,8 @@ APPLY_SETTINGS: tuple[str, ...] = tuple(
     if name not in ("inputs", "target", "format", "options", "spark", "progress")
 )
 
-# apply sets session settings for its duration (lakecdc.session.job_conf) and a target's ledger
-# expects one writer: batches of all the streams of this process apply one at a time.
+# apply sets session settings for its duration (lakecdc.session.job_conf), and a target has one
+# writer at a time (lakecdc.lease): batches of all the streams of this process apply one at a time.
 _APPLY_LOCK = threading.Lock()
 
 _UNITS = {"ms": 0.001, "millisecond": 0.001, "s": 1, "sec": 1, "second": 1, "m": 60, "min": 60,
