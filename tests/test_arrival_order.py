@@ -1,0 +1,141 @@
+"""Arrival as the last tie-breaker: records whose vendor position ties apply in the order they
+were written (file name, then place in the file), for every format (semantics.md, ``arrival``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import lakecdc
+
+try:
+    from tests.helpers import rows
+    from tests.oracle import Event
+    from tests.test_property import (
+        API_EXAMPLES,
+        SLOW_SETTINGS,
+        Scenario,
+        api_applier,
+        run_scenario,
+        scenarios,
+    )
+except ModuleNotFoundError:  # tests/ is on sys.path, not the repository root
+    from helpers import rows  # type: ignore[no-redef]
+    from oracle import Event  # type: ignore[no-redef]
+    from test_property import (  # type: ignore[no-redef]
+        API_EXAMPLES,
+        SLOW_SETTINGS,
+        Scenario,
+        api_applier,
+        run_scenario,
+        scenarios,
+    )
+
+ES, BATCH = 1600000000000, 7
+
+
+def canal(type_: str, data: list[dict], old: list[dict] | None = None, **members) -> str:
+    msg = {"data": data, "database": "db", "table": "t", "es": ES, "id": BATCH, "isDdl": False,
+           "old": old, "pkNames": ["id"], "sql": "", "ts": ES + 500, "type": type_,
+           "mysqlType": {"id": "bigint(20)", "v": "varchar(10)"}, "sqlType": {"id": -5, "v": 12}}
+    return json.dumps({**msg, **members})
+
+
+def apply_canal(spark, tmp_path: Path, files: dict[str, list[str]]):
+    land = tmp_path / "land"
+    land.mkdir(exist_ok=True)
+    for name, lines in files.items():
+        (land / name).write_text("\n".join(lines) + "\n")
+    target = tmp_path / "target"
+    summary = lakecdc.apply(str(land), str(target), format="canal-json", spark=spark)
+    return summary, target / "db.t"
+
+
+def test_canal_batch_with_equal_es_and_id_applies_in_message_order(spark, tmp_path):
+    # one Canal batch: every message shares es and id, every row is data[0]
+    summary, path = apply_canal(spark, tmp_path, {"a.json": [
+        canal("INSERT", [{"id": "1", "v": "a"}]),
+        canal("UPDATE", [{"id": "1", "v": "b"}], [{"v": "a"}]),
+        canal("INSERT", [{"id": "2", "v": "x"}]),
+        canal("DELETE", [{"id": "2", "v": "x"}]),
+        canal("INSERT", [{"id": "3", "v": "p"}]),
+        canal("DELETE", [{"id": "3", "v": "p"}]),
+        canal("INSERT", [{"id": "3", "v": "q"}]),
+    ]})
+    assert rows(path, "id") == [{"id": 1, "v": "b"}, {"id": 3, "v": "q"}]
+    t = summary.tables[0]
+    assert (t.events, t.duplicate_or_late) == (7, 0)
+
+
+def test_update_and_delete_that_tie_leave_no_row(spark, tmp_path):
+    # the row exists from an earlier batch; then an update and a delete of one key tie
+    first = canal("INSERT", [{"id": "1", "v": "a"}], es=ES - 1000, id=1)
+    summary, path = apply_canal(spark, tmp_path, {"a.json": [
+        first,
+        canal("UPDATE", [{"id": "1", "v": "b"}], [{"v": "a"}]),
+        canal("DELETE", [{"id": "1", "v": "b"}]),
+    ]})
+    assert rows(path, "id") == []
+
+
+def test_update_then_delete_tie_on_an_absent_row_invents_nothing(spark, tmp_path):
+    summary, path = apply_canal(spark, tmp_path, {"a.json": [
+        canal("UPDATE", [{"id": "1"}], [{"id": "1"}]),
+        canal("DELETE", [{"id": "1"}]),
+    ]})
+    assert rows(path, "id") == []
+
+
+def test_ties_across_files_follow_file_names(spark, tmp_path):
+    summary, path = apply_canal(spark, tmp_path, {
+        "b.json": [canal("UPDATE", [{"id": "1", "v": "b"}], [{"v": "a"}])],
+        "a.json": [canal("INSERT", [{"id": "1", "v": "a"}])],
+        "c.json": [canal("UPDATE", [{"id": "1", "v": "c"}], [{"v": "b"}])],
+    })
+    assert rows(path, "id") == [{"id": 1, "v": "c"}]
+
+
+def test_an_exact_copy_of_a_message_is_still_a_duplicate(spark, tmp_path):
+    ins = canal("INSERT", [{"id": "1", "v": "a"}])
+    summary, path = apply_canal(spark, tmp_path, {"a.json": [ins, ins]})
+    assert rows(path, "id") == [{"id": 1, "v": "a"}]
+    assert summary.tables[0].duplicate_or_late == 1
+
+
+# -- property: vendor positions tie, arrival decides (GoldenGate JSON against the oracle) ------------
+
+
+@st.composite
+def tied_scenarios(draw: st.DrawFn) -> Scenario:
+    """A scenario whose keyed events come in groups sharing one vendor position (op_ts and pos):
+    the oracle then orders each group by arrival, the order the run's file holds them in."""
+    sc = draw(scenarios(max_events=20))
+    sizes = draw(st.lists(st.integers(1, 4), min_size=len(sc.events), max_size=len(sc.events)))
+    events: list[Event] = []
+    lead: Event | None = None
+    left = 0
+    for e, size in zip(sc.events, sizes, strict=True):
+        if e.op == "T":  # a truncate keeps a position of its own
+            events.append(e)
+            lead, left = None, 0
+            continue
+        if lead is None or left == 0:
+            lead, left = e, size
+        events.append(dataclasses.replace(e, op_ts=lead.op_ts, pos=lead.pos, idx=0))
+        left -= 1
+    return dataclasses.replace(sc, events=events)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@settings(max_examples=max(5, API_EXAMPLES // 2), **SLOW_SETTINGS)  # type: ignore[arg-type]
+@given(sc=tied_scenarios())
+def test_ties_apply_in_arrival_order_like_the_oracle(spark, tmp_path_factory, sc: Scenario) -> None:
+    workdir = tmp_path_factory.mktemp("ties")
+    target = workdir / "target"
+    run_scenario(sc, workdir, target, api_applier(spark, sc, target))
