@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import fnmatch
 import inspect
 import os
 import re
@@ -43,6 +44,7 @@ from lakecdc.changes import PK_UPDATE_MODES
 from lakecdc.contracts import load_contracts
 from lakecdc.decoders import get_decoder
 from lakecdc.errors import ConfigError, LakecdcError
+from lakecdc.ledger import Ledger, list_inputs
 from lakecdc.session import get_spark
 from lakecdc.summary import RunSummary
 
@@ -214,6 +216,25 @@ class ChangeStream:
         return self.last_batch
 
 
+def _in_name_order(files: list[str], landing: Path, target: str, glob_filter: str | None) -> list[str]:
+    """A batch's files with every file of ``landing`` not applied yet whose name sorts before the
+    last of them, in name order.
+
+    Spark's file source takes files oldest first (modification time) and, with
+    ``maxFilesPerTrigger``, cuts the list there: files of equal times come in any order, and a file
+    written after another can carry the earlier changes. A stream applies files in name order, as
+    ``apply`` does (name order is the arrival order that breaks ties of the vendor's position): a
+    later batch's files that were applied here already are skipped by the ledger.
+    """
+    last = max(files)
+    consumed = Ledger(target).consumed()
+    earlier = [
+        f for f in list_inputs([landing])
+        if f < last and f not in consumed and (not glob_filter or fnmatch.fnmatchcase(Path(f).name, glob_filter))
+    ]
+    return sorted(set(files) | set(earlier))
+
+
 def _local_path(uri: str) -> str:
     """A ``file:`` path of Spark's listing as ``list_inputs`` spells it (absolute, resolved).
 
@@ -312,6 +333,8 @@ def stream(
     def run_batch(batch_df: DataFrame, batch_id: int) -> None:
         try:
             files = sorted({_local_path(row[0]) for row in batch_df.collect()})
+            if files and max_files_per_trigger is not None:
+                files = _in_name_order(files, landing_path, target_s, path_glob_filter)
             if not files:
                 return
             with _APPLY_LOCK:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 import lakecdc
 
 try:
-    from tests.helpers import rows
+    from tests.helpers import ogg, rows
     from tests.oracle import Event
     from tests.test_property import (
         API_EXAMPLES,
@@ -25,7 +26,7 @@ try:
         scenarios,
     )
 except ModuleNotFoundError:  # tests/ is on sys.path, not the repository root
-    from helpers import rows  # type: ignore[no-redef]
+    from helpers import ogg, rows  # type: ignore[no-redef]
     from oracle import Event  # type: ignore[no-redef]
     from test_property import (  # type: ignore[no-redef]
         API_EXAMPLES,
@@ -139,3 +140,35 @@ def test_ties_apply_in_arrival_order_like_the_oracle(spark, tmp_path_factory, sc
     workdir = tmp_path_factory.mktemp("ties")
     target = workdir / "target"
     run_scenario(sc, workdir, target, api_applier(spark, sc, target))
+
+
+# -- streams take files in name order ---------------------------------------------------------------
+
+
+def _land(landing: Path, name: str, *messages: dict, mtime: int) -> Path:
+    path = landing / name
+    path.write_text("".join(json.dumps(m) + "\n" for m in messages))
+    os.utime(path, (mtime, mtime))
+    return path.resolve()
+
+
+@pytest.mark.spark
+def test_stream_with_max_files_per_trigger_takes_files_in_name_order(spark, tmp_path):
+    # every file has the same modification time: only the names say the order (each file's
+    # changes follow the one before it); an insert taken after its updates would count as late
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    names = [f"part-{i:02d}.json" for i in range(6)]
+    _land(landing, names[0], ogg("S.T", "I", "00:00:01", 1, after={"ID": 1, "A": "a0", "B": "b"}, keys=["ID"]),
+          mtime=1_700_000_000)
+    for i, name in enumerate(names[1:], start=1):
+        _land(landing, name, ogg("S.T", "U", f"00:00:0{i + 1}", i + 1, before={"ID": 1}, after={"ID": 1, "A": f"a{i}"},
+                                 keys=["ID"]), mtime=1_700_000_000)
+    lake, by_apply = tmp_path / "lake", tmp_path / "by-apply"
+    batches: list = []
+    lakecdc.stream(landing, lake, spark=spark, on_batch=batches.append, max_files_per_trigger=1).await_termination()
+    lakecdc.apply(landing, by_apply, spark=spark)
+    expected = [{"ID": 1, "A": "a5", "B": "b"}]
+    assert rows(by_apply / "S.T", "ID") == expected
+    assert rows(lake / "S.T", "ID") == expected
+    assert sum(b.summary.files for b in batches) == len(names)
