@@ -50,6 +50,12 @@ Layout = Literal["lines", "documents"]
 CORRUPT = "_corrupt_record"
 EXACT_STRINGS = "spark.sql.json.enableExactStringParsing"
 _PEEK_BYTES = 1 << 16
+#: Spark's JSON reader option ``maxStringLen``: Jackson's ``StreamReadConstraints.maxStringLength``,
+#: 20,000,000 characters by default, above which a value is read as a corrupt record. A change
+#: carries whole LOBs, so the limit is lifted to the longest string Java holds.
+MAX_STRING_LEN = 2**31 - 1
+#: The JSON reader options every lakecdc read passes (``from_json`` included).
+JSON_LIMITS = {"maxStringLen": str(MAX_STRING_LEN)}
 _WS = b" \t\r\n"
 _CHUNK_BYTES = 1 << 24
 #: a blank line (JSON whitespace only) after the first of a text without its final newline (the
@@ -259,6 +265,7 @@ def read_json(
         .option("mode", "PERMISSIVE")
         .option("columnNameOfCorruptRecord", CORRUPT)
         .option("allowSingleQuotes", "false")  # Spark's default takes {'a':'b'}: no JSON, quarantined
+        .options(**JSON_LIMITS)
         .json(paths)
     )
     if derived:
