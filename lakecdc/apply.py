@@ -21,6 +21,8 @@ The settings of a run are :class:`lakecdc.settings.ApplySettings`.
 from __future__ import annotations
 
 import datetime as dt
+import fnmatch
+import functools
 import os
 import shutil
 import tempfile
@@ -54,6 +56,7 @@ from lakecdc.prepare import (
     prepare_table,
 )
 from lakecdc.profile import (
+    Accounts,
     TableShape,
     new_column_types,
     profile_events,
@@ -75,7 +78,7 @@ from lakecdc.state import (
     record_table_paths,
     table_path,
 )
-from lakecdc.summary import RunSummary, TableSummary
+from lakecdc.summary import RunSummary, TableSummary, add_kinds, unreadable, unreadable_message
 from lakecdc.transactions import held_files, record_applied, split_open_transactions, write_held
 
 if TYPE_CHECKING:
@@ -113,6 +116,7 @@ def apply(
     sequence_by: Sequence[str] | str | Mapping[str, Sequence[str] | str] | None = None,
     parallel_tables: int | None = None,
     progress: Progress | None = None,
+    reapply: str | Sequence[str] = (),
 ) -> RunSummary:
     """Apply the change files under ``inputs`` to one Delta table per source table under ``target``.
 
@@ -174,6 +178,13 @@ def apply(
         parallel_tables: how many tables are prepared and merged at once (default
             :data:`DEFAULT_PARALLEL_TABLES`, at most the number of tables); 1 merges one at a time.
         progress: called with a short message at each step (the CLI shows them).
+        reapply: files applied before to read again in this run, by path or pattern (``fnmatch``,
+            on the whole path or on the file name: ``"landing/2024-06-*.json"``, ``"*.avro"``):
+            for files an earlier run read with the wrong ``format`` and quarantined (the summary's
+            ``unreadable_files``), or after a decoder's fix. Each chosen file is taken out of the
+            ledger (the manifests under ``_lakecdc/runs/`` that named it list it as
+            ``reapplied``) and applied as a new file; its changes the tables already reflect count
+            as duplicate or late (nothing is applied twice).
 
     Returns:
         A :class:`~lakecdc.summary.RunSummary`; ``summary.ok`` is False when a table failed
@@ -229,6 +240,16 @@ def apply(
     files = list_inputs(raw_inputs)
     say = progress or (lambda _msg: None)
     ledger = Ledger(target_s)
+    if reapply:
+        chosen = reapply_matcher(reapply)
+        again = ledger.forget(chosen)
+        missing = [f for f in again if f not in files]
+        say(f"re-applying {len(again)} file(s)" + (f" ({len(missing)} of them not among the inputs)" if missing else ""))
+        if not again:
+            raise ConfigError(
+                f"reapply {list(reapply) if not isinstance(reapply, str) else reapply!r}: no file applied to "
+                f"{target_s} matches (give paths or patterns of files an earlier run applied)"
+            )
     plan = ledger.plan(format, files, appendable=decoder.appendable, min_age=min_file_age)
     paths = {t: c.target for t, c in settings.contracts.items() if c.target}
     paths.update(table_paths or {})
@@ -270,6 +291,21 @@ def apply(
     return combine_summaries(results, target=target_s, fmt=format, engine=eng.name, seconds=time.perf_counter() - started)
 
 
+def reapply_matcher(patterns: str | Sequence[str]) -> Callable[[str], bool]:
+    """Whether a file path is chosen by ``patterns`` (paths or fnmatch patterns, matched against
+    the whole resolved path or the file name)."""
+    items = [patterns] if isinstance(patterns, (str, os.PathLike)) else list(patterns)
+    whole = [str(Path(os.fspath(p)).expanduser().absolute()) for p in items]
+    exact = {str(Path(os.fspath(p)).resolve()) for p in items}
+    names = [os.fspath(p) for p in items if os.sep not in os.fspath(p)]
+
+    def chosen(path: str) -> bool:
+        return (path in exact or any(fnmatch.fnmatchcase(path, w) for w in whole)
+                or any(fnmatch.fnmatchcase(Path(path).name, n) for n in names))
+
+    return chosen
+
+
 def combine_summaries(results: list[RunSummary], *, target: str, fmt: str, engine: str, seconds: float) -> RunSummary:
     tables: dict[str, TableSummary] = {}
     for r in results:
@@ -280,6 +316,9 @@ def combine_summaries(results: list[RunSummary], *, target: str, fmt: str, engin
         files=sum(r.files for r in results), tables=tuple(tables[k] for k in sorted(tables)),
         quarantine=quarantine_path(target), quarantined_unrouted=sum(r.quarantined_unrouted for r in results),
         skipped_unrouted=sum(r.skipped_unrouted for r in results),
+        skipped_unrouted_kinds=functools.reduce(add_kinds, (r.skipped_unrouted_kinds for r in results), {}),
+        file_accounts={f: acc for r in results for f, acc in r.file_accounts.items()},
+        unreadable_files=tuple(f for r in results for f in r.unreadable_files),
         seconds=seconds, engine=engine, resumed=any(r.resumed for r in results),
     )
 
@@ -319,9 +358,9 @@ def _run(
         if not settings.apply_as_truncates:
             events = events.where((F.col("op") != "T") | F.col("op").isNull() | F.col("_error").isNotNull())
         try:
-            summaries, quarantined, skipped = _run_tables(spark, engine, decoder, settings, target, typed_from,
-                                                          events, run_id=run_id, now=now, staging=staging, say=say,
-                                                          cached=decoded.is_cached)
+            summaries, quarantined, skipped, accounts = _run_tables(
+                spark, engine, decoder, settings, target, typed_from, events, run_id=run_id, now=now,
+                staging=staging, say=say, cached=decoded.is_cached)
             held_counts: dict[str | None, int] = {}
             if held is not None and all(s.status in ("applied", "skipped") for s in summaries.values()):
                 say("holding the events of transactions not complete yet")
@@ -329,6 +368,8 @@ def _run(
                 record_applied(engine, target, events, run_id, now, settings.tombstone_retention)
                 for name, n in markers.items():
                     skipped[name] = skipped.get(name, 0) + n
+                    kinds = accounts.skipped.setdefault(name, {}) if accounts is not None else {}
+                    kinds["transaction marker"] = kinds.get("transaction marker", 0) + n
         finally:
             events.unpersist()
             decoded.unpersist()
@@ -339,9 +380,14 @@ def _run(
     for name in [*skipped, *held_counts, *per_table]:  # (a table whose every record was quarantined too)
         if name is not None and name not in summaries:
             summaries[name] = TableSummary(name, table_path(target, name), status="applied")
+    kinds = accounts.skipped if accounts is not None else {}
     for name, s in list(summaries.items()):
         summaries[name] = replace(s, quarantined=per_table.get(name, 0), skipped=skipped.get(name, 0),
-                                  held=held_counts.get(name, 0))
+                                  skipped_kinds=dict(kinds.get(name, {})), held=held_counts.get(name, 0))
+    file_accounts = _file_accounts(accounts, quarantined)
+    bad_files = tuple(f for f, acc in sorted(file_accounts.items()) if unreadable(acc))
+    if bad_files:
+        say(unreadable_message(bad_files, settings.format))
     for q in quarantined[:20]:
         say(q.message(settings.format))
     if len(quarantined) > 20:
@@ -350,15 +396,34 @@ def _run(
         target=target, format=settings.format, runs=(run_id,), files=len(files),
         tables=tuple(summaries[k] for k in sorted(summaries)), quarantine=quarantine_path(target),
         quarantined_unrouted=per_table.get(None, 0), skipped_unrouted=skipped.get(None, 0),
+        skipped_unrouted_kinds=dict(kinds.get(None, {})), file_accounts=file_accounts, unreadable_files=bad_files,
         engine=engine.name, resumed=resumed,
     )
+
+
+def _file_accounts(accounts: Accounts | None, quarantined: list[Quarantined]) -> dict[str, dict[str, int]]:
+    """Per file, what became of its records: the profile's accounts, with the row changes a later
+    step quarantined (a value that does not fit its column, ...) moved to ``quarantined``."""
+    if accounts is None:
+        return {}
+    out = {f: dict(acc) for f, acc in accounts.files.items()}
+    total: dict[str, int] = {}
+    for q in quarantined:
+        total[q.file] = total.get(q.file, 0) + 1
+    for f, n in total.items():
+        acc = out.setdefault(f, {})
+        later = n - acc.get("quarantined", 0)
+        if later > 0:
+            acc["events"] = max(0, acc.get("events", 0) - later)
+            acc["quarantined"] = n
+    return {f: {k: v for k, v in acc.items() if v} for f, acc in out.items()}
 
 
 def _run_tables(
     spark: SparkSession, engine: DeltaRsEngine, decoder: Decoder, settings: ApplySettings, target: str,
     files: list[str], events: DataFrame, *, run_id: int, now: dt.datetime, staging: str, say: Progress,
     cached: bool = False,
-) -> tuple[dict[str, TableSummary], list[Quarantined], dict[str | None, int]]:
+) -> tuple[dict[str, TableSummary], list[Quarantined], dict[str | None, int], Accounts | None]:
     """``cached``: the decoded events ``events`` is made from are in Spark's cache already (a small
     run): then ``events`` (maybe a filter of them) is not cached a second time."""
     from lakecdc.quality import blocked_tables
@@ -366,12 +431,12 @@ def _run_tables(
     blocked = blocked_tables(target)  # a 'fail' data-quality check stops these tables' merges
     fast = None if blocked else fast_path(spark, engine, settings, target, events, run_id=run_id, say=say)
     if fast is not None:
-        return {fast.table: merge_one(engine, settings, target, fast, run_id=run_id, now=now, say=say)}, [], {}
+        return {fast.table: merge_one(engine, settings, target, fast, run_id=run_id, now=now, say=say)}, [], {}, None
     if decoder.rows_in_python() and not cached:
         # decoded by Python record by record: caching them costs less than decoding them again
         # (a first run of 200,000 Debezium messages with schema: 22.7 -> 15-18 s)
         events.persist(StorageLevel.MEMORY_AND_DISK)
-    profile, decode_errors, skipped = profile_events(events)
+    profile, decode_errors, skipped, accounts = profile_events(events)
     if len(profile) > 1 and not cached and not events.is_cached:
         # Several tables read the same events: decode once into Spark's cache. (A single table
         # decoded by Spark is cheaper to decode twice than to cache: caching maps costs more
@@ -439,7 +504,7 @@ def _run_tables(
             bad_all = bad_all.unionByName(b)
         quarantined = write_quarantine(engine, target, collect_bad(bad_all, events), fmt=settings.format,
                                        run_id=run_id, now=now)
-    return summaries, quarantined, skipped
+    return summaries, quarantined, skipped, accounts
 
 
 #: Tables prepared and merged at once when the caller does not say: per-table work is mostly

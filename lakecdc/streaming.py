@@ -64,7 +64,7 @@ MAX_FILE_AGE = "36500d"
 #: options, spark and progress, which the stream sets itself).
 APPLY_SETTINGS: tuple[str, ...] = tuple(
     name for name in inspect.signature(apply).parameters
-    if name not in ("inputs", "target", "format", "options", "spark", "progress")
+    if name not in ("inputs", "target", "format", "options", "spark", "progress", "reapply")
 )
 
 # apply sets session settings for its duration (lakecdc.session.job_conf) and a target's ledger
