@@ -85,7 +85,7 @@ def _arrow(schema: Any) -> pa.Schema:
     return to_arrow_schema(schema)
 
 
-def _arrival(value: Any) -> tuple[int, Any]:
+def arrival_key(value: Any) -> tuple[int, Any]:
     """An arrival column's value as a sort key (numbers as numbers; a missing one first)."""
     return (0, "") if value is None else (1, value)
 
@@ -119,7 +119,7 @@ def replay(tbl: pa.Table, *, n_columns: int, n_keys: int, arrow_schema: pa.Schem
             k = key_of(r, "k")
             seq_of[k] = max(seq_of.get(k, ""), r["_seq"])
     # (seq, arrival): records whose vendor positions tie apply in the order they were written
-    evs = sorted((r for r in recs if r["_kind"] == "E"), key=lambda r: (r["_seq"], *(_arrival(r[c]) for c in ARRIVAL)))
+    evs = sorted((r for r in recs if r["_kind"] == "E"), key=lambda r: (r["_seq"], *(arrival_key(r[c]) for c in ARRIVAL)))
     # per key, the event of this run that set seq_of (its op and images): an event of equal seq
     # comes later in the order and applies, unless it is an exact copy (a replay)
     mine: dict[Key, Any] = {}

@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakecdc.columns import infer_types
+from lakecdc.decoders._records import source_of
 from lakecdc.errors import ConfigError, MissingKeyError
 from lakecdc.quarantine import BAD_COLUMNS
 from lakecdc.sequence import (
@@ -94,10 +95,14 @@ def profile_events(events: DataFrame) -> tuple[dict[str, dict], int, dict[str | 
     errors = 0
     accounts = Accounts()
     by_table: dict[str | None, dict] = {}
+    sources: dict[str, str] = {}
     for r in rows:
         errors += int(r["errors"])
         table = r["table"]
-        per_file = accounts.files.setdefault(r["_file"] or "", {})
+        staged = r["_file"] or ""
+        if staged not in sources:  # a file read through a staged copy: the input file it stands for
+            sources[staged] = source_of(staged) if staged else staged
+        per_file = accounts.files.setdefault(sources[staged], {})
         for name in ("events", "held"):
             if r[name]:
                 per_file[name] = per_file.get(name, 0) + int(r[name])

@@ -136,3 +136,71 @@ def test_reapply_names_no_file_applied_before(spark, tmp_path):
     write_jsonl(tmp_path / "land" / "a.json", [ogg("S.T", "I", "00:00:01", 1, after={"ID": 1}, keys=["ID"])])
     with pytest.raises(lakecdc.ConfigError, match="reapply"):
         lakecdc.apply(tmp_path / "land", tmp_path / "lake", spark=spark, reapply=["nothing-*.json"])
+
+
+# -- property: every record read is accounted for, for every format ---------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from lakecdc.decoders import DECODERS  # noqa: E402
+from lakecdc.profile import NO_ROW_CHANGE, profile_events  # noqa: E402
+
+try:
+    from tests.test_property import API_EXAMPLES, SLOW_SETTINGS
+except ModuleNotFoundError:  # tests/ is on sys.path, not the repository root
+    from test_property import API_EXAMPLES, SLOW_SETTINGS  # type: ignore[no-redef]
+
+#: A record per line at least, whatever the line holds (a line a format cannot read is a bad record).
+LINE_FORMATS = ("ogg-json", "canal-json", "debezium-json", "shareplex-json", "ogg-json-row")
+
+
+def _records(i: int) -> dict[str, str]:
+    """Single-line records of several formats, and lines of no format, by kind."""
+    return {
+        "ogg insert": json.dumps(ogg("S.T", "I", "00:00:01", i + 1, after={"ID": i, "A": "x"}, keys=["ID"])),
+        "ogg truncate": json.dumps(ogg("S.T", "T", "00:00:01", i + 1)),
+        "canal insert": canal("INSERT", [{"id": str(i), "v": "a"}], id=i + 1),
+        "canal ddl": canal("ALTER", None, isDdl=True, sql="ALTER TABLE t ADD c INT", id=i + 1),
+        "canal heartbeat": canal("HEARTBEAT", None, id=i + 1),
+        "debezium create": json.dumps(dbz("c", {"id": i, "v": "a"}, ts=1700000000000 + i)),
+        "kcat placeholder key": "****^" + json.dumps(dbz("c", {"id": i, "v": "a"}, ts=1700000000000 + i)),
+        "kcat tombstone": f'{{"id":{i}}}^',
+        "comment": "// a comment",
+        "not JSON": f"garbage {i}",
+        "JSON array": "[1, 2]",
+        "JSON scalar": "42",
+        "empty object": "{}",
+    }
+
+
+@st.composite
+def landing_files(draw: st.DrawFn) -> list[list[str]]:
+    kinds = sorted(_records(0))
+    files = draw(st.lists(st.lists(st.sampled_from(kinds), min_size=1, max_size=6), min_size=1, max_size=3))
+    return [[_records(n * 10 + i)[k] for i, k in enumerate(f)] for n, f in enumerate(files)]
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@settings(max_examples=max(3, API_EXAMPLES // 5), **SLOW_SETTINGS)  # type: ignore[arg-type]
+@given(files=landing_files())
+def test_every_record_is_accounted_for_in_every_format(spark, tmp_path_factory, files):
+    land = tmp_path_factory.mktemp("acc")
+    paths = []
+    for n, lines in enumerate(files):
+        path = land / f"f{n}.txt"
+        path.write_text("\n".join(lines) + "\n")
+        paths.append(str(path.resolve()))
+    for fmt in sorted(DECODERS):
+        events = lakecdc.read_changes(paths, format=fmt, spark=spark)
+        *_, accounts = profile_events(events)
+        for path, lines in zip(paths, files, strict=True):
+            acc = accounts.files.get(path, {})
+            # a record is never skipped without its kind (a record that is no change of this format
+            # is quarantined with the reason, not skipped as nothing)
+            assert f"skipped:{NO_ROW_CHANGE}" not in acc, (fmt, path, acc)
+            assert sum(acc.values()) >= 1, (fmt, path, acc)
+            if fmt in LINE_FORMATS:
+                # every line is a record at least (a line a reader splits, '{...}^', may be more)
+                assert sum(acc.values()) >= len(lines), (fmt, path, lines, acc)

@@ -172,3 +172,19 @@ def test_stream_with_max_files_per_trigger_takes_files_in_name_order(spark, tmp_
     assert rows(by_apply / "S.T", "ID") == expected
     assert rows(lake / "S.T", "ID") == expected
     assert sum(b.summary.files for b in batches) == len(names)
+
+
+def test_scd2_history_keeps_every_tied_change_in_message_order(spark, tmp_path):
+    land = tmp_path / "land"
+    land.mkdir()
+    (land / "a.json").write_text("\n".join([
+        canal("INSERT", [{"id": "1", "v": "a"}]),
+        canal("UPDATE", [{"id": "1", "v": "b"}], [{"v": "a"}]),
+        canal("INSERT", [{"id": "2", "v": "x"}]),
+        canal("DELETE", [{"id": "2", "v": "x"}]),
+    ]) + "\n")
+    lakecdc.apply(str(land), str(tmp_path / "lake"), format="canal-json", spark=spark, stored_as_scd_type=2)
+    got = rows(tmp_path / "lake" / "db.t")
+    current = [(r["id"], r["v"]) for r in got if r["__END_AT"] is None]
+    assert current == [(1, "b")]
+    assert sorted((r["id"], r["v"]) for r in got) == [(1, "a"), (1, "b"), (2, "x")]
