@@ -82,7 +82,7 @@ from lakecdc.summary import RunSummary, TableSummary, add_kinds, unreadable, unr
 from lakecdc.transactions import held_files, record_applied, split_open_transactions, write_held
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
     from lakecdc.decoders.base import Decoder
     from lakecdc.merge.delta_rs import DeltaRsEngine
@@ -353,10 +353,11 @@ def _run(
             typed_from = [*files, *(f for f in held_files(engine, target, run_id) if f not in files)]
         route = settings.route_sql()
         if route is not None:  # tables routed elsewhere: their events become skipped records
-            events = events.withColumn("op", F.expr(f"CASE WHEN table IS NULL OR {route} THEN op END"))
+            events = _as_skipped(events, F.expr(f"NOT (table IS NULL OR {route})"), "excluded table")
+            # (a skipped schema change of such a table must not create it either)
             events = events.withColumn("after", F.expr(f"CASE WHEN table IS NULL OR {route} THEN after END"))
-        if not settings.apply_as_truncates:
-            events = events.where((F.col("op") != "T") | F.col("op").isNull() | F.col("_error").isNotNull())
+        if not settings.apply_as_truncates:  # truncates are read, counted, not applied
+            events = _as_skipped(events, F.col("op") == "T", "truncate (apply_as_truncates off)")
         try:
             summaries, quarantined, skipped, accounts = _run_tables(
                 spark, engine, decoder, settings, target, typed_from, events, run_id=run_id, now=now,
@@ -398,6 +399,18 @@ def _run(
         quarantined_unrouted=per_table.get(None, 0), skipped_unrouted=skipped.get(None, 0),
         skipped_unrouted_kinds=dict(kinds.get(None, {})), file_accounts=file_accounts, unreadable_files=bad_files,
         engine=engine.name, resumed=resumed,
+    )
+
+
+def _as_skipped(events: DataFrame, where: Column, kind: str) -> DataFrame:
+    """``events`` with the good row changes ``where`` picks turned into skipped records of ``kind``."""
+    hit = F.coalesce(where, F.lit(False)) & F.col("op").isNotNull() & F.col("_error").isNull()
+    mark = F.create_map(F.lit("skipped"), F.lit(kind))
+    source = F.map_concat(F.map_filter(F.coalesce("source", F.create_map().cast("map<string,string>")),
+                                       lambda k, _v: k != "skipped"), mark)
+    return events.select(
+        *[F.when(hit, source).otherwise(F.col(c)).alias(c) if c == "source"
+          else F.when(~hit, F.col(c)).alias(c) if c in ("op", "after") else F.col(c) for c in events.columns]
     )
 
 
