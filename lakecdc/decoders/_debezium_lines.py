@@ -267,6 +267,7 @@ class LineReader:
             return skipped("tombstone", extra=[("kafka.key", key_text)])
         self.pending = (file, row - 1, key) if key is not None else None
         out = self._read(value_text, file, row)
+        self.paired = False  # (the key was on this line: no earlier line to name the table of)
         if key is None and out.error is None and out.op is not None:
             out = out._replace(source=[*(out.source or []), ("kafka.key", key_text)])
         return out
