@@ -193,8 +193,11 @@ def test_every_record_is_accounted_for_in_every_format(spark, tmp_path_factory, 
         path.write_text("\n".join(lines) + "\n")
         paths.append(str(path.resolve()))
     for fmt in sorted(DECODERS):
-        events = lakecdc.read_changes(paths, format=fmt, spark=spark)
-        *_, accounts = profile_events(events)
+        try:
+            events = lakecdc.read_changes(paths, format=fmt, spark=spark)
+            *_, accounts = profile_events(events)
+        except lakecdc.ConfigError:  # the run refuses the input, saying why (e.g. no Avro schemas): nothing lost
+            continue
         for path, lines in zip(paths, files, strict=True):
             acc = accounts.files.get(path, {})
             # a record is never skipped without its kind (a record that is no change of this format

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 import lakecdc
 
 try:
+    from tests.canal_render import canal_messages, message_runs, mysql_columns, run_rendered_scenario
     from tests.helpers import ogg, rows
     from tests.oracle import Event
     from tests.test_property import (
@@ -26,6 +27,12 @@ try:
         scenarios,
     )
 except ModuleNotFoundError:  # tests/ is on sys.path, not the repository root
+    from canal_render import (  # type: ignore[no-redef]
+        canal_messages,
+        message_runs,
+        mysql_columns,
+        run_rendered_scenario,
+    )
     from helpers import ogg, rows  # type: ignore[no-redef]
     from oracle import Event  # type: ignore[no-redef]
     from test_property import (  # type: ignore[no-redef]
@@ -188,3 +195,29 @@ def test_scd2_history_keeps_every_tied_change_in_message_order(spark, tmp_path):
     current = [(r["id"], r["v"]) for r in got if r["__END_AT"] is None]
     assert current == [(1, "b")]
     assert sorted((r["id"], r["v"]) for r in got) == [(1, "a"), (1, "b"), (2, "x")]
+
+
+# -- property: the same with Canal batches (every message of a batch shares es and id) ---------------
+
+
+def _one_batch_id(messages: list) -> list:
+    """Canal messages as one batch writes them: every message has the same ``id``, so messages of
+    one ``es`` tie on (es, id) and rows on (es, id, index in data)."""
+    out = []
+    for m in messages:
+        body = json.loads(m.text)
+        body["id"] = BATCH
+        seen = tuple(dataclasses.replace(e, pos=f"{BATCH:020d}") for e in m.events)
+        out.append(type(m)(json.dumps(body, ensure_ascii=False, separators=(",", ":")), seen))
+    return out
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@settings(max_examples=max(3, API_EXAMPLES // 5), **SLOW_SETTINGS)  # type: ignore[arg-type]
+@given(sc=tied_scenarios())
+def test_canal_batches_apply_in_message_order_like_the_oracle(spark, tmp_path_factory, sc: Scenario) -> None:
+    sc = dataclasses.replace(sc, pk_update="delete-insert" if sc.pk_update == "abend" else sc.pk_update)
+    messages, message_of = canal_messages(sc.events, mysql_columns(sc.specs), primary_keys=sc.primary_keys)
+    render = message_runs(_one_batch_id(messages), message_of, header=lambda _n: [])
+    run_rendered_scenario(spark, sc, tmp_path_factory.mktemp("canal-ties"), fmt="canal-json", render=render, max_runs=2)
