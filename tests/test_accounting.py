@@ -207,3 +207,19 @@ def test_every_record_is_accounted_for_in_every_format(spark, tmp_path_factory, 
             if fmt in LINE_FORMATS:
                 # every line is a record at least (a line a reader splits, '{...}^', may be more)
                 assert sum(acc.values()) >= len(lines), (fmt, path, lines, acc)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("sep", ["^", "\t", ":"])
+def test_kcat_key_value_dumps_of_json_formats_apply(spark, tmp_path, sep):
+    land = tmp_path / "land"
+    land.mkdir()
+    (land / "dump.txt").write_text("\n".join([
+        f"****{sep}" + canal("INSERT", [{"id": "1", "v": "a"}], id=1),
+        f'{{"id":1}}{sep}' + canal("UPDATE", [{"id": "1", "v": "b"}], old=[{"v": "a"}], id=2),
+        f"****{sep}" + canal("INSERT", [{"id": "2", "v": "c"}], id=3),
+    ]) + "\n")
+    summary = lakecdc.apply(land, tmp_path / "lake", format="canal-json", spark=spark)
+    t = summary.table("db.t")
+    assert (t.events, t.quarantined) == (3, 0)
+    assert rows(tmp_path / "lake" / "db.t", "id") == [{"id": 1, "v": "b"}, {"id": 2, "v": "c"}]
