@@ -278,8 +278,11 @@ def stream(
             the same target.
         trigger: ``available-now`` (default: what is there now, then stop), ``once`` (the same in one
             batch) or a processing-time interval (``"10 seconds"``, ``"5 minutes"``): runs until stopped.
-        max_files_per_trigger: at most this many files per batch (Spark's ``maxFilesPerTrigger``;
+        max_files_per_trigger: about this many files per batch (Spark's ``maxFilesPerTrigger``;
             ``once`` ignores it). Default: every new file in one batch (one MERGE per table).
+            Files apply in name order, as ``apply`` takes them: Spark picks a batch's files by
+            modification time, and the batch takes with them every file not applied yet whose
+            name sorts before the last of them.
         path_glob_filter: only file names matching this glob (Spark's ``pathGlobFilter``, e.g. ``*.json``).
         spark: the session; default the active one, else an embedded local one.
         on_batch: called with each :class:`StreamBatch` after its ``apply`` (a failed one too), while
