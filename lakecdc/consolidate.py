@@ -1,7 +1,9 @@
 """Consolidation: one table's change events folded into one net action per key, in Spark.
 
-The batch form of the rules in ``semantics.md``. Events are sorted by ``seq`` and each key's events
-are folded into a single row for the MERGE:
+The batch form of the rules in ``semantics.md``. Events are sorted by ``seq``, then by arrival
+(:data:`ARRIVAL`: where each was read, so that records whose vendor positions tie keep the order
+they were written in; only an exact copy of the event just before it is a duplicate), and each
+key's events are folded into a single row for the MERGE:
 
 * the key's last event is a delete: **delete** (a tombstone is kept for late events);
 * a delete followed by later events: **replace**: the row is rebuilt from those events alone;
