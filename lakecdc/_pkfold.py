@@ -85,6 +85,11 @@ def _arrow(schema: Any) -> pa.Schema:
     return to_arrow_schema(schema)
 
 
+def arrival_key(value: Any) -> tuple[int, Any]:
+    """An arrival column's value as a sort key (numbers as numbers; a missing one first)."""
+    return (0, "") if value is None else (1, value)
+
+
 def replay(tbl: pa.Table, *, n_columns: int, n_keys: int, arrow_schema: pa.Schema) -> pa.Table:
     """Apply one table's gathered rows (``R``), tombstones (``S``) and events (``E``) in order."""
     recs = tbl.to_pylist()
@@ -113,29 +118,42 @@ def replay(tbl: pa.Table, *, n_columns: int, n_keys: int, arrow_schema: pa.Schem
         elif r["_kind"] == "S":
             k = key_of(r, "k")
             seq_of[k] = max(seq_of.get(k, ""), r["_seq"])
-    evs = sorted((r for r in recs if r["_kind"] == "E"), key=lambda r: (r["_seq"], *(str(r[c]) for c in ARRIVAL)))
+    # (seq, arrival): records whose vendor positions tie apply in the order they were written
+    evs = sorted((r for r in recs if r["_kind"] == "E"), key=lambda r: (r["_seq"], *(arrival_key(r[c]) for c in ARRIVAL)))
+    # per key, the event of this run that set seq_of (its op and images): an event of equal seq
+    # comes later in the order and applies, unless it is an exact copy (a replay)
+    mine: dict[Key, Any] = {}
+
+    def newer(k: Key, seq: str, sig: Any) -> bool:
+        if k not in seq_of or seq > seq_of[k]:
+            return True
+        return seq == seq_of[k] and k in mine and mine[k] != sig
+
     for e in evs:
         k = key_of(e, "k")
         touch(k)
         events[k] += 1
-        if k in seq_of and e["_seq"] <= seq_of[k]:
-            dups[k] += 1
-            continue
         op = e["_op"]
         after = {i: e[f"a{i}"] for i in range(n_columns) if e[f"p{i}"]}
         before = {i: e[f"b{i}"] for i in range(n_columns) if e[f"q{i}"]}
+        sig = (op, e["_pku"], tuple(sorted(after.items())), tuple(sorted(before.items())))
+        if not newer(k, e["_seq"], sig):
+            dups[k] += 1
+            continue
         old = rows.get(k)
+        mine[k] = sig
         if op == "D":
             rows.pop(k, None)
         elif e["_pku"]:
             rows.pop(k, None)
             new_key = key_of(e, "n")
             touch(new_key)
-            if new_key in seq_of and e["_seq"] <= seq_of[new_key]:
+            if not newer(new_key, e["_seq"], object()):
                 pass  # the new key already reflects something newer: only the old row goes
             else:
                 built = [after.get(i, before.get(i, old[i] if old is not None else None)) for i in range(n_columns)]
                 rows[new_key] = built
+                mine[new_key] = ("moved", sig)
                 seq_of[new_key], last_op[new_key], op_ts[new_key] = e["_seq"], "U", e["_op_ts"]
         elif old is not None:
             rows[k] = [after.get(i, old[i]) for i in range(n_columns)]

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 from pyspark.sql import functions as F
 
+from lakecdc._pkfold import arrival_key
 from lakecdc.consolidate import ARRIVAL, Layout, before_columns
 
 if TYPE_CHECKING:
@@ -144,7 +145,17 @@ def replay(
             seq_of[k] = max(seq_of.get(k, ""), r["_seq"])
     timeline: list[tuple[str, int, Any]] = [(s, 0, at) for s, at in truncates]
     timeline += [(r["_seq"], 1, r) for r in recs if r["_kind"] == "E"]
-    timeline.sort(key=lambda x: (x[0], x[1], *(str(x[2][c]) for c in ARRIVAL)) if x[1] else (x[0], x[1]))
+    # (seq, arrival): events whose vendor positions tie replay in the order they were written
+    timeline.sort(key=lambda x: (x[0], x[1], *(arrival_key(x[2][c]) for c in ARRIVAL)) if x[1] else (x[0], x[1]))
+    # per key, the event of this batch that set seq_of: an event of equal seq comes later and
+    # applies, unless it is an exact copy of it (a replay)
+    mine: dict[Key, Any] = {}
+
+    def newer(k: Key, seq: str, sig: Any) -> bool:
+        if k not in seq_of or seq > seq_of[k]:
+            return True
+        return seq == seq_of[k] and k in mine and mine[k] != sig
+
     for seq, is_event, item in timeline:
         if not is_event:  # a truncate closes every version older than it
             for k in [k for k, v in versions.open.items() if v["seq"] < seq]:
@@ -152,12 +163,14 @@ def replay(
             continue
         e = item
         k = key_of(e, "k")
-        if k in seq_of and seq <= seq_of[k]:
-            continue  # a duplicate (or made stale by an earlier event of this batch)
         after = {i: e[f"a{i}"] for i in range(n_columns) if e[f"p{i}"]}
         before = {i: e[f"b{i}"] for i in range(n_columns) if e[f"q{i}"]}
+        sig = (e["_op"], e["_pku"], tuple(sorted(after.items())), tuple(sorted(before.items())))
+        if not newer(k, seq, sig):
+            continue  # a duplicate (or made stale by an earlier event of this batch)
         old = versions.row(k)
         seq_of[k] = seq
+        mine[k] = sig
         tomb.pop(k, None)
         if e["_op"] == "D" or e["_pku"]:
             versions.close(k, seq, e["_op_ts"])
@@ -165,12 +178,13 @@ def replay(
             if not e["_pku"]:
                 continue
             new = key_of(e, "n")
-            if new in seq_of and seq <= seq_of[new]:
+            if not newer(new, seq, object()):
                 continue  # the new key already reflects something newer: only the old key closes
             built = [after.get(i, before.get(i, old[i] if old is not None else None)) for i in range(n_columns)]
             versions.close(new, seq, e["_op_ts"])
             versions.start(new, built, e)
             seq_of[new] = seq
+            mine[new] = ("moved", sig)
             tomb.pop(new, None)
         elif old is not None:
             versions.change(k, [after.get(i, old[i]) for i in range(n_columns)], e)

@@ -22,6 +22,8 @@ The settings of a run are :class:`lakecdc.settings.ApplySettings`.
 from __future__ import annotations
 
 import datetime as dt
+import fnmatch
+import functools
 import os
 import shutil
 import tempfile
@@ -57,6 +59,7 @@ from lakecdc.prepare import (
     prepare_table,
 )
 from lakecdc.profile import (
+    Accounts,
     TableShape,
     new_column_types,
     profile_events,
@@ -80,11 +83,11 @@ from lakecdc.state import (
     record_table_paths,
     table_path,
 )
-from lakecdc.summary import RunSummary, TableSummary
+from lakecdc.summary import RunSummary, TableSummary, add_kinds, unreadable, unreadable_message
 from lakecdc.transactions import held_files, record_applied, split_open_transactions, write_held
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
     from lakecdc.decoders.base import Decoder
     from lakecdc.merge.delta_rs import DeltaRsEngine
@@ -119,6 +122,7 @@ def apply(
     parallel_tables: int | None = None,
     progress: Progress | None = None,
     wait: float | None = None,
+    reapply: str | Sequence[str] = (),
 ) -> RunSummary:
     """Apply the change files under ``inputs`` to one Delta table per source table under ``target``.
 
@@ -184,6 +188,13 @@ def apply(
             writer per target at a time (see :mod:`lakecdc.lease`): while another run, ``stream``
             batch, ``maintain`` or ``check`` holds the target, this run raises
             :class:`~lakecdc.lease.TargetBusy` (who holds it, since when) once ``wait`` has passed.
+        reapply: files applied before to read again in this run, by path or pattern (``fnmatch``,
+            on the whole path or on the file name: ``"landing/2024-06-*.json"``, ``"*.avro"``):
+            for files an earlier run read with the wrong ``format`` and quarantined (the summary's
+            ``unreadable_files``), or after a decoder's fix. Each chosen file is taken out of the
+            ledger (the manifests under ``_lakecdc/runs/`` that named it list it as
+            ``reapplied``) and applied as a new file; its changes the tables already reflect count
+            as duplicate or late (nothing is applied twice).
 
     Returns:
         A :class:`~lakecdc.summary.RunSummary`; ``summary.ok`` is False when a table failed
@@ -243,6 +254,16 @@ def apply(
     say = progress or (lambda _msg: None)
     with hold(target_s, command="apply", wait=wait) as lease:  # one writer per target
         ledger = Ledger(target_s)
+        if reapply:
+            chosen = reapply_matcher(reapply)
+            again = ledger.forget(chosen)
+            missing = [f for f in again if f not in files]
+            say(f"re-applying {len(again)} file(s)" + (f" ({len(missing)} of them not among the inputs)" if missing else ""))
+            if not again:
+                raise ConfigError(
+                    f"reapply {list(reapply) if not isinstance(reapply, str) else reapply!r}: no file applied to "
+                    f"{target_s} matches (give paths or patterns of files an earlier run applied)"
+                )
         plan = ledger.plan(format, files, appendable=decoder.appendable, min_age=min_file_age)
         paths = {t: c.target for t, c in settings.contracts.items() if c.target}
         paths.update(table_paths or {})
@@ -288,6 +309,21 @@ def apply(
         return combine_summaries(results, target=target_s, fmt=format, engine=eng.name, seconds=time.perf_counter() - started)
 
 
+def reapply_matcher(patterns: str | Sequence[str]) -> Callable[[str], bool]:
+    """Whether a file path is chosen by ``patterns`` (paths or fnmatch patterns, matched against
+    the whole resolved path or the file name)."""
+    items = [patterns] if isinstance(patterns, (str, os.PathLike)) else list(patterns)
+    whole = [str(Path(os.fspath(p)).expanduser().absolute()) for p in items]
+    exact = {str(Path(os.fspath(p)).resolve()) for p in items}
+    names = [os.fspath(p) for p in items if os.sep not in os.fspath(p)]
+
+    def chosen(path: str) -> bool:
+        return (path in exact or any(fnmatch.fnmatchcase(path, w) for w in whole)
+                or any(fnmatch.fnmatchcase(Path(path).name, n) for n in names))
+
+    return chosen
+
+
 def combine_summaries(results: list[RunSummary], *, target: str, fmt: str, engine: str, seconds: float) -> RunSummary:
     tables: dict[str, TableSummary] = {}
     for r in results:
@@ -298,6 +334,9 @@ def combine_summaries(results: list[RunSummary], *, target: str, fmt: str, engin
         files=sum(r.files for r in results), tables=tuple(tables[k] for k in sorted(tables)),
         quarantine=quarantine_path(target), quarantined_unrouted=sum(r.quarantined_unrouted for r in results),
         skipped_unrouted=sum(r.skipped_unrouted for r in results),
+        skipped_unrouted_kinds=functools.reduce(add_kinds, (r.skipped_unrouted_kinds for r in results), {}),
+        file_accounts={f: acc for r in results for f, acc in r.file_accounts.items()},
+        unreadable_files=tuple(f for r in results for f in r.unreadable_files),
         seconds=seconds, engine=engine, resumed=any(r.resumed for r in results),
     )
 
@@ -332,14 +371,15 @@ def _run(
             typed_from = [*files, *(f for f in held_files(engine, target, run_id) if f not in files)]
         route = settings.route_sql()
         if route is not None:  # tables routed elsewhere: their events become skipped records
-            events = events.withColumn("op", F.expr(f"CASE WHEN table IS NULL OR {route} THEN op END"))
+            events = _as_skipped(events, F.expr(f"NOT (table IS NULL OR {route})"), "excluded table")
+            # (a skipped schema change of such a table must not create it either)
             events = events.withColumn("after", F.expr(f"CASE WHEN table IS NULL OR {route} THEN after END"))
-        if not settings.apply_as_truncates:
-            events = events.where((F.col("op") != "T") | F.col("op").isNull() | F.col("_error").isNotNull())
+        if not settings.apply_as_truncates:  # truncates are read, counted, not applied
+            events = _as_skipped(events, F.col("op") == "T", "truncate (apply_as_truncates off)")
         try:
-            summaries, quarantined, skipped = _run_tables(spark, engine, decoder, settings, target, typed_from,
-                                                          events, run_id=run_id, now=now, staging=staging, say=say,
-                                                          cached=decoded.is_cached)
+            summaries, quarantined, skipped, accounts = _run_tables(
+                spark, engine, decoder, settings, target, typed_from, events, run_id=run_id, now=now,
+                staging=staging, say=say, cached=decoded.is_cached)
             held_counts: dict[str | None, int] = {}
             if held is not None and all(s.status in ("applied", "skipped") for s in summaries.values()):
                 say("holding the events of transactions not complete yet")
@@ -347,6 +387,8 @@ def _run(
                 record_applied(engine, target, events, run_id, now, settings.tombstone_retention)
                 for name, n in markers.items():
                     skipped[name] = skipped.get(name, 0) + n
+                    kinds = accounts.skipped.setdefault(name, {}) if accounts is not None else {}
+                    kinds["transaction marker"] = kinds.get("transaction marker", 0) + n
         finally:
             events.unpersist()
             decoded.unpersist()
@@ -357,9 +399,14 @@ def _run(
     for name in [*skipped, *held_counts, *per_table]:  # (a table whose every record was quarantined too)
         if name is not None and name not in summaries:
             summaries[name] = TableSummary(name, table_path(target, name), status="applied")
+    kinds = accounts.skipped if accounts is not None else {}
     for name, s in list(summaries.items()):
         summaries[name] = replace(s, quarantined=per_table.get(name, 0), skipped=skipped.get(name, 0),
-                                  held=held_counts.get(name, 0))
+                                  skipped_kinds=dict(kinds.get(name, {})), held=held_counts.get(name, 0))
+    file_accounts = _file_accounts(accounts, quarantined)
+    bad_files = tuple(f for f, acc in sorted(file_accounts.items()) if unreadable(acc))
+    if bad_files:
+        say(unreadable_message(bad_files, settings.format))
     for q in quarantined[:20]:
         say(q.message(settings.format))
     if len(quarantined) > 20:
@@ -368,15 +415,46 @@ def _run(
         target=target, format=settings.format, runs=(run_id,), files=len(files),
         tables=tuple(summaries[k] for k in sorted(summaries)), quarantine=quarantine_path(target),
         quarantined_unrouted=per_table.get(None, 0), skipped_unrouted=skipped.get(None, 0),
+        skipped_unrouted_kinds=dict(kinds.get(None, {})), file_accounts=file_accounts, unreadable_files=bad_files,
         engine=engine.name, resumed=resumed,
     )
+
+
+def _as_skipped(events: DataFrame, where: Column, kind: str) -> DataFrame:
+    """``events`` with the good row changes ``where`` picks turned into skipped records of ``kind``."""
+    hit = F.coalesce(where, F.lit(False)) & F.col("op").isNotNull() & F.col("_error").isNull()
+    mark = F.create_map(F.lit("skipped"), F.lit(kind))
+    source = F.map_concat(F.map_filter(F.coalesce("source", F.create_map().cast("map<string,string>")),
+                                       lambda k, _v: k != "skipped"), mark)
+    return events.select(
+        *[F.when(hit, source).otherwise(F.col(c)).alias(c) if c == "source"
+          else F.when(~hit, F.col(c)).alias(c) if c in ("op", "after") else F.col(c) for c in events.columns]
+    )
+
+
+def _file_accounts(accounts: Accounts | None, quarantined: list[Quarantined]) -> dict[str, dict[str, int]]:
+    """Per file, what became of its records: the profile's accounts, with the row changes a later
+    step quarantined (a value that does not fit its column, ...) moved to ``quarantined``."""
+    if accounts is None:
+        return {}
+    out = {f: dict(acc) for f, acc in accounts.files.items()}
+    total: dict[str, int] = {}
+    for q in quarantined:
+        total[q.file] = total.get(q.file, 0) + 1
+    for f, n in total.items():
+        acc = out.setdefault(f, {})
+        later = n - acc.get("quarantined", 0)
+        if later > 0:
+            acc["events"] = max(0, acc.get("events", 0) - later)
+            acc["quarantined"] = n
+    return {f: {k: v for k, v in acc.items() if v} for f, acc in out.items()}
 
 
 def _run_tables(
     spark: SparkSession, engine: DeltaRsEngine, decoder: Decoder, settings: ApplySettings, target: str,
     files: list[str], events: DataFrame, *, run_id: int, now: dt.datetime, staging: str, say: Progress,
     cached: bool = False,
-) -> tuple[dict[str, TableSummary], list[Quarantined], dict[str | None, int]]:
+) -> tuple[dict[str, TableSummary], list[Quarantined], dict[str | None, int], Accounts | None]:
     """``cached``: the decoded events ``events`` is made from are in Spark's cache already (a small
     run): then ``events`` (maybe a filter of them) is not cached a second time."""
     from lakecdc.quality import blocked_tables
@@ -384,12 +462,12 @@ def _run_tables(
     blocked = blocked_tables(target)  # a 'fail' data-quality check stops these tables' merges
     fast = None if blocked else fast_path(spark, engine, settings, target, events, run_id=run_id, say=say)
     if fast is not None:
-        return {fast.table: merge_one(engine, settings, target, fast, run_id=run_id, now=now, say=say)}, [], {}
+        return {fast.table: merge_one(engine, settings, target, fast, run_id=run_id, now=now, say=say)}, [], {}, None
     if decoder.rows_in_python() and not cached:
         # decoded by Python record by record: caching them costs less than decoding them again
         # (a first run of 200,000 Debezium messages with schema: 22.7 -> 15-18 s)
         events.persist(StorageLevel.MEMORY_AND_DISK)
-    profile, decode_errors, skipped = profile_events(events)
+    profile, decode_errors, skipped, accounts = profile_events(events)
     if len(profile) > 1 and not cached and not events.is_cached:
         # Several tables read the same events: decode once into Spark's cache. (A single table
         # decoded by Spark is cheaper to decode twice than to cache: caching maps costs more
@@ -460,7 +538,7 @@ def _run_tables(
             bad_all = bad_all.unionByName(b)
         quarantined = write_quarantine(engine, target, collect_bad(bad_all, events), fmt=settings.format,
                                        run_id=run_id, now=now)
-    return summaries, quarantined, skipped
+    return summaries, quarantined, skipped, accounts
 
 
 #: Tables prepared and merged at once when the caller does not say: per-table work is mostly

@@ -46,8 +46,12 @@ what happens:
   changes nothing. Events are ordered by (op_ts, pos), folded to one net change per key and
   MERGEd in one commit per table. Columns missing from an image never overwrite the table.
   Records that cannot be applied go to <target>/_quarantine with file, line, raw text and
-  reason; the rest applies. Exit status: 0 when every table applied, 1 when a table failed
-  (the others were applied), 2 for bad arguments or a run that committed nothing.
+  reason; the rest applies. The summary counts every record: applied, duplicate/late, skipped
+  with its kind (tombstone, heartbeat, transaction marker, ddl, comment, ...) or quarantined,
+  and per file in --summary-json (file_accounts). Exit status: 0 when every table applied, 1
+  when a table failed (the others were applied) or when a file gave no row change and at least
+  half of its records were quarantined (the wrong --format?); 2 for bad arguments or a run that
+  committed nothing. Such files are recorded as applied: --reapply FILE_OR_GLOB reads them again.
 
 ogg-json options (GoldenGate property names, without gg.handler.<name>.format.):
   insertOpKey=I updateOpKey=U deleteOpKey=D truncateOpKey=T beforeObjectName=before
@@ -263,6 +267,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--min-file-age", metavar="SECONDS", type=float, default=None,
                     help="leave files changed less than SECONDS ago for a later run (a writer may still be "
                          "at work); files of line formats that grow later have their new lines applied then")
+    ap.add_argument("--reapply", action="append", default=[], metavar="FILE_OR_GLOB",
+                    help="read again files an earlier run applied (a path, or a pattern on the path or the "
+                         "file name): e.g. files read with the wrong --format; repeatable")
     ap.add_argument("--summary-json", metavar="FILE", help="also write the run summary as JSON")
     ap.add_argument("--quiet", action="store_true", help="print only the summary")
 
@@ -513,11 +520,11 @@ def _apply(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(f"[{time.perf_counter() - started:6.1f}s] {msg}", file=sys.stderr, flush=True)
 
-    summary = lakecdc.apply(args.input, args.target, format=fmt, progress=say, **settings)
+    summary = lakecdc.apply(args.input, args.target, format=fmt, progress=say, reapply=args.reapply, **settings)
     print(summary.render())
     if args.summary_json:
         Path(args.summary_json).write_text(summary.to_json() + "\n")
-    return 0 if summary.ok else 1
+    return 0 if summary.ok and not summary.unreadable_files else 1
 
 
 def _stream(args: argparse.Namespace) -> int:
@@ -557,7 +564,7 @@ def _stream(args: argparse.Namespace) -> int:
         print(("total:\n" if handle.batches else "") + handle.total.render())
     if args.summary_json and not handle.batches:
         Path(args.summary_json).write_text(handle.total.to_json() + "\n")
-    return 0
+    return 1 if handle.total.unreadable_files else 0
 
 
 def _maintain(args: argparse.Namespace) -> int:

@@ -1,7 +1,9 @@
 """Consolidation: one table's change events folded into one net action per key, in Spark.
 
-The batch form of the rules in ``semantics.md``. Events are sorted by ``seq`` and each key's events
-are folded into a single row for the MERGE:
+The batch form of the rules in ``semantics.md``. Events are sorted by ``seq``, then by arrival
+(:data:`ARRIVAL`: where each was read, so that records whose vendor positions tie keep the order
+they were written in; only an exact copy of the event just before it is a duplicate), and each
+key's events are folded into a single row for the MERGE:
 
 * the key's last event is a delete: **delete** (a tombstone is kept for late events);
 * a delete followed by later events: **replace**: the row is rebuilt from those events alone;
@@ -32,7 +34,8 @@ from lakecdc.columns import sql_string, typed_sql
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-#: Origin columns used to break ties between events of equal seq (first delivered wins).
+#: Where a record was read (file, split, record along the split): the last tie-breaker of the
+#: order, after ``seq`` (semantics.md, ``arrival``). File paths compare by name.
 ARRIVAL = ("_file", "_block", "_row")
 
 
@@ -223,7 +226,7 @@ def fold(wide: DataFrame, layout: Layout, *, reset_seq: str | None = None) -> Da
     Output, one row per key: ``k{j}``, ``c{i}`` (value), ``u{i}`` (true: overwrite the target's
     value on update), ``_action`` (``upsert``, ``delete``, or NULL when the key had no usable
     event), ``_cdc_seq``, ``_cdc_op``, ``_cdc_op_ts``, and the counts ``_events``, ``_dups``
-    (same key and seq as an earlier event of this run), ``_stale``, ``_errors``, and ``_pku``
+    (an exact copy, same seq and content, of the key's event just before it in this run), ``_stale``, ``_errors``, and ``_pku``
     (the key saw a primary-key update: the caller must fold it with :func:`fold_with_key_moves`).
 
     ``reset_seq`` is the seq of a truncate in this batch: events before it only count (they are
@@ -237,29 +240,40 @@ def fold(wide: DataFrame, layout: Layout, *, reset_seq: str | None = None) -> Da
     values = [f"{p}{i}" for i in range(n) for p in ("v", "p")]
     src = wide.selectExpr(
         *keys, "_op", "_seq", "_op_ts", "_pku", *ARRIVAL, f"(_error IS NULL AND NOT {stale}) AS _ok",
-        f"{stale} AS _stale", "_error IS NOT NULL AS _bad", *values,
+        f"{stale} AS _stale", "_error IS NOT NULL AS _bad", *values, f"{content_hash(layout)} AS _h",
         f"_seq < {sql_string(reset_seq)} AS _wiped" if reset_seq is not None else "false AS _wiped",
     )
     reset = sql_string(reset_seq) if reset_seq is not None else "NULL"
-    # Unusable events sort first in their key's partition, so lag() of a usable event only
-    # ever shows another usable event or nothing usable (_prev_ok false).
+    # The order is (seq, arrival): records whose vendor positions tie apply in the order they were
+    # written. Positions in that order (_n) stand for it in comparisons. Unusable events sort
+    # first in their key's partition, so lag() of a usable event only ever shows another usable
+    # event or nothing usable (_prev_ok false).
     over = f"PARTITION BY {', '.join(keys)} ORDER BY _ok, _seq, {', '.join(ARRIVAL)}"
     whole = f"({over} ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)"
+    # after the last reset: past the key's last delete and, with a truncate in the batch, above it
+    past_truncate = f"({reset} IS NULL OR _seq > {reset})"
     ev = src.selectExpr(
         "*",
+        f"row_number() OVER ({over}) AS _n",
         f"coalesce(lag(_ok) OVER ({over}), false) AS _prev_ok",
         f"lag(_seq) OVER ({over}) AS _prev_seq",
-        f"lag(_op) OVER ({over}) AS _prev_op",
+        f"lag(_h) OVER ({over}) AS _prev_h",
         f"lead(1) OVER ({over}) IS NULL AS _is_last",
-        f"greatest(max(CASE WHEN _ok AND NOT _wiped AND _op = 'D' THEN _seq END) OVER {whole}, {reset}) AS _last_d",
     ).selectExpr(
-        "*", "_ok AND _prev_ok AND _seq = _prev_seq AS _dup",
+        # where the key's last delete sits in the order
+        "*", f"max(CASE WHEN _ok AND NOT _wiped AND _op = 'D' THEN _n END) OVER {whole} AS _d_at",
     ).selectExpr(
-        "*", "_ok AND NOT _dup AND NOT _wiped AS _live", "(_last_d IS NULL OR _seq > _last_d) AS _after_reset",
+        # an exact copy of the event just before it (same seq and content) is a replay
+        "*", "_ok AND _prev_ok AND _seq = _prev_seq AND _h <=> _prev_h AS _dup",
+        f"(_d_at IS NOT NULL OR {reset} IS NOT NULL) AS _last_d",
+    ).selectExpr(
+        "*", "_ok AND NOT _dup AND NOT _wiped AS _live",
+        f"(_d_at IS NULL OR _n > _d_at) AND {past_truncate} AS _after_reset",
+        f"(_d_at IS NULL OR _n - 1 > _d_at) AND ({reset} IS NULL OR _prev_seq > {reset}) AS _prev_after_reset",
     ).selectExpr(
         "*",
         # the first usable event after the last reset (a delete, or the batch's truncate)
-        "_live AND _after_reset AND (NOT _prev_ok OR coalesce(_prev_seq <= _last_d, false)) AS _first",
+        "_live AND _after_reset AND NOT (_prev_ok AND coalesce(_prev_after_reset, false)) AS _first",
     )
     # Whole-partition window aggregates, read off each key's last row: no second shuffle and no
     # aggregation buffers of structs.
@@ -288,7 +302,7 @@ def fold(wide: DataFrame, layout: Layout, *, reset_seq: str | None = None) -> Da
     out = [*keys]
     for i in range(n):
         out.append(f"IF(l{i} IS NOT NULL, l{i}.v, _fill.v{i}) AS c{i}")
-        out.append(f"(l{i} IS NOT NULL OR _last_d IS NOT NULL) AS u{i}")
+        out.append(f"(l{i} IS NOT NULL OR _last_d) AS u{i}")
     out += [
         "CASE WHEN _newest IS NULL THEN NULL WHEN _newest._op = 'D' THEN 'delete' ELSE 'upsert' END AS _action",
         "_newest._seq AS _cdc_seq", "_newest._op AS _cdc_op", "_newest._op_ts AS _cdc_op_ts",
@@ -296,6 +310,16 @@ def fold(wide: DataFrame, layout: Layout, *, reset_seq: str | None = None) -> Da
         "coalesce(_pku, false) AS _pku", "_min_seq",
     ]
     return last_rows.selectExpr(*out)
+
+
+def content_hash(layout: Layout) -> str:
+    """SQL for a hash of an event's op and images as the fold sees them (``p{i}``, ``v{i}``): two
+    events of equal seq and equal hash are copies of one record (a replay)."""
+    parts = ["_op"]
+    for i, dtype in enumerate(layout.types):
+        value = f"v{i}" if not isinstance(dtype, T.MapType) else f"to_json(v{i})"
+        parts += [f"p{i}", value]
+    return f"xxhash64({', '.join(parts)})"
 
 
 def net_schema(layout: Layout) -> T.StructType:

@@ -47,7 +47,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakecdc.columns import sql_string
-from lakecdc.consolidate import ARRIVAL, Layout, drop_stale, key_move_events, pk_touched, widen
+from lakecdc.consolidate import ARRIVAL, Layout, content_hash, drop_stale, key_move_events, pk_touched, widen
 from lakecdc.errors import ConfigError
 from lakecdc.merge.history_plan import END_AT, HISTORY_COLUMNS, START_AT, HistoryPlan
 from lakecdc.merge.plan import CDC_COLUMNS
@@ -222,6 +222,7 @@ def _pseudo_events(open_rows: DataFrame, events: DataFrame, layout: Layout) -> D
         F.lit(False).alias("_pku"), *[F.lit(None).cast(events.schema[c].dataType).alias(c) for c in ARRIVAL],
         F.lit(True).alias("_ok"), F.lit(False).alias("_stale"), F.lit(False).alias("_bad"),
         *[x for i in range(n) for x in (F.col(f"c{i}").alias(f"v{i}"), F.lit(True).alias(f"p{i}"))],
+        F.lit(None).cast("bigint").alias("_h"),
         F.lit(True).alias("_target"), F.col("_t_start_seq"), F.col("_t_start_at"),
     )
 
@@ -270,7 +271,7 @@ def fold_history(
     ev = marked.selectExpr(
         *keys, "_op", "_seq", "_op_ts", "_pku", *ARRIVAL,
         f"(_error IS NULL AND NOT {stale}) AS _ok", f"{stale} AS _stale", "_error IS NOT NULL AS _bad",
-        *[f"{x}{i}" for i in range(n) for x in ("v", "p")],
+        *[f"{x}{i}" for i in range(n) for x in ("v", "p")], f"{content_hash(layout)} AS _h",
         "false AS _target", "CAST(NULL AS STRING) AS _t_start_seq", "CAST(NULL AS TIMESTAMP) AS _t_start_at",
     )
     if open_rows is not None:
@@ -278,11 +279,13 @@ def fold_history(
     by_key, arrival = ", ".join(keys), ", ".join(ARRIVAL)
     before_t, after_t = _truncate_cases(truncates)
 
-    # 1. per key: duplicates (same seq as an earlier usable event: the first delivered wins), counts
+    # 1. per key, in the order (seq, arrival): duplicates (an exact copy, same seq and content, of
+    # the usable event just before it), counts
     w1 = f"PARTITION BY {by_key} ORDER BY _ok, _seq, {arrival}"
     whole = f"({w1} ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)"
     ev = ev.selectExpr(
-        "*", f"_ok AND coalesce(lag(_ok) OVER ({w1}), false) AND _seq = lag(_seq) OVER ({w1}) AS _dup",
+        "*", f"_ok AND coalesce(lag(_ok) OVER ({w1}), false) AND _seq = lag(_seq) OVER ({w1}) "
+        f"AND _h <=> lag(_h) OVER ({w1}) AS _dup",
         f"lead(1) OVER ({w1}) IS NULL AS _is_last",
     ).selectExpr("*", "_ok AND NOT _dup AS _live", f"{before_t} AS _tb")
     ev = ev.selectExpr(

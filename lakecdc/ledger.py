@@ -25,7 +25,7 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -146,6 +146,28 @@ class Ledger:
         tables skip the runs they committed).
         """
         return [m for m in self.manifests() if m.status == "planned"]
+
+    def forget(self, matches: Callable[[str], bool]) -> list[str]:
+        """Make the landing files ``matches`` picks new again, so that the next run applies them
+        (``apply(reapply=...)``): their inputs are taken out of the committed manifests that name
+        them, and listed under ``reapplied`` in those manifests' summaries. A run that did not
+        finish must be resumed first. Returns the files forgotten."""
+        gone: list[str] = []
+        for m in self.manifests():
+            hit = [f for f in m.inputs if matches(f.source)]
+            if not hit:
+                continue
+            if m.status != "committed":
+                raise InputChangedError(
+                    f"run {m.run_id} did not finish and reads {hit[0].source!r}: run apply once without "
+                    f"reapply to finish it, then re-apply the file"
+                )
+            m.inputs = [f for f in m.inputs if not matches(f.source)]
+            m.summary = {**(m.summary or {}), "reapplied": sorted({*(m.summary or {}).get("reapplied", []),
+                                                                   *(f.source for f in hit)})}
+            self.write(m)
+            gone += [f.source for f in hit if f.source not in gone]
+        return gone
 
     def next_run_id(self) -> int:
         runs = self.manifests()

@@ -8,13 +8,14 @@ shape (existing and new columns, keys) and the types of its new columns.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakecdc.columns import infer_types, sql_string
+from lakecdc.decoders._records import source_of
 from lakecdc.errors import ConfigError, LakecdcError, MissingKeyError
 from lakecdc.merge.history_plan import HISTORY_COLUMNS
 from lakecdc.quarantine import BAD_COLUMNS
@@ -36,50 +37,108 @@ if TYPE_CHECKING:
 
 from lakecdc.settings import ApplySettings, Progress
 
+#: The kind a skipped record is counted under when its decoder names none.
+NO_ROW_CHANGE = "no row change"
 
-def profile_events(events: DataFrame) -> tuple[dict[str, dict], int, dict[str | None, int]]:
+
+@dataclass
+class Accounts:
+    """Where a run's records went, by kind, as the profile sees them (before consolidation).
+
+    ``skipped``: per table (``None``: no table), the skipped records by their exact kind
+    (``tombstone``, ``heartbeat``, ``transaction marker``, ``schema change``, ``ddl``,
+    ``comment``, ``key``, ...). ``files``: per input file, its records by what became of them:
+    ``events`` (row changes, to be applied, or found duplicate or late, or quarantined by a later
+    step), ``held`` (waiting for their transaction), ``skipped:<kind>``, and ``quarantined``
+    (records that could not be decoded).
+    """
+
+    skipped: dict[str | None, dict[str, int]] = field(default_factory=dict)
+    files: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def skipped_total(self) -> dict[str | None, int]:
+        return {t: sum(kinds.values()) for t, kinds in self.skipped.items()}
+
+
+def profile_events(events: DataFrame) -> tuple[dict[str, dict], int, dict[str | None, int], Accounts]:
     """One aggregation over the run: per table counts, seq range, truncates, columns, keys.
 
-    Also returns how many records could not be decoded at all, and how many records were
-    skipped per table (``None``: no table): tombstones, heartbeats, transaction markers and
-    other non-row records, which a decoder marks with ``op`` NULL and no ``_error``.
+    Also returns how many records could not be decoded at all, how many records were skipped
+    per table (``None``: no table): tombstones, heartbeats, transaction markers and other non-row
+    records, which a decoder marks with ``op`` NULL and no ``_error`` (``source['skipped']``
+    names the kind), and the :class:`Accounts` of every record, per file and kind.
     """
     fine = F.col("_error").isNull()
     good = fine & F.col("op").isNotNull()
+    held = fine & F.col("op").isNull() & F.col("source")[HELD].isNotNull()
+    skip_kind = F.when(
+        fine & F.col("op").isNull() & F.col("source")[HELD].isNull(),
+        F.coalesce(F.col("source")["skipped"], F.lit(NO_ROW_CHANGE)),
+    )
     # a schema change (Debezium's tableChanges) names the table's columns: an after image of NULLs
     ddl = fine & F.col("op").isNull() & (F.col("source")["skipped"] == "schema change") & F.col("after").isNotNull()
-    rows = events.groupBy("table").agg(
+    has_keys = fine & F.col("keys").isNotNull()
+    file = F.col("_file") if "_file" in events.columns else F.lit(None).cast("string")
+    rows = events.groupBy("table", file.alias("_file"), skip_kind.alias("_kind")).agg(
         F.count(F.when(good, F.lit(1))).alias("events"),
-        F.count(F.when(fine & F.col("op").isNull() & F.col("source")[HELD].isNull(), F.lit(1))).alias("skipped"),
+        F.count(F.when(skip_kind.isNotNull(), F.lit(1))).alias("skipped"),
+        F.count(F.when(held, F.lit(1))).alias("held"),
         F.count(F.when(~fine, F.lit(1))).alias("errors"),
         F.min(F.when(good, F.col("seq"))).alias("min_seq"),
         F.max(F.when(good & (F.col("op") == "T"), F.col("seq"))).alias("max_truncate"),
         F.collect_set(F.when(good | ddl, F.map_keys("after"))).alias("after_cols"),
         F.collect_set(F.when(good, F.map_keys("before"))).alias("before_cols"),
         # skipped records may name keys too (a Debezium schema change's primaryKeyColumnNames)
-        F.max_by("keys", F.when(fine & F.col("keys").isNotNull(), F.col("seq"))).alias("keys"),
+        F.max_by("keys", F.when(has_keys, F.col("seq"))).alias("keys"),
+        F.max(F.when(has_keys, F.col("seq"))).alias("keys_seq"),
         F.count(F.when(ddl & F.col("keys").isNotNull(), F.lit(1))).alias("ddl"),
     ).collect()
-    out: dict[str, dict] = {}
     errors = 0
-    skipped: dict[str | None, int] = {}
+    accounts = Accounts()
+    by_table: dict[str | None, dict] = {}
+    sources: dict[str, str] = {}
     for r in rows:
         errors += int(r["errors"])
+        table = r["table"]
+        staged = r["_file"] or ""
+        if staged not in sources:  # a file read through a staged copy: the input file it stands for
+            sources[staged] = source_of(staged) if staged else staged
+        per_file = accounts.files.setdefault(sources[staged], {})
+        for name in ("events", "held"):
+            if r[name]:
+                per_file[name] = per_file.get(name, 0) + int(r[name])
+        if r["errors"]:
+            per_file["quarantined"] = per_file.get("quarantined", 0) + int(r["errors"])
         if r["skipped"]:
-            skipped[r["table"]] = int(r["skipped"])
-        if r["table"] is None or not (r["events"] or r["ddl"]):  # a keyed DDL alone creates its table
-            continue
-        cols: list[str] = []
+            kind = r["_kind"]
+            per_file[f"skipped:{kind}"] = per_file.get(f"skipped:{kind}", 0) + int(r["skipped"])
+            kinds = accounts.skipped.setdefault(table, {})
+            kinds[kind] = kinds.get(kind, 0) + int(r["skipped"])
+        t = by_table.setdefault(table, {"events": 0, "ddl": 0, "min_seq": None, "max_truncate": None,
+                                        "columns": [], "keys": None, "keys_seq": None})
+        t["events"] += int(r["events"])
+        t["ddl"] += int(r["ddl"])
+        if r["min_seq"] is not None and (t["min_seq"] is None or r["min_seq"] < t["min_seq"]):
+            t["min_seq"] = r["min_seq"]
+        if r["max_truncate"] is not None and (t["max_truncate"] is None or r["max_truncate"] > t["max_truncate"]):
+            t["max_truncate"] = r["max_truncate"]
         for group in (r["after_cols"], r["before_cols"]):
             for arr in group:
                 for c in arr:
-                    if c not in cols:
-                        cols.append(c)
-        out[r["table"]] = {
-            "events": int(r["events"]), "min_seq": r["min_seq"], "max_truncate": r["max_truncate"],
-            "columns": cols, "keys": list(r["keys"]) if r["keys"] else None,
+                    if c not in t["columns"]:
+                        t["columns"].append(c)
+        # the keys of the newest record that carries keys
+        if r["keys_seq"] is not None and (t["keys_seq"] is None or r["keys_seq"] > t["keys_seq"]):
+            t["keys"], t["keys_seq"] = r["keys"], r["keys_seq"]
+    out: dict[str, dict] = {}
+    for table, t in by_table.items():
+        if table is None or not (t["events"] or t["ddl"]):  # a keyed DDL alone creates its table
+            continue
+        out[table] = {
+            "events": t["events"], "min_seq": t["min_seq"], "max_truncate": t["max_truncate"],
+            "columns": t["columns"], "keys": list(t["keys"]) if t["keys"] else None,
         }
-    return out, errors, skipped
+    return out, errors, accounts.skipped_total(), accounts
 
 
 #: Column names a target table keeps for lakecdc's own columns: any name starting with ``_cdc_``

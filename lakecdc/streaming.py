@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import fnmatch
 import inspect
 import os
 import re
@@ -48,6 +49,7 @@ from lakecdc.changes import PK_UPDATE_MODES
 from lakecdc.contracts import load_contracts
 from lakecdc.decoders import get_decoder
 from lakecdc.errors import ConfigError, LakecdcError
+from lakecdc.ledger import Ledger, list_inputs
 from lakecdc.session import get_spark
 from lakecdc.summary import RunSummary
 
@@ -67,7 +69,7 @@ MAX_FILE_AGE = "36500d"
 #: options, spark and progress, which the stream sets itself).
 APPLY_SETTINGS: tuple[str, ...] = tuple(
     name for name in inspect.signature(apply).parameters
-    if name not in ("inputs", "target", "format", "options", "spark", "progress")
+    if name not in ("inputs", "target", "format", "options", "spark", "progress", "reapply")
 )
 
 # apply sets session settings for its duration (lakecdc.session.job_conf), and a target has one
@@ -219,6 +221,25 @@ class ChangeStream:
         return self.last_batch
 
 
+def _in_name_order(files: list[str], landing: Path, target: str, glob_filter: str | None) -> list[str]:
+    """A batch's files with every file of ``landing`` not applied yet whose name sorts before the
+    last of them, in name order.
+
+    Spark's file source takes files oldest first (modification time) and, with
+    ``maxFilesPerTrigger``, cuts the list there: files of equal times come in any order, and a file
+    written after another can carry the earlier changes. A stream applies files in name order, as
+    ``apply`` does (name order is the arrival order that breaks ties of the vendor's position): a
+    later batch's files that were applied here already are skipped by the ledger.
+    """
+    last = max(files)
+    consumed = Ledger(target).consumed()
+    earlier = [
+        f for f in list_inputs([landing])
+        if f < last and f not in consumed and (not glob_filter or fnmatch.fnmatchcase(Path(f).name, glob_filter))
+    ]
+    return sorted(set(files) | set(earlier))
+
+
 def _local_path(uri: str) -> str:
     """A ``file:`` path of Spark's listing as ``list_inputs`` spells it (absolute, resolved).
 
@@ -262,8 +283,11 @@ def stream(
             the same target.
         trigger: ``available-now`` (default: what is there now, then stop), ``once`` (the same in one
             batch) or a processing-time interval (``"10 seconds"``, ``"5 minutes"``): runs until stopped.
-        max_files_per_trigger: at most this many files per batch (Spark's ``maxFilesPerTrigger``;
+        max_files_per_trigger: about this many files per batch (Spark's ``maxFilesPerTrigger``;
             ``once`` ignores it). Default: every new file in one batch (one MERGE per table).
+            Files apply in name order, as ``apply`` takes them: Spark picks a batch's files by
+            modification time, and the batch takes with them every file not applied yet whose
+            name sorts before the last of them.
         path_glob_filter: only file names matching this glob (Spark's ``pathGlobFilter``, e.g. ``*.json``).
         spark: the session; default the active one, else an embedded local one.
         on_batch: called with each :class:`StreamBatch` after its ``apply`` (a failed one too), while
@@ -317,6 +341,8 @@ def stream(
     def run_batch(batch_df: DataFrame, batch_id: int) -> None:
         try:
             files = sorted({_local_path(row[0]) for row in batch_df.collect()})
+            if files and max_files_per_trigger is not None:
+                files = _in_name_order(files, landing_path, target_s, path_glob_filter)
             if not files:
                 return
             with _APPLY_LOCK:

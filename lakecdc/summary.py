@@ -23,6 +23,8 @@ class TableSummary:
     status: str = "applied"
     #: records of this table that are no row change (tombstones, markers): skipped, not errors
     skipped: int = 0
+    #: ``skipped`` by exact kind: ``{"tombstone": 3, "ddl": 1, ...}``
+    skipped_kinds: dict[str, int] = field(default_factory=dict)
     #: the MERGE's target files: read, pruned unread (key ranges), rewritten (removed), written
     files_scanned: int | None = None
     files_skipped: int | None = None
@@ -53,6 +55,7 @@ class TableSummary:
             duplicate_or_late=self.duplicate_or_late + other.duplicate_or_late,
             quarantined=self.quarantined + other.quarantined,
             skipped=self.skipped + other.skipped,
+            skipped_kinds=add_kinds(self.skipped_kinds, other.skipped_kinds),
             files_scanned=_add(self.files_scanned, other.files_scanned),
             files_skipped=_add(self.files_skipped, other.files_skipped),
             files_rewritten=self.files_rewritten + other.files_rewritten,
@@ -64,6 +67,19 @@ class TableSummary:
             status=max(self.status, other.status, key=_STATUS_RANK.get),
             error=other.error or self.error,
         )
+
+
+def add_kinds(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
+    """Two counts by kind added up."""
+    out = dict(a)
+    for k, n in b.items():
+        out[k] = out.get(k, 0) + n
+    return out
+
+
+def kinds_text(kinds: dict[str, int]) -> str:
+    """``{"tombstone": 2, "comment": 1}`` as ``2 tombstone, 1 comment`` (most first)."""
+    return ", ".join(f"{n} {k}" for k, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 #: Which status a table shows over several runs: a failure anywhere, else applied in any run.
@@ -87,6 +103,16 @@ class RunSummary:
     quarantined_unrouted: int = 0
     #: skipped records that name no table (heartbeats, transaction markers, ...)
     skipped_unrouted: int = 0
+    #: ``skipped_unrouted`` by exact kind
+    skipped_unrouted_kinds: dict[str, int] = field(default_factory=dict)
+    #: per input file, what became of its records: ``events`` (row changes: applied, or duplicate
+    #: or late, as the tables' counts say), ``held``, ``skipped:<kind>`` and ``quarantined``
+    #: (see :data:`FILE_ACCOUNTS`). Empty for a run that took the single-table fast path, where
+    #: every record was a row change of the table.
+    file_accounts: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: files none of whose records was a row change and at least half of whose records were
+    #: quarantined (a wrong ``format``?): the run ends with an error status (see ``cli.md``)
+    unreadable_files: tuple[str, ...] = ()
     seconds: float = 0.0
     engine: str = "delta-rs"
     resumed: bool = False
@@ -115,6 +141,9 @@ class RunSummary:
             "quarantine": self.quarantine,
             "quarantined_unrouted": self.quarantined_unrouted,
             "skipped_unrouted": self.skipped_unrouted,
+            "skipped_unrouted_kinds": self.skipped_unrouted_kinds,
+            "file_accounts": self.file_accounts,
+            "unreadable_files": list(self.unreadable_files),
             "ok": self.ok,
         }
 
@@ -140,9 +169,15 @@ class RunSummary:
         held = sum(t.held for t in self.tables)
         if held:
             lines.append(f"{held} event(s) held for the next run: their source transaction is not complete yet")
+        kinds = self.skipped_unrouted_kinds
+        for t in self.tables:
+            kinds = add_kinds(kinds, t.skipped_kinds)
         skipped = self.skipped_unrouted + sum(t.skipped for t in self.tables)
         if skipped:
-            lines.append(f"{skipped} record(s) skipped: tombstones, heartbeats, transaction markers (no row change)")
+            known = sum(kinds.values())
+            if known < skipped:
+                kinds = add_kinds(kinds, {"no row change": skipped - known})
+            lines.append(f"{skipped} record(s) skipped, no row change: {kinds_text(kinds)}")
         if self.quarantined_unrouted:
             lines.append(f"{self.quarantined_unrouted} record(s) quarantined that name no table (not valid JSON, ...)")
         if self.quarantine and (self.quarantined_unrouted or any(t.quarantined for t in self.tables)):
@@ -150,4 +185,27 @@ class RunSummary:
         for t in self.tables:
             if t.error:
                 lines.append(f"ERROR {t.source_table}: {t.error}")
+        if self.unreadable_files:
+            lines.append(unreadable_message(self.unreadable_files, self.format))
         return "\n".join(lines)
+
+
+#: The kinds of :attr:`RunSummary.file_accounts` (skipped records as ``skipped:<kind>``).
+FILE_ACCOUNTS = ("events", "held", "quarantined")
+
+
+def unreadable(accounts: dict[str, int]) -> bool:
+    """A file none of whose records was a row change and at least half of whose records were
+    quarantined: most likely read as the wrong format (or not change data at all)."""
+    total = sum(accounts.values())
+    bad = accounts.get("quarantined", 0)
+    return bad > 0 and not accounts.get("events") and not accounts.get("held") and 2 * bad >= total
+
+
+def unreadable_message(files: tuple[str, ...], fmt: str) -> str:
+    shown = ", ".join(files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "")
+    return (
+        f"ERROR {len(files)} file(s) gave no row change, and most of their records were quarantined "
+        f"(read as {fmt}: the wrong format?): {shown}. They are recorded as applied; once the cause is "
+        f"fixed, apply them again with `lakecdc apply --reapply FILE_OR_GLOB ...` (API: reapply=[...])"
+    )

@@ -118,16 +118,21 @@ class TableState:
     seqs: dict[Key, Seq] = field(default_factory=dict)  # stored seq of each live row
     tombstones: dict[Key, Seq] = field(default_factory=dict)  # seq of the delete, per dead key
     truncated_at: Seq | None = None  # the truncate watermark
+    # per key, what the event of THIS run that set its stored seq was (see ``signature``)
+    run_sig: dict[Key, Any] = field(default_factory=dict)
 
     def stored_seq(self, key: Key) -> Seq | None:
         if key in self.seqs:
             return self.seqs[key]
         return self.tombstones.get(key)
 
-    def is_stale(self, seq: Seq, key: Key) -> bool:
-        """Rule 6 for a keyed event."""
+    def is_stale(self, seq: Seq, key: Key, sig: Any = None) -> bool:
+        """Rule 6 for a keyed event; an event of this run whose seq ties the one stored by an
+        earlier event of this run came later (arrival) and applies, unless it is a copy of it."""
         stored = self.stored_seq(key)
-        if stored is not None and seq <= stored:
+        if stored is not None and seq < stored:
+            return True
+        if stored is not None and seq == stored and (key not in self.run_sig or self.run_sig[key] == sig):
             return True
         return self.truncated_at is not None and seq < self.truncated_at
 
@@ -181,6 +186,16 @@ def pk_update_keys(event: Event) -> tuple[Key, Key] | None:
     return old, new
 
 
+def signature(event: Event) -> Any:
+    """What makes two events of equal seq copies of one record: the op and, per column, whether
+    the after image holds it and the value used (after's, else before's; a missing column and a
+    NULL one are alike when after lacks them)."""
+    after = event.after or {}
+    used = {(c, True, repr(v)) for c, v in after.items()}
+    used |= {(c, False, repr(v)) for c, v in (event.before or {}).items() if c not in after and v is not None}
+    return (event.op, frozenset(used))
+
+
 def _validate(event: Event) -> None:
     if event.op not in KEYED_OPS | {"T"}:
         raise ValueError(f"{event.table}: unknown op {event.op!r} at pos {event.pos}")
@@ -197,9 +212,12 @@ class Oracle:
 
     Decisions where semantics.md leaves room (keep in step with the property tests):
 
-    * Equal seq: ``apply_run`` sorts stably, so of two events with the same seq the first to
-      arrive is applied and the later one is stale by rule 6 (its seq is not above the stored
-      one); it counts as ``duplicate_or_late``.
+    * Equal seq: ``apply_run`` sorts stably, so events with the same seq apply in the order they
+      arrived (the list's order: the arrival tie-breaker). An event whose seq equals the one
+      stored for its key by an EARLIER run is stale; one that equals the seq stored by an event
+      of this run applies, unless it is an exact copy of that event (same op, and the same value
+      or absence of every column, an after value over a before one: :func:`signature`), which is
+      a replay counted as ``duplicate_or_late``.
     * A delete of a key the table does not hold removes nothing but still leaves a tombstone with
       its seq (so an older insert arriving later cannot resurrect the key). It is not counted as
       ``duplicate_or_late`` and not as ``deleted``.
@@ -280,6 +298,8 @@ class Oracle:
             _validate(event)
         ordered = sorted(events, key=lambda e: e.seq)  # stable: arrival order breaks seq ties
         work = copy.deepcopy(self._tables)
+        for state in work.values():
+            state.run_sig = {}
         counts: dict[str, RunCounts] = {}
         live_before = {t: dict(s.seqs) for t, s in work.items()}
         for event in ordered:
@@ -312,9 +332,11 @@ class Oracle:
             return
 
         key = event_key(event)
-        if state.is_stale(seq, key):  # rule 6; for a pk update: the OLD key's stored seq
+        sig = signature(event)
+        if state.is_stale(seq, key, sig):  # rule 6; for a pk update: the OLD key's stored seq
             counts.duplicate_or_late += 1
             return
+        state.run_sig[key] = sig
 
         if event.op in ("I", "R"):
             _upsert(state, key, event, counts)
@@ -370,13 +392,14 @@ def _pk_update(state: TableState, old: Key, new: Key, event: Event, mode: str, c
     state.remove(old, seq)
 
     new_stored = state.stored_seq(new)
-    new_written = new_stored is None or new_stored < seq
+    new_written = new_stored is None or new_stored < seq or (new_stored == seq and new in state.run_sig)
     new_was_live = new in state.rows
     if new_written:
         # after, then before for columns missing in after, then the old row for columns
         # missing in both (a column the old row never received is NULL anyway).
         row = {**(old_row or {}), **(event.before or {}), **event.after}
         state.put(new, row, seq)
+        state.run_sig[new] = ("moved", signature(event))
 
     if mode == "update" and old_was_live and new_written and not new_was_live:
         counts.updated += 1

@@ -342,12 +342,25 @@ def test_duplicate_replay_is_counted_not_applied() -> None:
     assert rows(o) == {**state, (3,): {"ID": 3, "A": "c", "B": None}}
 
 
-def test_equal_seq_first_arrival_wins() -> None:
+def test_equal_seq_arrival_decides_inside_a_run() -> None:
     a = Event(T, "I", ts(1), f"{1:020d}", 0, None, {"ID": 1, "A": "first"}, K)
     b = Event(T, "I", ts(1), f"{1:020d}", 0, None, {"ID": 1, "A": "second"}, K)
     o = Oracle()
-    c = run(o, a, b)
+    c = run(o, a, b, a)  # the last to arrive is applied last; a copy of the event just before is not
     assert rows(o) == {(1,): {"ID": 1, "A": "first"}}
+    assert c["duplicate_or_late"] == 0
+    c = run(o, b)  # across runs the vendor seq decides: an equal seq is stale
+    assert rows(o) == {(1,): {"ID": 1, "A": "first"}}
+    assert c["duplicate_or_late"] == 1
+
+
+def test_update_and_delete_that_tie_leave_no_row() -> None:
+    o = Oracle()
+    run(o, ins(1, ID=1, A="a"))
+    u = Event(T, "U", ts(2), f"{2:020d}", 0, {"ID": 1}, {"ID": 1, "A": "b"}, K)
+    d = Event(T, "D", ts(2), f"{2:020d}", 0, {"ID": 1}, None, K)
+    c = run(o, u, d, d)
+    assert rows(o) == {}
     assert c["duplicate_or_late"] == 1
 
 

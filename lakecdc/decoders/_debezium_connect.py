@@ -48,7 +48,7 @@ from lakecdc.decoders._kafka_connect import (
     column_name,
     image_fields,
 )
-from lakecdc.decoders._records import CORRUPT
+from lakecdc.decoders._records import CORRUPT, JSON_LIMITS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -207,7 +207,7 @@ def decode(lines: DataFrame, prefixes: Sequence[str], settings: Settings, regist
     body = F.expr("CAST(substring(CAST(value AS BINARY), 1, octet_length(value) - 1) AS STRING)")
     wrapped = F.concat(F.lit("["), body, F.lit("]"))
     array_of_one = T.ArrayType(ENVELOPE_ONLY)
-    pairs = F.when(known & value.endswith("}"), F.from_json(wrapped, array_of_one, {"allowSingleQuotes": "false"}))
+    pairs = F.when(known & value.endswith("}"), F.from_json(wrapped, array_of_one, {"allowSingleQuotes": "false", **JSON_LIMITS}))
     parsed = lines.select("_file", "_block", "_row", "_head", pairs.alias("_pairs"), value) \
         .select("_file", "_block", "_row", "_head", "value", F.get("_pairs", 0).alias("_pair"),
                 F.when(F.coalesce(F.size("_pairs") != 1, F.lit(True)), F.lit("")).alias(CORRUPT)) \

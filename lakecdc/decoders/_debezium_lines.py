@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -117,6 +118,31 @@ def _meta_text(value: Any) -> str | None:
     return None if text is None else str(text)
 
 
+#: Separators of kcat's ``-K<sep>`` key/value dumps recognised without being told.
+_KV_SEPARATORS = "^\t|:;,"
+_KV_SPLIT = re.compile(r"[\^\t|:;,](?=\s*(?:\{|(?:NULL|null)?\s*$))")
+
+
+def split_key_value(text: str, *, json_key: bool = False) -> tuple[str, str] | None:
+    """``(key, value)`` of a kcat ``-K<sep>`` line (``KEY^{...}``): one of :data:`_KV_SEPARATORS`
+    followed by the value's JSON object, or by nothing (``NULL``: kcat's null value, a tombstone).
+    The key is a plain text without braces or quotes (a
+    placeholder such as ``****``, an id) or, with ``json_key``, the JSON text before the first
+    separator where it parses; None when the line is no such pair."""
+    for m in _KV_SPLIT.finditer(text):
+        key = text[: m.start()]
+        if not json_key:
+            if any(c in key for c in '{["') or not key.strip() or key.lstrip().startswith(("//", "/*")):
+                return None
+            return key, text[m.end():]
+        try:
+            loads(key)
+        except RecordError:
+            continue
+        return key, text[m.end():]
+    return None
+
+
 def _same_table(key: Key, schema: Mapping[str, Any] | None) -> bool:
     """A key belongs to the next value unless both schemas name different tables (the part
     before ``.Key`` / ``.Envelope``; seed 001's own key and value differ in the schema part)."""
@@ -191,6 +217,10 @@ class LineReader:
             if self.in_comment is None:
                 split = self.connect.split_cut(prefix, text)
             text = prefix + text if split is None else text
+        if split is None and self.in_comment is None and text[:1] != "{":
+            pair = split_key_value(text)
+            if pair is not None:
+                return self._key_value(*pair, file, row)
         if split is None and self._comment(text, file):
             return skipped("comment")
         images: Images | None = None
@@ -199,7 +229,13 @@ class LineReader:
         if split is not None:
             payload, schema, images = split
         else:
-            record = loads(text)
+            try:
+                record = loads(text)
+            except RecordError:
+                pair = split_key_value(text, json_key=True)
+                if pair is None:
+                    raise
+                return self._key_value(*pair, file, row)
             if isinstance(record, dict) and all(k in record for k in _KCAT):
                 return self._kcat(record)
             payload, schema = _unwrap_connect(record)
@@ -214,6 +250,27 @@ class LineReader:
             key, self.paired = pending[2], True
         return decode_value(payload, schema, key=key, kafka=[], topic=None, settings=self.settings, parse=parse_json,
                             images=images)
+
+    def _key_value(self, key_text: str, value_text: str, file: str, row: int) -> Row:
+        """A ``KEY<sep>VALUE`` line of a kcat ``-K<sep>`` dump: the key (JSON: the record's key; any
+        other text, a placeholder such as ``****``, is kept as ``kafka.key``) and the value."""
+        key: Key | None = None
+        try:
+            parsed = loads(key_text) if key_text[:1] in "{[" else None
+        except RecordError:
+            parsed = None
+        if parsed is not None:
+            payload, schema = _unwrap_connect(parsed)
+            if looks_like_key(payload, schema.get("name") if schema else None):
+                key = Key(payload, schema, compact_json(payload))
+        if value_text.strip() in ("", "NULL", "null"):
+            return skipped("tombstone", extra=[("kafka.key", key_text)])
+        self.pending = (file, row - 1, key) if key is not None else None
+        out = self._read(value_text, file, row)
+        self.paired = False  # (the key was on this line: no earlier line to name the table of)
+        if key is None and out.error is None and out.op is not None:
+            out = out._replace(source=[*(out.source or []), ("kafka.key", key_text)])
+        return out
 
     def _part(self, raw: Any, what: str) -> tuple[Any, Mapping[str, Any] | None, Images | None]:
         """A kcat ``key``/``payload`` as ``(payload, schema, images)``."""

@@ -56,7 +56,7 @@ from lakecdc.decoders._debezium import (
     sortable,
 )
 from lakecdc.decoders._debezium_lines import PARSED_SCHEMA, LineReader, _encodable
-from lakecdc.decoders._records import CORRUPT, Rereader, read_json
+from lakecdc.decoders._records import CORRUPT, JSON_LIMITS, Rereader, read_json
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -556,7 +556,7 @@ def decode_parsed(parsed: DataFrame, settings: Settings, registry: Registry | No
                                               "_text")
     else:
         udf = python_texts(settings, registry)("_row", "_file", "_text")
-    out = done.select("*", F.from_json(udf, _X_SCHEMA).alias("_py")).select(
+    out = done.select("*", F.from_json(udf, _X_SCHEMA, JSON_LIMITS).alias("_py")).select(
         "_file", "_block", "_row", *(("_plain", *keep) if images is not None else ()),
         *[F.when(F.col("_plain"), F.col(f.name)).otherwise(F.col("_py")[f.name]).cast(f.dataType).alias(f.name)
           for f in _X_SCHEMA.fields],

@@ -43,7 +43,7 @@ from pyspark.sql import types as T
 
 from lakecdc.changes import IMAGE_TYPE
 from lakecdc.decoders._qlik import HEADER_NAMES, OPERATIONS, Catalog, Row, TableVersion, failed
-from lakecdc.decoders._records import CORRUPT, Rereader, read_json
+from lakecdc.decoders._records import CORRUPT, JSON_LIMITS, Rereader, read_json
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -298,7 +298,7 @@ def decode(parsed: DataFrame, catalog: Catalog, python_rows: Column, *, sql: boo
                                         other("_block")).alias("_py"))
     data = per_version(lambda v: v.image(F.col("_data"), F.col("_col")), IMAGE_TYPE.simpleString())
     before = per_version(lambda v: v.image(F.col("_before"), F.col("_col")), IMAGE_TYPE.simpleString())
-    done = done.select("*", F.from_json("_py", X_SCHEMA).alias("_pyrow"), data.alias("_di"), before.alias("_bi"))
+    done = done.select("*", F.from_json("_py", X_SCHEMA, JSON_LIMITS).alias("_pyrow"), data.alias("_di"), before.alias("_bi"))
     big = {
         "x_before": F.when(opc == "D", F.coalesce("_di", "_bi")).when(opc == "U", F.col("_bi")),
         "x_after": F.when(opc != "D", F.col("_di")),

@@ -50,6 +50,12 @@ Layout = Literal["lines", "documents"]
 CORRUPT = "_corrupt_record"
 EXACT_STRINGS = "spark.sql.json.enableExactStringParsing"
 _PEEK_BYTES = 1 << 16
+#: Spark's JSON reader option ``maxStringLen``: Jackson's ``StreamReadConstraints.maxStringLength``,
+#: 20,000,000 characters by default, above which a value is read as a corrupt record. A change
+#: carries whole LOBs, so the limit is lifted to the longest string Java holds.
+MAX_STRING_LEN = 2**31 - 1
+#: The JSON reader options every lakecdc read passes (``from_json`` included).
+JSON_LIMITS = {"maxStringLen": str(MAX_STRING_LEN)}
 _WS = b" \t\r\n"
 _CHUNK_BYTES = 1 << 24
 #: a blank line (JSON whitespace only) after the first of a text without its final newline (the
@@ -78,6 +84,45 @@ def detect_layout(path: str) -> Layout:
     except ValueError:
         return "documents"
     return "lines"
+
+
+#: A kcat ``-K<sep>`` line: a key (plain text without braces or quotes, e.g. ``****``, or a JSON
+#: object) and one separator (``^``, tab, ``|``, ``:``, ``;`` or ``,``) before the value's object.
+_KEYED_LINE = re.compile(r'^(?:[^{}\[\]"\r\n]+?|\{[^\r\n]*?\})[\^\t|:;,](?=\s*\{)')
+
+
+def keyed_lines(path: str) -> bool:
+    """Whether ``path`` is a kcat ``-K<sep>`` dump: its first non-blank line is ``KEY<sep>{...}``
+    (and not a JSON value by itself)."""
+    with open(path, "rb") as fh:
+        head = fh.read(_PEEK_BYTES).decode("utf-8", errors="replace")
+    first = head.lstrip().split("\n", 1)[0].strip()
+    if _KEYED_LINE.match(first) is None:
+        return False
+    try:
+        json.loads(first)
+    except ValueError:
+        return True
+    return False
+
+
+def stage_keyed_lines(path: str, staging: str, *, wrap: str | None = None) -> str:
+    """Write a kcat ``-K<sep>`` dump with each ``KEY<sep>VALUE`` line's value alone (the Kafka key
+    dropped; other lines as they are), line for line, so that every record keeps its line number;
+    return the staged file's path."""
+    out, stamp = _staged_path(path, staging), {**_stamp(path, wrap), "keyed": True}
+    head, tail = (x.encode() for x in wrapping(wrap))
+    with open(path, "rb") as src, _replacing(out) as dst:
+        for raw in src:
+            line = raw.decode("utf-8", errors="surrogateescape")
+            m = _KEYED_LINE.match(line)
+            if m is not None:
+                line = line[m.end():]
+            body = line.rstrip("\r\n").encode("utf-8", errors="surrogateescape")
+            end = b"\n" if raw.endswith(b"\n") else b""
+            dst.write((head + body + tail if body.strip(_WS) else body) + end)
+    _write_sidecar(out, stamp, None)
+    return str(out)
 
 
 def _staged_path(path: str, staging: str) -> Path:
@@ -174,7 +219,7 @@ def _wrap_line(line: bytes, head: bytes, tail: bytes) -> bytes:
     return head + line[: len(line) - len(cr)] + tail + cr
 
 
-def _staged_before(path: str, staging: str, wrap: str | None) -> str | None:
+def _staged_before(path: str, staging: str, wrap: str | None, keyed: bool = False) -> str | None:
     """The staged copy an earlier read of this run made from the same file (same path, size and
     modification time, same ``wrap``), if there is one."""
     out, stamp = _staged_path(path, staging), _stamp(path, wrap)
@@ -184,26 +229,33 @@ def _staged_before(path: str, staging: str, wrap: str | None) -> str | None:
             earlier = json.loads(sidecar.read_text())
         except ValueError:  # (a staging cut short)
             earlier = {}
-        if {k: earlier.get(k) for k in stamp} == stamp:
+        if {k: earlier.get(k) for k in stamp} == stamp and bool(earlier.get("keyed")) == (keyed and keyed_lines(path)):
             return str(out)
     return None
 
 
-def _stage(path: str, staging: str, *, wrap: str | None) -> str:
-    """The staged copy of ``path`` (:func:`stage_wrapped_lines` or :func:`stage_documents`)."""
+def _stage(path: str, staging: str, *, wrap: str | None, keyed: bool = False) -> str:
+    """The staged copy of ``path`` (:func:`stage_wrapped_lines`, :func:`stage_documents`, or with
+    ``keyed`` :func:`stage_keyed_lines`)."""
+    if keyed and keyed_lines(path):
+        return stage_keyed_lines(path, staging, wrap=wrap)
     if wrap and detect_layout(path) == "lines":
         return stage_wrapped_lines(path, staging, wrap=wrap)
     return stage_documents(path, staging, wrap=wrap)
 
 
-def staged_documents(spark: SparkSession, files: Sequence[str], staging: str, *, wrap: str | None = None) -> list[str]:
+def staged_documents(
+    spark: SparkSession, files: Sequence[str], staging: str, *, wrap: str | None = None, keyed: bool = False,
+) -> list[str]:
     """``files`` with every ``documents`` file replaced by its staged one-object-per-line copy
-    (every file, with ``wrap``: see the module docstring). A staged copy an earlier read of this
-    run made from the same file is taken again."""
-    todo = files if wrap else [f for f in files if detect_layout(f) != "lines"]
-    staged = {f: before for f in todo if (before := _staged_before(f, staging, wrap)) is not None}
+    (every file, with ``wrap``: see the module docstring; with ``keyed``, kcat ``-K<sep>`` dumps
+    by their values: :func:`stage_keyed_lines`). A staged copy an earlier read of this run made
+    from the same file is taken again."""
+    todo = files if wrap else [f for f in files if detect_layout(f) != "lines" or (keyed and keyed_lines(f))]
+    staged = {f: before for f in todo if (before := _staged_before(f, staging, wrap, keyed)) is not None}
     todo = [f for f in todo if f not in staged]
-    staged.update(zip(todo, on_executors(spark, functools.partial(_stage, staging=staging, wrap=wrap), todo), strict=True))
+    stage = functools.partial(_stage, staging=staging, wrap=wrap, keyed=keyed)
+    staged.update(zip(todo, on_executors(spark, stage, todo), strict=True))
     return [staged.get(f, f) for f in files]
 
 
@@ -248,7 +300,7 @@ def read_json(
 
     Call inside :func:`exact_json_strings`.
     """
-    paths = staged_documents(spark, files, staging, wrap=wrap)
+    paths = staged_documents(spark, files, staging, wrap=wrap, keyed=True)
     names = {Path(p).resolve().as_uri(): p for p in paths}
     mapping = F.create_map(*[F.lit(x) for kv in names.items() for x in kv])
     uri = F.input_file_name()
@@ -259,6 +311,7 @@ def read_json(
         .option("mode", "PERMISSIVE")
         .option("columnNameOfCorruptRecord", CORRUPT)
         .option("allowSingleQuotes", "false")  # Spark's default takes {'a':'b'}: no JSON, quarantined
+        .options(**JSON_LIMITS)
         .json(paths)
     )
     if derived:

@@ -161,10 +161,12 @@ class CanalJsonDecoder(Decoder):
     def read(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
         m = read_json(spark, files, message_schema(), staging=staging)
         kind = F.upper(F.trim("type"))
-        ddl = F.coalesce(F.lower(F.trim("isDdl")) == "true", F.lit(False)) | kind.isin(*DDL_TYPES)
+        # (never NULL: a message without 'type' must meet the check that says so, not slip through
+        # every check as NULL and come out a skipped record)
+        ddl = F.coalesce(F.lower(F.trim("isDdl")) == "true", F.lit(False)) | F.coalesce(kind.isin(*DDL_TYPES), F.lit(False))
         row_op = F.when(~ddl, _lookup(ROW_TYPES, kind))
-        truncate = kind == "TRUNCATE"
-        marker = ~ddl & kind.isin(*MARKER_TYPES)
+        truncate = F.coalesce(kind == "TRUNCATE", F.lit(False))
+        marker = ~ddl & F.coalesce(kind.isin(*MARKER_TYPES), F.lit(False))
         skipped = F.when(truncate, None).when(ddl, F.lit("ddl")).when(marker, F.lower(kind))
         rows = self._rows_array(row_op)
         table = qualified_table(F.col("database"), F.col("table"))

@@ -103,7 +103,7 @@ from lakecdc.decoders._goldengate import (
     op_keys,
     rejoin_split_key_changes,
 )
-from lakecdc.decoders._records import detect_layout, read_text
+from lakecdc.decoders._records import JSON_LIMITS, detect_layout, read_text
 from lakecdc.decoders.base import Decoder, first_error, parse_op_ts, session_is_utc
 from lakecdc.decoders.ogg_json_row import (
     TableSchema,
@@ -334,7 +334,7 @@ class OggDelimitedDecoder(Decoder):
         lines = read_text(spark, paths, staging=staging)
         if not staged:
             return lines
-        unwrapped = F.from_json(F.concat(F.lit('{"r":'), F.col("value"), F.lit("}")), "r string")["r"]
+        unwrapped = F.from_json(F.concat(F.lit('{"r":'), F.col("value"), F.lit("}")), "r string", JSON_LIMITS)["r"]
         return lines.withColumn("value", F.when(F.col("_file").isin(staged), unwrapped).otherwise(F.col("value")))
 
     def _tokens(self, text: Column) -> tuple[Column, Column]:

@@ -27,7 +27,7 @@ from pyspark.sql import types as T
 
 from lakecdc.changes import IMAGE_TYPE
 from lakecdc.decoders._goldengate import canonical_events, op_column, op_keys, source_map
-from lakecdc.decoders._records import CORRUPT, read_json, read_text
+from lakecdc.decoders._records import CORRUPT, JSON_LIMITS, read_json, read_text
 from lakecdc.decoders.base import Decoder, first_error, parse_op_ts, session_is_utc
 from lakecdc.errors import ConfigError
 
@@ -104,7 +104,7 @@ class OggJsonDecoder(Decoder):
         # A flattened message has no fixed member names, so Spark's JSON reader cannot type it:
         # the records are read as text and parsed to a map of variants (numbers stay exact).
         text = read_text(spark, files, staging=staging)
-        m = F.from_json("value", T.MapType(T.StringType(), T.VariantType()))
+        m = F.from_json("value", T.MapType(T.StringType(), T.VariantType()), JSON_LIMITS)
         parsed = text.select("*", m.alias("_m"))
         mm = F.col("_m")
 

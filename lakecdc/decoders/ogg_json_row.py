@@ -82,7 +82,7 @@ from lakecdc.decoders._goldengate import (
     rejoin_split_key_changes,
     source_map,
 )
-from lakecdc.decoders._records import CORRUPT, read_json, read_text
+from lakecdc.decoders._records import CORRUPT, JSON_LIMITS, read_json, read_text
 from lakecdc.decoders.base import Decoder, first_error, parse_op_ts, session_is_utc
 from lakecdc.errors import ConfigError
 
@@ -260,7 +260,7 @@ def _names(text: Column) -> Column:
              & (F.size(parts) * 2 == quotes))
     return (F.when(text == "[]", F.array().cast("array<string>"))
             .when(plain, parts)
-            .otherwise(F.from_json(text, T.ArrayType(T.StringType()))))
+            .otherwise(F.from_json(text, T.ArrayType(T.StringType()), JSON_LIMITS)))
 
 
 def _op_modeled(m: Column) -> Column:
@@ -337,7 +337,7 @@ class OggJsonRowDecoder(Decoder):
         """Each message as ``m_table``, ``m_op_type`` and ``m_columns`` (map of variants: the JSON
         types, for inference)."""
         text = read_text(spark, files, staging=staging)
-        mm = F.from_json("value", _VARIANT_MAP)
+        mm = F.from_json("value", _VARIANT_MAP, JSON_LIMITS)
         return text.select(
             F.try_variant_get(mm["table"], "$", "string").alias("m_table"),
             F.try_variant_get(mm["op_type"], "$", "string").alias("m_op_type"),
@@ -356,7 +356,7 @@ class OggJsonRowDecoder(Decoder):
         parsed = read_json(spark, files, _WRAPPED, staging=staging, wrap="m", derived={"m_columns": columns})
         cols: dict[str, Column] = {f"m_{n}": mm[n] for n in META_MEMBERS[:5]}
         cols["m_primary_keys"] = _names(mm["primary_keys"])
-        cols["m_tokens"] = F.from_json(mm["tokens"], _TEXT_MAP)
+        cols["m_tokens"] = F.from_json(mm["tokens"], _TEXT_MAP, JSON_LIMITS)
         cols["m_columns"] = F.col("m_columns")
         cols["m_bad_json"] = F.col(CORRUPT).isNotNull() | mm.isNull()
         cols["m_duplicate"] = _first_duplicate_key(mm)

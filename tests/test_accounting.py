@@ -1,0 +1,225 @@
+"""Every record read is accounted for: applied, duplicate/late, skipped with its exact kind, or
+quarantined with a true reason; key/value dumps (kcat -K); runs whose files were all quarantined;
+re-applying chosen files; values longer than Jackson's default string limit."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import lakecdc
+
+try:
+    from tests.helpers import ogg, rows, write_jsonl
+except ModuleNotFoundError:  # tests/ is on sys.path, not the repository root
+    from helpers import ogg, rows, write_jsonl  # type: ignore[no-redef]
+
+BIG = 21_000_000  # over Jackson's default maxStringLength (20,000,000), Spark's JSON reader's limit
+
+
+@pytest.mark.spark
+def test_a_value_over_20_mb_applies(spark, tmp_path):
+    big = "x" * BIG
+    write_jsonl(tmp_path / "land" / "a.json", [
+        ogg("S.T", "I", "00:00:01", 1, after={"ID": 1, "DOC": big}, keys=["ID"]),
+        ogg("S.T", "I", "00:00:02", 2, after={"ID": 2, "DOC": "small"}, keys=["ID"]),
+    ])
+    summary = lakecdc.apply(tmp_path / "land", tmp_path / "lake", spark=spark)
+    t = summary.table("S.T")
+    assert (t.inserted, t.quarantined) == (2, 0)
+    got = {r["ID"]: r["DOC"] for r in rows(tmp_path / "lake" / "S.T", "ID")}
+    assert len(got[1]) == BIG and got[2] == "small"
+
+
+# -- kcat -K key/value dumps ------------------------------------------------------------------------
+
+
+def dbz(op: str, after: dict | None, before: dict | None = None, ts: int = 1700000000000, table: str = "t") -> dict:
+    return {"before": before, "after": after, "op": op, "ts_ms": ts,
+            "source": {"connector": "mysql", "db": "shop", "table": table, "ts_ms": ts, "file": "binlog.000001",
+                       "pos": ts - 1699999999000, "row": 0, "server_id": 1, "name": "srv"}}
+
+
+@pytest.mark.spark
+def test_kcat_key_value_lines_with_a_placeholder_key_apply(spark, tmp_path):
+    land = tmp_path / "land"
+    land.mkdir()
+    (land / "dump.txt").write_text("\n".join([
+        "****^" + json.dumps(dbz("c", {"id": 1, "v": "a"}, ts=1700000001000)),
+        '{"id":2}^' + json.dumps(dbz("c", {"id": 2, "v": "b"}, ts=1700000002000)),
+        "****^" + json.dumps(dbz("u", {"id": 1, "v": "c"}, {"id": 1, "v": "a"}, ts=1700000003000)),
+        '{"id":2}^',  # a tombstone (kcat prints a null value as nothing)
+        "// a comment stays a comment",
+    ]) + "\n")
+    summary = lakecdc.apply(land, tmp_path / "lake", format="debezium-json", keys={"shop.t": ["id"]}, spark=spark)
+    t = summary.table("shop.t")
+    assert (t.events, t.quarantined) == (3, 0)
+    assert rows(tmp_path / "lake" / "shop.t", "id") == [{"id": 1, "v": "c"}, {"id": 2, "v": "b"}]
+    kinds = {**summary.skipped_unrouted_kinds}
+    for x in summary.tables:
+        kinds.update(x.skipped_kinds)
+    assert kinds == {"tombstone": 1, "comment": 1}
+
+
+# -- skipped records by kind, every record accounted for per file -----------------------------------
+
+
+def canal(type_: str, data: list[dict] | None, **members) -> str:
+    msg = {"data": data, "database": "db", "table": "t", "es": 1600000000000, "id": 1, "isDdl": False,
+           "old": None, "pkNames": ["id"], "sql": "", "ts": 1600000000500, "type": type_,
+           "mysqlType": {"id": "bigint(20)", "v": "varchar(10)"}, "sqlType": {"id": -5, "v": 12}}
+    return json.dumps({**msg, **members})
+
+
+@pytest.mark.spark
+def test_skipped_records_are_reported_by_kind_and_every_record_per_file(spark, tmp_path):
+    land = tmp_path / "land"
+    land.mkdir()
+    (land / "a.json").write_text("\n".join([
+        canal("INSERT", [{"id": "1", "v": "a"}, {"id": "2", "v": "b"}]),
+        canal("ALTER", None, isDdl=True, sql="ALTER TABLE t ADD c INT", id=2),
+        canal("HEARTBEAT", None, id=3),
+        "this is not JSON",
+    ]) + "\n")
+    (land / "b.json").write_text(canal("DELETE", [{"id": "2", "v": "b"}], id=4) + "\n")
+    summary = lakecdc.apply(land, tmp_path / "lake", format="canal-json", spark=spark)
+    kinds = dict(summary.skipped_unrouted_kinds)
+    for x in summary.tables:
+        for k, n in x.skipped_kinds.items():
+            kinds[k] = kinds.get(k, 0) + n
+    assert kinds == {"ddl": 1, "heartbeat": 1}
+    text = summary.render()
+    assert "2 record(s) skipped, no row change: 1 ddl, 1 heartbeat" in text
+    assert "tombstones, heartbeats, transaction markers" not in text
+    acc = {Path(f).name: a for f, a in summary.file_accounts.items()}
+    assert acc == {
+        "a.json": {"events": 2, "skipped:ddl": 1, "skipped:heartbeat": 1, "quarantined": 1},
+        "b.json": {"events": 1},
+    }
+    assert summary.unreadable_files == ()
+    assert summary.to_dict()["file_accounts"] == summary.file_accounts
+
+
+# -- a run with the wrong format; re-applying chosen files ------------------------------------------
+
+
+@pytest.mark.spark
+def test_a_wrong_format_run_fails_and_reapply_reads_the_files_again(spark, tmp_path, capsys):
+    from lakecdc.cli import main
+
+    land, lake = tmp_path / "land", tmp_path / "lake"
+    write_jsonl(land / "a.json", [
+        ogg("S.T", "I", "00:00:01", 1, after={"ID": 1, "A": "x"}, keys=["ID"]),
+        ogg("S.T", "U", "00:00:02", 2, before={"ID": 1}, after={"ID": 1, "A": "y"}, keys=["ID"]),
+    ])
+    base = ["apply", "--input", str(land), "--target", str(lake), "--quiet"]
+    assert main([*base, "--format", "canal-json"]) == 1
+    out = capsys.readouterr().out
+    assert "1 file(s) gave no row change" in out and "a.json" in out and "--reapply" in out
+
+    # the right format alone finds nothing new: the file is recorded as applied
+    assert main([*base, "--format", "ogg-json"]) == 0
+    assert "none (nothing new)" in capsys.readouterr().out
+    assert not (lake / "S.T").exists()
+
+    assert main([*base, "--format", "ogg-json", "--reapply", "*.json"]) == 0
+    assert rows(lake / "S.T", "ID") == [{"ID": 1, "A": "y"}]
+    # ... once: the file is recorded again, and a second run has nothing new
+    assert main([*base, "--format", "ogg-json"]) == 0
+    assert "none (nothing new)" in capsys.readouterr().out
+
+
+@pytest.mark.spark
+def test_reapply_names_no_file_applied_before(spark, tmp_path):
+    write_jsonl(tmp_path / "land" / "a.json", [ogg("S.T", "I", "00:00:01", 1, after={"ID": 1}, keys=["ID"])])
+    with pytest.raises(lakecdc.ConfigError, match="reapply"):
+        lakecdc.apply(tmp_path / "land", tmp_path / "lake", spark=spark, reapply=["nothing-*.json"])
+
+
+# -- property: every record read is accounted for, for every format ---------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from lakecdc.decoders import DECODERS  # noqa: E402
+from lakecdc.profile import NO_ROW_CHANGE, profile_events  # noqa: E402
+
+try:
+    from tests.test_property import API_EXAMPLES, SLOW_SETTINGS
+except ModuleNotFoundError:  # tests/ is on sys.path, not the repository root
+    from test_property import API_EXAMPLES, SLOW_SETTINGS  # type: ignore[no-redef]
+
+#: A record per line at least, whatever the line holds (a line a format cannot read is a bad record).
+LINE_FORMATS = ("ogg-json", "canal-json", "debezium-json", "shareplex-json", "ogg-json-row")
+
+
+def _records(i: int) -> dict[str, str]:
+    """Single-line records of several formats, and lines of no format, by kind."""
+    return {
+        "ogg insert": json.dumps(ogg("S.T", "I", "00:00:01", i + 1, after={"ID": i, "A": "x"}, keys=["ID"])),
+        "ogg truncate": json.dumps(ogg("S.T", "T", "00:00:01", i + 1)),
+        "canal insert": canal("INSERT", [{"id": str(i), "v": "a"}], id=i + 1),
+        "canal ddl": canal("ALTER", None, isDdl=True, sql="ALTER TABLE t ADD c INT", id=i + 1),
+        "canal heartbeat": canal("HEARTBEAT", None, id=i + 1),
+        "debezium create": json.dumps(dbz("c", {"id": i, "v": "a"}, ts=1700000000000 + i)),
+        "kcat placeholder key": "****^" + json.dumps(dbz("c", {"id": i, "v": "a"}, ts=1700000000000 + i)),
+        "kcat tombstone": f'{{"id":{i}}}^',
+        "comment": "// a comment",
+        "not JSON": f"garbage {i}",
+        "JSON array": "[1, 2]",
+        "JSON scalar": "42",
+        "empty object": "{}",
+    }
+
+
+@st.composite
+def landing_files(draw: st.DrawFn) -> list[list[str]]:
+    kinds = sorted(_records(0))
+    files = draw(st.lists(st.lists(st.sampled_from(kinds), min_size=1, max_size=6), min_size=1, max_size=3))
+    return [[_records(n * 10 + i)[k] for i, k in enumerate(f)] for n, f in enumerate(files)]
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@settings(max_examples=max(3, API_EXAMPLES // 5), **SLOW_SETTINGS)  # type: ignore[arg-type]
+@given(files=landing_files())
+def test_every_record_is_accounted_for_in_every_format(spark, tmp_path_factory, files):
+    land = tmp_path_factory.mktemp("acc")
+    paths = []
+    for n, lines in enumerate(files):
+        path = land / f"f{n}.txt"
+        path.write_text("\n".join(lines) + "\n")
+        paths.append(str(path.resolve()))
+    for fmt in sorted(DECODERS):
+        try:
+            events = lakecdc.read_changes(paths, format=fmt, spark=spark)
+            *_, accounts = profile_events(events)
+        except lakecdc.ConfigError:  # the run refuses the input, saying why (e.g. no Avro schemas): nothing lost
+            continue
+        for path, lines in zip(paths, files, strict=True):
+            acc = accounts.files.get(path, {})
+            # a record is never skipped without its kind (a record that is no change of this format
+            # is quarantined with the reason, not skipped as nothing)
+            assert f"skipped:{NO_ROW_CHANGE}" not in acc, (fmt, path, acc)
+            assert sum(acc.values()) >= 1, (fmt, path, acc)
+            if fmt in LINE_FORMATS:
+                # every line is a record at least (a line a reader splits, '{...}^', may be more)
+                assert sum(acc.values()) >= len(lines), (fmt, path, lines, acc)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("sep", ["^", "\t", ":"])
+def test_kcat_key_value_dumps_of_json_formats_apply(spark, tmp_path, sep):
+    land = tmp_path / "land"
+    land.mkdir()
+    (land / "dump.txt").write_text("\n".join([
+        f"****{sep}" + canal("INSERT", [{"id": "1", "v": "a"}], id=1),
+        f'{{"id":1}}{sep}' + canal("UPDATE", [{"id": "1", "v": "b"}], old=[{"v": "a"}], id=2),
+        f"****{sep}" + canal("INSERT", [{"id": "2", "v": "c"}], id=3),
+    ]) + "\n")
+    summary = lakecdc.apply(land, tmp_path / "lake", format="canal-json", spark=spark)
+    t = summary.table("db.t")
+    assert (t.events, t.quarantined) == (3, 0)
+    assert rows(tmp_path / "lake" / "db.t", "id") == [{"id": 1, "v": "b"}, {"id": 2, "v": "c"}]
