@@ -103,17 +103,23 @@ def _committed_runs(engine: DeltaRsEngine, tables: dict[str, str]) -> dict[str, 
 _UNREADABLE = (None, -1)
 
 
-def _recorded_versions(manifests: list[Manifest]) -> dict[str, tuple[int, int, str]]:
+def _recorded_versions(manifests: list[Manifest], target: str) -> dict[str, tuple[int, int, str]]:
     """Per table path: the newest Delta version a finished run recorded, with that run's id and the
-    table. (An unfinished run is resumed by the next one: a table that lacks its commit gets it.)"""
+    table. (An unfinished run is resumed by the next one: a table that lacks its commit gets it.)
+
+    A table under the target is found where the target is now: a target copied or moved whole
+    (a backup restored elsewhere) keeps its tables inside it, whatever root its runs recorded."""
     out: dict[str, tuple[int, int, str]] = {}
     for m in manifests:
         if m.status != "committed":
             continue
+        root = str((m.summary or {}).get("target") or "").rstrip("/")
         for t in (m.summary or {}).get("tables", []):
             v, path = t.get("delta_version"), t.get("target")
             if v is None or path is None:
                 continue
+            if root and root != target.rstrip("/") and path.startswith(root + "/"):
+                path = target.rstrip("/") + path[len(root):]
             if path not in out or v > out[path][0]:
                 out[path] = (int(v), m.run_id, t.get("source_table") or path)
     return out
@@ -161,7 +167,7 @@ def diagnose(engine: DeltaRsEngine, target: str) -> list[Problem]:
             "again",
             f"restore the run-*.json files from a backup, or rebuild the ledger with '{repair}'",
         ))
-    for path, (version, run_id, name) in sorted(_recorded_versions(manifests).items()):
+    for path, (version, run_id, name) in sorted(_recorded_versions(manifests, target).items()):
         if path in unreadable:
             continue
         if path not in state:

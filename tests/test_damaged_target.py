@@ -155,3 +155,17 @@ def test_unreadable_manifest_is_named_with_its_repair(tmp_path):
     (runs / f"run-{1:010d}.json").write_text('{"run_id": 1, "status": "comm')
     with pytest.raises(LakecdcError, match=r"manifest .*run-0000000001.json cannot be read .*'lakecdc repair --target"):
         Ledger(tmp_path / "lake").manifests()
+
+
+def test_a_target_moved_whole_is_not_damaged(spark, tmp_path):
+    """A target copied or moved elsewhere (a backup restored to another place) keeps its tables
+    inside it: its runs recorded the old root, and the next run finds them where they are now."""
+    landing, target, h = two_runs(tmp_path, spark)
+    moved = tmp_path / "restored" / "lake"
+    moved.parent.mkdir()
+    shutil.move(str(target), str(moved))
+    assert diagnose(DeltaRsEngine(), str(moved)) == []
+    land(landing, "3.json", wave3())
+    h.apply_run(wave3())
+    assert run(landing, moved, spark).runs == (3,)
+    assert_equals_oracle(moved, h)
