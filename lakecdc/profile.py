@@ -50,11 +50,17 @@ class Accounts:
     ``comment``, ``key``, ...). ``files``: per input file, its records by what became of them:
     ``events`` (row changes, to be applied, or found duplicate or late, or quarantined by a later
     step), ``held`` (waiting for their transaction), ``skipped:<kind>``, and ``quarantined``
-    (records that could not be decoded).
+    (records that could not be decoded). ``late``: per input file, its row changes the tables'
+    folds found duplicate or late (added once the tables are prepared).
     """
 
     skipped: dict[str | None, dict[str, int]] = field(default_factory=dict)
     files: dict[str, dict[str, int]] = field(default_factory=dict)
+    late: dict[str, int] = field(default_factory=dict)
+
+    def add_late(self, late: Mapping[str, int]) -> None:
+        for f, n in late.items():
+            self.late[f] = self.late.get(f, 0) + n
 
     def skipped_total(self) -> dict[str | None, int]:
         return {t: sum(kinds.values()) for t, kinds in self.skipped.items()}
