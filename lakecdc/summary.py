@@ -107,8 +107,9 @@ class RunSummary:
     skipped_unrouted_kinds: dict[str, int] = field(default_factory=dict)
     #: per input file, what became of its records: ``applied``, ``duplicate_or_late`` (a copy of
     #: the event before it, or not newer than the table), ``held``, ``skipped:<kind>`` and
-    #: ``quarantined`` (see :data:`FILE_ACCOUNTS`); they add up to the records read from the file.
-    #: A count of zero is left out.
+    #: ``quarantined``, and ``failed`` (row changes of a table that failed: the next run applies
+    #: them; see :data:`FILE_ACCOUNTS`); they add up to the records read from the file. A count of
+    #: zero is left out.
     file_accounts: dict[str, dict[str, int]] = field(default_factory=dict)
     #: files none of whose records was a row change and at least half of whose records were
     #: quarantined (a wrong ``format``?): the run ends with an error status (see ``cli.md``)
@@ -191,7 +192,7 @@ class RunSummary:
 
 
 #: The kinds of :attr:`RunSummary.file_accounts` (skipped records as ``skipped:<kind>``).
-FILE_ACCOUNTS = ("applied", "duplicate_or_late", "held", "quarantined")
+FILE_ACCOUNTS = ("applied", "duplicate_or_late", "held", "quarantined", "failed")
 
 
 def unreadable(accounts: dict[str, int]) -> bool:
@@ -199,7 +200,7 @@ def unreadable(accounts: dict[str, int]) -> bool:
     quarantined: most likely read as the wrong format (or not change data at all)."""
     total = sum(accounts.values())
     bad = accounts.get("quarantined", 0)
-    changes = accounts.get("applied", 0) + accounts.get("duplicate_or_late", 0) + accounts.get("held", 0)
+    changes = sum(accounts.get(k, 0) for k in ("applied", "duplicate_or_late", "held", "failed"))
     return bad > 0 and not changes and 2 * bad >= total
 
 

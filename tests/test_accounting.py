@@ -263,6 +263,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 from lakecdc.decoders import DECODERS  # noqa: E402
 from lakecdc.profile import NO_ROW_CHANGE, profile_events  # noqa: E402
+from lakecdc.summary import FILE_ACCOUNTS  # noqa: E402
 
 try:
     from tests.test_property import API_EXAMPLES, SLOW_SETTINGS
@@ -278,6 +279,8 @@ def _records(i: int) -> dict[str, str]:
     return {
         "ogg insert": json.dumps(ogg("S.T", "I", "00:00:01", i + 1, after={"ID": i, "A": "x"}, keys=["ID"])),
         "ogg truncate": json.dumps(ogg("S.T", "T", "00:00:01", i + 1)),
+        # the same record wherever it is: copies after the first are duplicates
+        "ogg insert copy": json.dumps(ogg("S.T", "I", "00:00:00", 0, after={"ID": -1, "A": "x"}, keys=["ID"])),
         "canal insert": canal("INSERT", [{"id": str(i), "v": "a"}], id=i + 1),
         "canal ddl": canal("ALTER", None, isDdl=True, sql="ALTER TABLE t ADD c INT", id=i + 1),
         "canal heartbeat": canal("HEARTBEAT", None, id=i + 1),
@@ -325,6 +328,34 @@ def test_every_record_is_accounted_for_in_every_format(spark, tmp_path_factory, 
             if fmt in LINE_FORMATS:
                 # every line is a record at least (a line a reader splits, '{...}^', may be more)
                 assert sum(acc.values()) >= len(lines), (fmt, path, lines, acc)
+        if fmt in APPLY_FORMATS:
+            _check_applied_accounts(spark, fmt, land, paths, files, accounts, tmp_path_factory.mktemp("lake"))
+
+
+#: Formats whose runs the property also applies (twice: the second run re-reads every file).
+APPLY_FORMATS = {"ogg-json": None, "canal-json": None, "debezium-json": {"shop.t": ["id"]}}
+
+
+def _check_applied_accounts(spark, fmt, land, paths, files, profiled, lake) -> None:
+    """A run's file accounts add up to the records read per file; its duplicate/late ones to the
+    tables' counts; re-applying every file finds every row change (but truncates) late."""
+    runs = [lakecdc.apply(land, lake, format=fmt, keys=APPLY_FORMATS[fmt], reapply=reapply, spark=spark)
+            for reapply in ((), "*")]
+    for s in runs:
+        assert set(s.file_accounts) <= set(paths), (fmt, s.file_accounts)
+        assert sum(a.get("duplicate_or_late", 0) for a in s.file_accounts.values()) == sum(
+            t.duplicate_or_late for t in s.tables), (fmt, s.file_accounts, s.tables)
+        for path in paths:
+            acc = s.file_accounts.get(path, {})
+            assert sum(acc.values()) == sum(profiled.files.get(path, {}).values()), (fmt, path, acc)
+            assert set(acc) <= {*FILE_ACCOUNTS, *(k for k in acc if k.startswith("skipped:"))}, acc
+    first, again = runs
+    for path, lines in zip(paths, files, strict=True):
+        one, two = first.file_accounts.get(path, {}), again.file_accounts.get(path, {})
+        changes = [a.get("applied", 0) + a.get("duplicate_or_late", 0) for a in (one, two)]
+        assert changes[0] == changes[1], (fmt, path, one, two)
+        if not (fmt == "ogg-json" and any('"op_type": "T"' in line for line in lines)):  # (a truncate applies)
+            assert two.get("applied", 0) == 0, (fmt, path, lines, two)
 
 
 @pytest.mark.spark
