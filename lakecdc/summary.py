@@ -183,12 +183,28 @@ class RunSummary:
             lines.append(f"{self.quarantined_unrouted} record(s) quarantined that name no table (not valid JSON, ...)")
         if self.quarantine and (self.quarantined_unrouted or any(t.quarantined for t in self.tables)):
             lines.append(f"quarantined records: {self.quarantine}")
+        lines += self.file_lines()
         for t in self.tables:
             if t.error:
                 lines.append(f"ERROR {t.source_table}: {t.error}")
         if self.unreadable_files:
             lines.append(unreadable_message(self.unreadable_files, self.format))
         return "\n".join(lines)
+
+
+    def file_lines(self, most: int = 10) -> list[str]:
+        """Per file whose records were not all applied, what became of them (``most`` files)."""
+        shown = [(f, acc) for f, acc in sorted(self.file_accounts.items()) if set(acc) - {"applied"}]
+        if not shown:
+            return []
+        out = ["per file, records not all applied:"]
+        for f, acc in shown[:most]:
+            parts = [f"{acc[k]} {k.replace('_', ' ')}" for k in FILE_ACCOUNTS if acc.get(k)]
+            parts += [f"{n} skipped ({k.split(':', 1)[1]})" for k, n in sorted(acc.items()) if k.startswith("skipped:")]
+            out.append(f"  {f}: {', '.join(parts)}")
+        if len(shown) > most:
+            out.append(f"  ... and {len(shown) - most} more file(s) (file_accounts in the JSON summary)")
+        return out
 
 
 #: The kinds of :attr:`RunSummary.file_accounts` (skipped records as ``skipped:<kind>``).

@@ -176,6 +176,8 @@ def test_every_file_splits_into_applied_duplicate_late_skipped_quarantined(spark
         for name, acc in _by_name(s).items():
             assert sum(acc.values()) == read[name], (name, acc)
     assert second.to_dict()["file_accounts"] == second.file_accounts
+    text = second.render()
+    assert "1 applied, 1 duplicate or late, 1 quarantined" in text and "d.json: 1 duplicate or late" in text
     assert rows(lake / "S.T", "ID") == [{"ID": 1, "A": "z"}]
 
 
