@@ -184,4 +184,5 @@ def replay(tbl: pa.Table, *, n_columns: int, n_keys: int, arrow_schema: pa.Schem
         out["_errors"].append(0)
         out["_pku"].append(False)
         out["_min_seq"].append(None)
+        out["_by_file"].append(None)  # (counted by the first fold)
     return pa.Table.from_pydict(out, schema=arrow_schema)

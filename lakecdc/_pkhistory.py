@@ -210,6 +210,7 @@ def replay(
             out[name].append(0)
         out["_pku"].append(False)
         out["_tomb_seq"].append(tomb_seq)
+        out["_by_file"].append(None)  # (counted by the first fold)
 
     for k in seen:  # every key replayed here, so that the caller can drop the first fold's rows of them
         emit(k, None, None)

@@ -25,6 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -275,10 +277,11 @@ def fold(wide: DataFrame, layout: Layout, *, reset_seq: str | None = None) -> Da
         # the first usable event after the last reset (a delete, or the batch's truncate)
         "_live AND _after_reset AND NOT (_prev_ok AND coalesce(_prev_after_reset, false)) AS _first",
     )
+    ev = by_file(ev, over, whole, late="_dup OR (_stale AND NOT _bad)")
     # Whole-partition window aggregates, read off each key's last row: no second shuffle and no
     # aggregation buffers of structs.
     per_key = [
-        *keys, "_is_last", "_last_d",
+        *keys, "_is_last", "_last_d", "_by_file",
         # the newest usable event (the last row may be a replayed copy of it, which is not usable)
         f"last(CASE WHEN _live THEN struct(_seq, _op, _op_ts) END, true) OVER {whole} AS _newest",
         f"count(1) OVER {whole} AS _events",
@@ -307,9 +310,68 @@ def fold(wide: DataFrame, layout: Layout, *, reset_seq: str | None = None) -> Da
         "CASE WHEN _newest IS NULL THEN NULL WHEN _newest._op = 'D' THEN 'delete' ELSE 'upsert' END AS _action",
         "_newest._seq AS _cdc_seq", "_newest._op AS _cdc_op", "_newest._op_ts AS _cdc_op_ts",
         *[f"CAST(coalesce({c}, 0) AS BIGINT) AS {c}" for c in ("_events", "_dups", "_stale", "_errors")],
-        "coalesce(_pku, false) AS _pku", "_min_seq",
+        "coalesce(_pku, false) AS _pku", "_min_seq", "_by_file",
     ]
     return last_rows.selectExpr(*out)
+
+
+#: Type of the ``_by_file`` column of :func:`fold` and the history fold: per key, one entry per
+#: run of its events (in the fold's order) read from one file: that file (as read, maybe a staged
+#: copy), how many events the run holds and how many of them were duplicate or late.
+BY_FILE = T.ArrayType(T.StructType([
+    T.StructField("file", T.StringType()), T.StructField("events", T.LongType()), T.StructField("late", T.LongType()),
+]))
+
+
+def by_file(ev: DataFrame, over: str, whole: str, *, late: str, counted: str = "true") -> DataFrame:
+    """``ev`` (one row per event, windowed ``over`` per key) with ``_by_file`` (:data:`BY_FILE`):
+    the key's events and duplicate or late events per file they were read from, computed in the
+    fold's own window (running sums over its order, no other shuffle or sort). ``late`` and
+    ``counted`` are SQL over the rows: the event was duplicate or late; the row is an event (not
+    a stand-in for a stored row). The caller sums the entries per file over the keys
+    (:func:`late_by_file`)."""
+    run = f"({over} ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)"
+    ev = ev.selectExpr(
+        "*",
+        f"NOT (lag(_file) OVER ({over}) <=> _file) AS _rs",
+        f"NOT (lead(_file, 1, '') OVER ({over}) <=> _file) AS _re",
+        f"sum(CAST({counted} AS BIGINT)) OVER {run} AS _cn",
+        f"sum(CAST({late} AS BIGINT)) OVER {run} AS _cl",
+        f"CAST({counted} AS BIGINT) AS _c1", f"CAST({late} AS BIGINT) AS _l1",
+    )
+    ev = ev.selectExpr(
+        "*",
+        f"max(CASE WHEN _rs THEN _cn - _c1 END) OVER {run} AS _cn0",
+        f"max(CASE WHEN _rs THEN _cl - _l1 END) OVER {run} AS _cl0",
+    )
+    return ev.selectExpr(
+        "*",
+        "collect_list(CASE WHEN _re AND _file IS NOT NULL AND _cn > _cn0 THEN named_struct("
+        f"'file', _file, 'events', _cn - _cn0, 'late', _cl - _cl0) END) OVER {whole} AS _by_file",
+    ).drop("_rs", "_re", "_cn", "_cl", "_c1", "_l1", "_cn0", "_cl0")
+
+
+def late_by_file(net: pa.Table) -> tuple[dict[str, int], dict[str, int]]:
+    """Per file (the input file, not a staged copy), the events and the duplicate or late events
+    of a fold's collected output (its ``_by_file`` column, see :func:`by_file`)."""
+    from lakecdc.decoders._records import source_of
+
+    if "_by_file" not in net.column_names or not net.num_rows:
+        return {}, {}
+    flat = pc.list_flatten(net.column("_by_file"))
+    if not len(flat):
+        return {}, {}
+    entries = pa.table({"file": pc.struct_field(flat, "file"), "events": pc.struct_field(flat, "events"),
+                        "late": pc.struct_field(flat, "late")})
+    sums = entries.group_by("file").aggregate([("events", "sum"), ("late", "sum")]).to_pylist()
+    events: dict[str, int] = {}
+    late: dict[str, int] = {}
+    for r in sums:
+        f = source_of(r["file"])
+        events[f] = events.get(f, 0) + int(r["events_sum"] or 0)
+        if r["late_sum"]:
+            late[f] = late.get(f, 0) + int(r["late_sum"])
+    return events, late
 
 
 def content_hash(layout: Layout) -> str:
@@ -338,6 +400,7 @@ def net_schema(layout: Layout) -> T.StructType:
         T.StructField("_errors", T.LongType()),
         T.StructField("_pku", T.BooleanType()),
         T.StructField("_min_seq", T.StringType()),
+        T.StructField("_by_file", BY_FILE),
     ]
     return T.StructType(fields)
 

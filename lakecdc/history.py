@@ -38,7 +38,7 @@ from __future__ import annotations
 import datetime as dt
 import fnmatch
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -47,7 +47,18 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakecdc.columns import sql_string
-from lakecdc.consolidate import ARRIVAL, Layout, content_hash, drop_stale, key_move_events, pk_touched, widen
+from lakecdc.consolidate import (
+    ARRIVAL,
+    BY_FILE,
+    Layout,
+    by_file,
+    content_hash,
+    drop_stale,
+    key_move_events,
+    late_by_file,
+    pk_touched,
+    widen,
+)
 from lakecdc.errors import ConfigError
 from lakecdc.merge.history_plan import END_AT, HISTORY_COLUMNS, START_AT, HistoryPlan
 from lakecdc.merge.plan import CDC_COLUMNS
@@ -207,6 +218,7 @@ def version_schema(layout: Layout) -> T.StructType:
         *[T.StructField(c, T.LongType()) for c in _COUNTS],
         T.StructField("_pku", T.BooleanType()),
         T.StructField("_tomb_seq", T.StringType()),
+        T.StructField("_by_file", BY_FILE),
     ]
     return T.StructType(fields)
 
@@ -297,6 +309,7 @@ def fold_history(
         f"max(_live AND _pku) OVER {whole} AS _key_pku",
         f"last(CASE WHEN _live AND NOT _target THEN struct(_seq, _op) END, true) OVER {whole} AS _newest",
     )
+    ev = by_file(ev, w1, whole, late="(_dup AND NOT _target) OR (_stale AND NOT _bad)", counted="NOT _target")
     # 2. segments of the usable events: a delete ends one, a truncate between two events starts one
     w2 = f"PARTITION BY {by_key}, _live ORDER BY _seq, {arrival}"
     ev = ev.selectExpr(
@@ -336,6 +349,7 @@ def fold_history(
         *[f"CAST(IF(_is_last, _n{c}, 0) AS BIGINT) AS {c}" for c in _COUNTS],
         "_is_last AND coalesce(_key_pku, false) AS _pku",
         "CASE WHEN _is_last AND _newest._op = 'D' THEN _newest._seq END AS _tomb_seq",
+        "IF(_is_last, _by_file, NULL) AS _by_file",
     )
 
 
@@ -356,6 +370,8 @@ class HistoryPrepared:
     truncates: tuple[tuple[str, dt.datetime], ...]
     counts: dict[str, int]
     seen_columns: bool
+    #: per input file, its events of this table that were duplicate or late
+    late_by_file: dict[str, int] = field(default_factory=dict)
 
 
 def _layout(shape: TableShape, inferred: dict[str, T.DataType]) -> tuple[Layout, T.StructType]:
@@ -441,6 +457,8 @@ def prepare_history(
     out = fold_history(usable, layout, open_rows=open_rows, truncates=truncates, tracked=tracked).toArrow()
     counts = {name: int(pc.sum(out.column(name)).as_py() or 0) for name in _COUNTS}
     counts["_stale"] += late_truncates
+    _, late = late_by_file(out)
+    out = out.drop_columns(["_by_file"])
     if pc.any(out.column("_pku")).as_py():
         # keys touched by a primary-key update depend on each other: replay them in order
         ok = key_move_events(mine, layout, stored, watermark)
@@ -468,7 +486,7 @@ def prepare_history(
     prep = HistoryPrepared(
         table=table, path=path, layout=layout, new_fields=new_fields, exists=shape.exists, versions=versions,
         deletes=deletes, truncates=tuple((s, epoch + dt.timedelta(microseconds=us)) for s, us in truncates),
-        counts=counts, seen_columns=bool(prof["columns"]),
+        counts=counts, seen_columns=bool(prof["columns"]), late_by_file=late,
     )
     return prep, bad
 

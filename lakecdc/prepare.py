@@ -15,7 +15,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
@@ -24,7 +24,15 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakecdc.columns import sql_string
-from lakecdc.consolidate import Layout, drop_stale, fold, fold_with_key_moves, key_move_events, widen
+from lakecdc.consolidate import (
+    Layout,
+    drop_stale,
+    fold,
+    fold_with_key_moves,
+    key_move_events,
+    late_by_file,
+    widen,
+)
 from lakecdc.errors import CommitConflict, PrimaryKeyUpdateError
 from lakecdc.history import (
     CHANGE_DATA_FEED,
@@ -79,6 +87,10 @@ class Prepared:
     counts: dict[str, int]
     truncate_seq: str | None
     seen_columns: bool
+    #: per input file, its events of this table (all events, as the fold saw them) and those of
+    #: them that were duplicate or late
+    events_by_file: dict[str, int] = field(default_factory=dict)
+    late_by_file: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -189,6 +201,8 @@ def prepare_table(
     counts = {
         name: int(pc.sum(net.column(name)).as_py() or 0) for name in ("_events", "_dups", "_stale", "_errors")
     }
+    events_by_file, late = late_by_file(net)
+    net = net.drop_columns(["_by_file"])
     if speculation is not None:
         min_seq = pc.min(net.column("_min_seq")).as_py()
         if counts["_errors"] or (not need_stored and min_seq is not None and max_stored is not None and min_seq <= max_stored):
@@ -211,7 +225,7 @@ def prepare_table(
         ).toArrow()
         # duplicates stay as the first fold counted them (it also sees events a truncate wiped)
         counts["_pku"] = int(ok.where("_pku").count())
-        net = moved
+        net = moved.drop_columns(["_by_file"])
     net = net.filter(pc.is_valid(net.column("_action")))
     bad = None
     if counts["_errors"]:
@@ -222,6 +236,7 @@ def prepare_table(
     prep = Prepared(
         table=table, path=path, layout=layout, new_fields=new_fields, exists=exists, net=net,
         counts=counts, truncate_seq=run_truncate, seen_columns=bool(prof["columns"]),
+        events_by_file=events_by_file, late_by_file=late,
     )
     return prep, bad
 

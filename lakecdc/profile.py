@@ -50,11 +50,19 @@ class Accounts:
     ``comment``, ``key``, ...). ``files``: per input file, its records by what became of them:
     ``events`` (row changes, to be applied, or found duplicate or late, or quarantined by a later
     step), ``held`` (waiting for their transaction), ``skipped:<kind>``, and ``quarantined``
-    (records that could not be decoded).
+    (records that could not be decoded). ``events``: the row changes per input file and table;
+    ``late``: per input file and table, the row changes the table's fold found duplicate or late
+    (added once the table is prepared).
     """
 
     skipped: dict[str | None, dict[str, int]] = field(default_factory=dict)
     files: dict[str, dict[str, int]] = field(default_factory=dict)
+    events: dict[tuple[str, str], int] = field(default_factory=dict)
+    late: dict[tuple[str, str], int] = field(default_factory=dict)
+
+    def add_late(self, table: str, late: Mapping[str, int]) -> None:
+        for f, n in late.items():
+            self.late[f, table] = self.late.get((f, table), 0) + n
 
     def skipped_total(self) -> dict[str | None, int]:
         return {t: sum(kinds.values()) for t, kinds in self.skipped.items()}
@@ -107,6 +115,9 @@ def profile_events(events: DataFrame) -> tuple[dict[str, dict], int, dict[str | 
         for name in ("events", "held"):
             if r[name]:
                 per_file[name] = per_file.get(name, 0) + int(r[name])
+        if r["events"] and table is not None:
+            at = (sources[staged], table)
+            accounts.events[at] = accounts.events.get(at, 0) + int(r["events"])
         if r["errors"]:
             per_file["quarantined"] = per_file.get("quarantined", 0) + int(r["errors"])
         if r["skipped"]:

@@ -105,10 +105,11 @@ class RunSummary:
     skipped_unrouted: int = 0
     #: ``skipped_unrouted`` by exact kind
     skipped_unrouted_kinds: dict[str, int] = field(default_factory=dict)
-    #: per input file, what became of its records: ``events`` (row changes: applied, or duplicate
-    #: or late, as the tables' counts say), ``held``, ``skipped:<kind>`` and ``quarantined``
-    #: (see :data:`FILE_ACCOUNTS`). Empty for a run that took the single-table fast path, where
-    #: every record was a row change of the table.
+    #: per input file, what became of its records: ``applied``, ``duplicate_or_late`` (a copy of
+    #: the event before it, or not newer than the table), ``held``, ``skipped:<kind>`` and
+    #: ``quarantined``, and ``failed`` (row changes of a table that failed: the next run applies
+    #: them; see :data:`FILE_ACCOUNTS`); they add up to the records read from the file. A count of
+    #: zero is left out.
     file_accounts: dict[str, dict[str, int]] = field(default_factory=dict)
     #: files none of whose records was a row change and at least half of whose records were
     #: quarantined (a wrong ``format``?): the run ends with an error status (see ``cli.md``)
@@ -182,6 +183,7 @@ class RunSummary:
             lines.append(f"{self.quarantined_unrouted} record(s) quarantined that name no table (not valid JSON, ...)")
         if self.quarantine and (self.quarantined_unrouted or any(t.quarantined for t in self.tables)):
             lines.append(f"quarantined records: {self.quarantine}")
+        lines += self.file_lines()
         for t in self.tables:
             if t.error:
                 lines.append(f"ERROR {t.source_table}: {t.error}")
@@ -190,8 +192,23 @@ class RunSummary:
         return "\n".join(lines)
 
 
+    def file_lines(self, most: int = 10) -> list[str]:
+        """Per file whose records were not all applied, what became of them (``most`` files)."""
+        shown = [(f, acc) for f, acc in sorted(self.file_accounts.items()) if set(acc) - {"applied"}]
+        if not shown:
+            return []
+        out = ["per file, records not all applied:"]
+        for f, acc in shown[:most]:
+            parts = [f"{acc[k]} {k.replace('_', ' ')}" for k in FILE_ACCOUNTS if acc.get(k)]
+            parts += [f"{n} skipped ({k.split(':', 1)[1]})" for k, n in sorted(acc.items()) if k.startswith("skipped:")]
+            out.append(f"  {f}: {', '.join(parts)}")
+        if len(shown) > most:
+            out.append(f"  ... and {len(shown) - most} more file(s) (file_accounts in the JSON summary)")
+        return out
+
+
 #: The kinds of :attr:`RunSummary.file_accounts` (skipped records as ``skipped:<kind>``).
-FILE_ACCOUNTS = ("events", "held", "quarantined")
+FILE_ACCOUNTS = ("applied", "duplicate_or_late", "held", "quarantined", "failed")
 
 
 def unreadable(accounts: dict[str, int]) -> bool:
@@ -199,7 +216,8 @@ def unreadable(accounts: dict[str, int]) -> bool:
     quarantined: most likely read as the wrong format (or not change data at all)."""
     total = sum(accounts.values())
     bad = accounts.get("quarantined", 0)
-    return bad > 0 and not accounts.get("events") and not accounts.get("held") and 2 * bad >= total
+    changes = sum(accounts.get(k, 0) for k in ("applied", "duplicate_or_late", "held", "failed"))
+    return bad > 0 and not changes and 2 * bad >= total
 
 
 def unreadable_message(files: tuple[str, ...], fmt: str) -> str:

@@ -95,11 +95,131 @@ def test_skipped_records_are_reported_by_kind_and_every_record_per_file(spark, t
     assert "tombstones, heartbeats, transaction markers" not in text
     acc = {Path(f).name: a for f, a in summary.file_accounts.items()}
     assert acc == {
-        "a.json": {"events": 2, "skipped:ddl": 1, "skipped:heartbeat": 1, "quarantined": 1},
-        "b.json": {"events": 1},
+        "a.json": {"applied": 2, "skipped:ddl": 1, "skipped:heartbeat": 1, "quarantined": 1},
+        "b.json": {"applied": 1},
     }
     assert summary.unreadable_files == ()
     assert summary.to_dict()["file_accounts"] == summary.file_accounts
+
+
+# -- per file: applied, duplicate/late, held, skipped, quarantined add up to the records read -----
+
+
+def _lines(path: Path, records: list) -> int:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(r if isinstance(r, str) else json.dumps(r) for r in records) + "\n")
+    return len(records)
+
+
+def _by_name(summary) -> dict[str, dict[str, int]]:
+    return {Path(f).name: acc for f, acc in summary.file_accounts.items()}
+
+
+def _spy_fast_path(monkeypatch) -> list:
+    """The fast path's results, one per run (None: the run took the ordinary path)."""
+    import importlib
+
+    api = importlib.import_module("lakecdc.apply")  # (the package's ``apply`` is the function)
+    taken: list = []
+    real = api.fast_path
+
+    def spy(*args, **kwargs):
+        out = real(*args, **kwargs)
+        taken.append(out)
+        return out
+
+    monkeypatch.setattr(api, "fast_path", spy)
+    return taken
+
+
+@pytest.mark.spark
+def test_every_file_splits_into_applied_duplicate_late_skipped_quarantined(spark, tmp_path, monkeypatch):
+    taken = _spy_fast_path(monkeypatch)
+    land, lake = tmp_path / "land", tmp_path / "lake"
+    update = ogg("S.T", "U", "00:00:02", 2, before={"ID": 1}, after={"ID": 1, "A": "y"}, keys=["ID"])
+    read = {
+        "a.json": _lines(land / "a.json", [
+            ogg("S.T", "I", "00:00:01", 1, after={"ID": 1, "A": "x"}, keys=["ID"]),
+            update,
+            ogg("S.U", "I", "00:00:03", 3, after={"ID": 1, "B": "p"}, keys=["ID"]),
+            ogg("S.T", "T", "00:00:04", 4),  # read, not applied: skipped
+            "this is not JSON",
+        ]),
+        "b.json": _lines(land / "b.json", [
+            update,  # a copy of a.json's update, read after it: a duplicate
+            ogg("S.U", "I", "00:00:05", 5, after={"ID": 2, "B": "q"}, keys=["ID"]),
+        ]),
+    }
+    first = lakecdc.apply(land, lake, spark=spark, apply_as_truncates=False)
+    assert _by_name(first) == {
+        "a.json": {"applied": 3, "skipped:truncate (apply_as_truncates off)": 1, "quarantined": 1},
+        "b.json": {"applied": 1, "duplicate_or_late": 1},
+    }
+    assert first.table("S.T").duplicate_or_late == 1
+    newer = ogg("S.T", "U", "00:00:06", 6, before={"ID": 1}, after={"ID": 1, "A": "z"}, keys=["ID"])
+    read.update({
+        "c.json": _lines(land / "c.json", [
+            update,  # applied by the first run: late
+            newer,
+            ogg("S.U", "I", "00:00:07", 7, after={"ID": "not a number", "B": "r"}, keys=["ID"]),  # quarantined
+        ]),
+        "d.json": _lines(land / "d.json", [newer]),  # a copy of c.json's: a duplicate
+    })
+    second = lakecdc.apply(land, lake, spark=spark, apply_as_truncates=False)
+    assert taken == [None, None]  # (two tables: the ordinary path)
+    assert _by_name(second) == {
+        "c.json": {"applied": 1, "duplicate_or_late": 1, "quarantined": 1},
+        "d.json": {"duplicate_or_late": 1},
+    }
+    assert second.table("S.T").duplicate_or_late == 2 and second.table("S.U").quarantined == 1
+    for s in (first, second):
+        for name, acc in _by_name(s).items():
+            assert sum(acc.values()) == read[name], (name, acc)
+    assert second.to_dict()["file_accounts"] == second.file_accounts
+    text = second.render()
+    assert "1 applied, 1 duplicate or late, 1 quarantined" in text and "d.json: 1 duplicate or late" in text
+    assert rows(lake / "S.T", "ID") == [{"ID": 1, "A": "z"}]
+
+
+@pytest.mark.spark
+def test_the_single_table_fast_path_accounts_every_file(spark, tmp_path, monkeypatch):
+    taken = _spy_fast_path(monkeypatch)
+    land, lake = tmp_path / "land", tmp_path / "lake"
+    _lines(land / "a.json", [ogg("S.T", "I", "00:00:01", 1, after={"ID": 1, "A": "x"}, keys=["ID"])])
+    lakecdc.apply(land, lake, spark=spark)
+    insert = ogg("S.T", "I", "00:00:03", 3, after={"ID": 2, "A": "b"}, keys=["ID"])
+    _lines(land / "b.json", [
+        ogg("S.T", "U", "00:00:02", 2, before={"ID": 1}, after={"ID": 1, "A": "y"}, keys=["ID"]),
+        insert,
+    ])
+    _lines(land / "c.json", [
+        insert,  # a copy of b.json's insert: a duplicate
+        ogg("S.T", "U", "00:00:04", 4, before={"ID": 2}, after={"ID": 2, "A": "c"}, keys=["ID"]),
+        insert,  # a third copy: by (seq, arrival) it sorts right after the other two, a duplicate too
+    ])
+    summary = lakecdc.apply(land, lake, spark=spark)
+    assert taken[-1] is not None  # the fast path took the run
+    assert _by_name(summary) == {"b.json": {"applied": 2}, "c.json": {"applied": 1, "duplicate_or_late": 2}}
+    assert summary.table("S.T").duplicate_or_late == 2
+    assert rows(lake / "S.T", "ID") == [{"ID": 1, "A": "y"}, {"ID": 2, "A": "c"}]
+
+
+@pytest.mark.spark
+def test_a_history_table_accounts_duplicate_and_late_per_file(spark, tmp_path):
+    land, lake = tmp_path / "land", tmp_path / "lake"
+    update = ogg("S.H", "U", "00:00:02", 2, before={"ID": 1}, after={"ID": 1, "A": "y"}, keys=["ID"])
+    _lines(land / "a.json", [ogg("S.H", "I", "00:00:01", 1, after={"ID": 1, "A": "x"}, keys=["ID"]), update])
+    _lines(land / "b.json", [update, ogg("S.H", "I", "00:00:03", 3, after={"ID": 2, "A": "q"}, keys=["ID"])])
+    first = lakecdc.apply(land, lake, spark=spark, stored_as_scd_type=2)
+    assert _by_name(first) == {"a.json": {"applied": 2}, "b.json": {"applied": 1, "duplicate_or_late": 1}}
+    _lines(land / "c.json", [
+        update,  # late
+        ogg("S.H", "U", "00:00:04", 4, before={"ID": 2}, after={"ID": 2, "A": "r"}, keys=["ID"]),
+        "not JSON",
+    ])
+    second = lakecdc.apply(land, lake, spark=spark, stored_as_scd_type=2)
+    assert _by_name(second) == {"c.json": {"applied": 1, "duplicate_or_late": 1, "quarantined": 1}}
+    assert second.table("S.H").duplicate_or_late == 1
 
 
 # -- a run with the wrong format; re-applying chosen files ------------------------------------------
@@ -145,6 +265,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 from lakecdc.decoders import DECODERS  # noqa: E402
 from lakecdc.profile import NO_ROW_CHANGE, profile_events  # noqa: E402
+from lakecdc.summary import FILE_ACCOUNTS  # noqa: E402
 
 try:
     from tests.test_property import API_EXAMPLES, SLOW_SETTINGS
@@ -160,6 +281,8 @@ def _records(i: int) -> dict[str, str]:
     return {
         "ogg insert": json.dumps(ogg("S.T", "I", "00:00:01", i + 1, after={"ID": i, "A": "x"}, keys=["ID"])),
         "ogg truncate": json.dumps(ogg("S.T", "T", "00:00:01", i + 1)),
+        # the same record wherever it is: copies after the first are duplicates
+        "ogg insert copy": json.dumps(ogg("S.T", "I", "00:00:00", 0, after={"ID": -1, "A": "x"}, keys=["ID"])),
         "canal insert": canal("INSERT", [{"id": str(i), "v": "a"}], id=i + 1),
         "canal ddl": canal("ALTER", None, isDdl=True, sql="ALTER TABLE t ADD c INT", id=i + 1),
         "canal heartbeat": canal("HEARTBEAT", None, id=i + 1),
@@ -207,6 +330,37 @@ def test_every_record_is_accounted_for_in_every_format(spark, tmp_path_factory, 
             if fmt in LINE_FORMATS:
                 # every line is a record at least (a line a reader splits, '{...}^', may be more)
                 assert sum(acc.values()) >= len(lines), (fmt, path, lines, acc)
+        if fmt in APPLY_FORMATS:
+            _check_applied_accounts(spark, fmt, land, paths, files, accounts, tmp_path_factory.mktemp("lake"))
+
+
+#: Formats whose runs the property also applies (twice: the second run re-reads every file).
+APPLY_FORMATS = {"ogg-json": None, "canal-json": None, "debezium-json": {"shop.t": ["id"]}}
+
+
+def _check_applied_accounts(spark, fmt, land, paths, files, profiled, lake) -> None:
+    """A run's file accounts add up to the records read per file; its duplicate/late ones to the
+    tables' counts; re-applying every file finds every row change (but truncates) late."""
+    try:
+        runs = [lakecdc.apply(land, lake, format=fmt, keys=APPLY_FORMATS[fmt], reapply=reapply, spark=spark)
+                for reapply in ((), "*")]
+    except lakecdc.ConfigError:  # refused, saying why, before anything was committed: nothing lost
+        return
+    for s in runs:
+        assert set(s.file_accounts) <= set(paths), (fmt, s.file_accounts)
+        assert sum(a.get("duplicate_or_late", 0) for a in s.file_accounts.values()) == sum(
+            t.duplicate_or_late for t in s.tables), (fmt, s.file_accounts, s.tables)
+        for path in paths:
+            acc = s.file_accounts.get(path, {})
+            assert sum(acc.values()) == sum(profiled.files.get(path, {}).values()), (fmt, path, acc)
+            assert set(acc) <= {*FILE_ACCOUNTS, *(k for k in acc if k.startswith("skipped:"))}, acc
+    first, again = runs
+    for path, lines in zip(paths, files, strict=True):
+        one, two = first.file_accounts.get(path, {}), again.file_accounts.get(path, {})
+        changes = [a.get("applied", 0) + a.get("duplicate_or_late", 0) for a in (one, two)]
+        assert changes[0] == changes[1], (fmt, path, one, two)
+        if not (fmt == "ogg-json" and any('"op_type": "T"' in line for line in lines)):  # (a truncate applies)
+            assert two.get("applied", 0) == 0, (fmt, path, lines, two)
 
 
 @pytest.mark.spark
