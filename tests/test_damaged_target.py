@@ -1,4 +1,4 @@
-"""A damaged target is noticed (issue 32, item 3): the ledger and the tables check each other.
+"""A damaged target is noticed: the ledger and the tables check each other.
 
 Two damages seen on main: ``<target>/_lakecdc/`` deleted (run ids restarted at 1 and every table
 skipped the new changes as runs it had committed, exit 0), and the newest ``_delta_log`` commit of

@@ -1,4 +1,4 @@
-"""Several writers on one target (issue 32, item 2): one writer at a time, through the target's lease.
+"""Several writers on one target: one writer at a time, through the target's lease.
 
 Writers are real processes started at once (the CLI, or ``python -c`` for the lease alone): with
 the same inputs, every file is applied once (no SCD2 version, no quarantined record twice); with
