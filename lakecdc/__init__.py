@@ -17,6 +17,7 @@ Example (a notebook with a ``spark`` session)::
 
 from lakecdc.apply import apply, read_changes, read_table
 from lakecdc.changes import to_ops, to_rows
+from lakecdc.doctor import TargetDamaged
 from lakecdc.errors import (
     CommitConflict,
     ConfigError,
@@ -26,6 +27,7 @@ from lakecdc.errors import (
     PrimaryKeyUpdateError,
     UnknownFormatError,
 )
+from lakecdc.lease import TargetBusy
 from lakecdc.maintain import MaintenanceReport, maintain
 from lakecdc.session import get_spark
 from lakecdc.streaming import BatchFailed, ChangeStream, StreamBatch, stream
@@ -46,6 +48,8 @@ __all__ = [
     "RunSummary",
     "StreamBatch",
     "TableSummary",
+    "TargetBusy",
+    "TargetDamaged",
     "UnknownFormatError",
     "apply",
     "get_spark",
