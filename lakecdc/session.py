@@ -91,7 +91,7 @@ def conf_value(spark: SparkSession, key: str, default: str | None = None) -> str
     """The value ``spark`` gives for the setting ``key``, or ``default`` when it gives none.
 
     Never passes a default to Spark: for a setting Spark knows, Spark checks a given default as if
-    it were a value (``spark.conf.get("spark.sql.session.timeZone", "")`` fails on a session whose
+    it were a value (asking for the session time zone with an empty default fails on a session whose
     zone was never set, as in a notebook's own session). A session that refuses to tell (a
     platform's allow-list) gives ``default`` too.
     """
