@@ -1,7 +1,8 @@
-"""The only place that looks for optional engines: delta-spark's JVM classes, Spark Connect."""
+"""The only place that looks for optional engines: Delta Lake's Spark classes, Spark Connect."""
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 from lakecdc.session import conf_value
@@ -9,28 +10,38 @@ from lakecdc.session import conf_value
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+#: set on the sessions lakecdc starts itself (:func:`lakecdc.session.get_spark`)
+EMBEDDED_CONF = "spark.lakecdc.embedded"
+
 
 def is_spark_connect(spark: SparkSession) -> bool:
     """True for a Spark Connect session, which has no JVM handle to look into."""
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
-def delta_spark_available(spark: SparkSession) -> bool:
-    """True when Delta Lake's JVM classes and its Python package can be used from ``spark``.
+def is_embedded(spark: SparkSession) -> bool:
+    """True for a session :func:`lakecdc.session.get_spark` started (not a user's or a platform's)."""
+    return conf_value(spark, EMBEDDED_CONF) == "true"
 
-    Never downloads anything. On Spark Connect there is no JVM to ask, so the answer comes from the
-    session's configuration (``spark.sql.extensions`` naming Delta) instead.
+
+def delta_spark_available(spark: SparkSession) -> bool:
+    """True when Delta Lake's engine runs in ``spark``: Delta's SQL extension is configured (or the
+    platform is Databricks, where Delta is built in) and, on a classic session, its classes load.
+
+    Never downloads anything, and needs no Python package: the delta-spark engine speaks SQL. On
+    Spark Connect there is no JVM to ask, so the session's configuration answers.
     """
-    try:
-        import delta  # noqa: F401  (the delta-spark Python package)
-    except ImportError:
+    extensions = conf_value(spark, "spark.sql.extensions") or ""
+    databricks = bool(os.environ.get("DATABRICKS_RUNTIME_VERSION"))
+    if "DeltaSparkSessionExtension" not in extensions and not databricks:
         return False
     if is_spark_connect(spark):
-        extensions = conf_value(spark, "spark.sql.extensions") or ""
-        return "DeltaSparkSessionExtension" in extensions
+        return True
     try:
+        from py4j.java_gateway import JavaClass
+
         jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
-        jvm.java.lang.Class.forName("io.delta.tables.DeltaTable")
-    except Exception:  # py4j raises its own error types for a missing class
+        # py4j loads through Spark's class loader, which holds spark.jars (Class.forName does not)
+        return isinstance(jvm.org.apache.spark.sql.delta.DeltaLog, JavaClass)
+    except Exception:  # noqa: BLE001 - py4j raises its own error types
         return False
-    return True

@@ -218,7 +218,7 @@ def _maintain_one(
     if vacuum_retention is not None:
         hours = int(vacuum_retention.total_seconds() // 3600)
         try:
-            vacuumed = eng.vacuum(path, retention_hours=hours, enforce=not force)
+            vacuumed = eng.vacuum(path, retention_hours=hours, enforce=not force, dry_run=False)
         except Exception as exc:
             if "retention" not in str(exc).lower():
                 raise
@@ -228,7 +228,7 @@ def _maintain_one(
                 "or force it (lakecdc maintain --force) if no reader needs those versions"
             ) from exc
         if eng.exists(stones):
-            eng.vacuum(stones, retention_hours=hours, enforce=not force)
+            eng.vacuum(stones, retention_hours=hours, enforce=not force, dry_run=False)
     if checkpoint:
         eng.checkpoint(path)
     files_after, bytes_after = eng.files(path)

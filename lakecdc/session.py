@@ -74,7 +74,10 @@ def get_spark(*, master: str | None = None, conf: dict[str, str] | None = None) 
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder.master(master or os.environ.get("LAKECDC_SPARK_MASTER", "local[2]"))
     builder = builder.appName("lakecdc")
-    settings = {**LOCAL_CONF, **(conf or {})}
+    from lakecdc._compat import EMBEDDED_CONF
+    from lakecdc.jars import session_conf
+
+    settings = {**LOCAL_CONF, **session_conf(), EMBEDDED_CONF: "true", **(conf or {})}
     if settings["spark.driver.extraJavaOptions"] == JVM_OPTIONS:
         # Spark's classes mapped from an archive written after installation, when there is one
         from lakecdc._classarchive import java_options

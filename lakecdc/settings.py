@@ -142,12 +142,42 @@ def normalise_keys(keys: Mapping[str, Sequence[str] | str] | None) -> dict[str, 
     return out
 
 
+#: The engine ``auto`` picks on a session lakecdc started itself, when both engines can run there
+#: (see the README's "Two engines" and bench/RESULTS.md for the figures behind the choice).
+EMBEDDED_DEFAULT_ENGINE = "delta-rs"
+
+
+def auto_engine(spark: SparkSession) -> str:
+    """The engine ``engine="auto"`` means on ``spark``: delta-spark where Delta Lake runs in a session
+    you (or your platform) built; on lakecdc's own embedded session :data:`EMBEDDED_DEFAULT_ENGINE`
+    (``LAKECDC_ENGINE`` overrides both); delta-rs where Delta's classes are absent."""
+    import os
+
+    from lakecdc._compat import delta_spark_available, is_embedded
+
+    chosen = os.environ.get("LAKECDC_ENGINE", "").strip()
+    if chosen and chosen != "auto":
+        return chosen
+    if not delta_spark_available(spark):
+        return "delta-rs"
+    return EMBEDDED_DEFAULT_ENGINE if is_embedded(spark) else "delta-spark"
+
+
 def make_engine(engine: str | DeltaRsEngine | None, spark: SparkSession, storage_options: Mapping[str, str] | None) -> DeltaRsEngine:
-    from lakecdc._compat import delta_spark_available
     from lakecdc.merge.delta_rs import DeltaRsEngine
 
     if engine is None or engine == "auto":
-        engine = "delta-spark" if delta_spark_available(spark) else "delta-rs"
+        engine = auto_engine(spark)
+    if engine == "delta-spark":
+        from lakecdc._compat import delta_spark_available
+        from lakecdc.jars import status
+
+        if not delta_spark_available(spark):
+            raise ConfigError(
+                "engine 'delta-spark' needs Delta Lake in the Spark session (spark.sql.extensions="
+                "io.delta.sql.DeltaSparkSessionExtension and Delta's jars, e.g. spark.jars.packages="
+                "io.delta:delta-spark_<spark minor>_2.13:<delta version>); " + status().removeprefix("lakecdc: ")
+            )
     if engine == "delta-rs":
         return DeltaRsEngine(storage_options)
     if engine == "delta-spark":

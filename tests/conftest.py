@@ -21,13 +21,47 @@ USER_SESSION = os.environ.get("LAKECDC_TEST_SESSION", "").strip().lower() == "us
 
 
 def user_session(*, time_zone: str = "America/Los_Angeles", ansi: str = "true"):
-    """A session as a notebook user builds one: nothing of lakecdc's settings, another time zone."""
+    """A session as a notebook user builds one: nothing of lakecdc's settings, another time zone;
+    with Delta Lake configured the way its docs say (its jars, extension and catalog), from the
+    cache setup filled (``python -m lakecdc.jars``) when there is one."""
     from pyspark.sql import SparkSession
 
-    return (SparkSession.builder.master("local[2]")
-            .config("spark.sql.session.timeZone", time_zone)
-            .config("spark.sql.ansi.enabled", ansi)
-            .getOrCreate())
+    from lakecdc.jars import session_conf
+
+    builder = (SparkSession.builder.master("local[2]")
+               .config("spark.sql.session.timeZone", time_zone)
+               .config("spark.sql.ansi.enabled", ansi))
+    for key, value in session_conf().items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+#: The Delta engines the behaviour suite runs on (``LAKECDC_TEST_ENGINES=delta-rs`` narrows it).
+ENGINES = tuple(e.strip() for e in os.environ.get("LAKECDC_TEST_ENGINES", "delta-rs,delta-spark").split(",") if e.strip())
+
+
+def pytest_generate_tests(metafunc):
+    """Tests marked ``engines`` (or asking for ``delta_engine``) run once per Delta engine."""
+    if metafunc.definition.get_closest_marker("engines") and "delta_engine" not in metafunc.fixturenames:
+        metafunc.fixturenames.append("delta_engine")
+    if "delta_engine" in metafunc.fixturenames:
+        metafunc.parametrize("delta_engine", ENGINES, indirect=True)
+
+
+@pytest.fixture
+def delta_engine(request, monkeypatch, spark):
+    """The engine this run of a behaviour test uses: every ``lakecdc`` entry point (API, CLI
+    children) picks it through ``LAKECDC_ENGINE``. Skips delta-spark where Delta's classes are not
+    in the session (setup could not reach Maven Central)."""
+    from lakecdc._compat import delta_spark_available
+
+    name = request.param
+    if name == "delta-spark" and not delta_spark_available(spark):
+        from lakecdc.jars import status
+
+        pytest.skip(status())
+    monkeypatch.setenv("LAKECDC_ENGINE", name)
+    return name
 
 
 @pytest.fixture(scope="session")

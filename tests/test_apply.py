@@ -14,7 +14,7 @@ import lakecdc
 from lakecdc.ledger import Ledger
 from tests.helpers import ogg, rows, version, write_jsonl
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.engines]
 
 FIX = Path(__file__).parent / "fixtures" / "ogg-json"
 TCUSTORD_KEYS = {"QASOURCE.TCUSTORD": ["CUST_CODE", "ORDER_DATE", "PRODUCT_CODE", "ORDER_ID"]}

@@ -18,8 +18,9 @@ from deltalake.exceptions import CommitFailedError
 from deltalake.schema import Schema
 from pyspark.sql import types as T
 
-from lakecdc.errors import CommitConflict
+from lakecdc.errors import CommitConflict, ConfigError
 from lakecdc.merge.arrow_types import to_arrow_schema, to_spark_schema
+from lakecdc.merge.engine import catalog_name
 from lakecdc.merge.plan import APP_ID, MergePlan, MergeResult
 from lakecdc.merge.source import BatchSource
 
@@ -27,6 +28,15 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from lakecdc.merge.history_plan import HistoryPlan
+
+
+def _path(ref: str) -> str:
+    """A target ref as delta-rs takes it: a path; a catalog table is refused with what to do."""
+    name = catalog_name(ref)
+    if name is not None:
+        raise ConfigError(f"table {name!r} is a catalog table: only the delta-spark engine writes to a "
+                          "Spark catalog (engine='delta-spark' on a session with Delta Lake)")
+    return ref
 
 
 class DeltaRsEngine:
@@ -38,11 +48,11 @@ class DeltaRsEngine:
         self.storage_options = dict(storage_options or {})
 
     def table(self, path: str) -> DeltaTable:
-        return DeltaTable(path, storage_options=self.storage_options or None)
+        return DeltaTable(_path(path), storage_options=self.storage_options or None)
 
     # -- table lifecycle -------------------------------------------------------------------------
     def exists(self, path: str) -> bool:
-        return DeltaTable.is_deltatable(path, storage_options=self.storage_options or None)
+        return DeltaTable.is_deltatable(_path(path), storage_options=self.storage_options or None)
 
     def create(
         self, path: str, schema: T.StructType, *, name: str | None = None, properties: Mapping[str, str] | None = None,
@@ -207,10 +217,11 @@ class DeltaRsEngine:
             raise CommitConflict(f"optimize {path}: {exc}") from exc
         return int(metrics.get("numFilesRemoved", 0)), int(metrics.get("numFilesAdded", 0))
 
-    def vacuum(self, path: str, *, retention_hours: int, enforce: bool) -> int:
-        """Delete files no version within ``retention_hours`` reads; returns how many."""
+    def vacuum(self, path: str, *, retention_hours: int, enforce: bool, dry_run: bool = True) -> int:
+        """Files no version within ``retention_hours`` reads: how many would be deleted
+        (``dry_run``, the default), or are deleted."""
         removed = self.table(path).vacuum(
-            retention_hours=retention_hours, dry_run=False, enforce_retention_duration=enforce
+            retention_hours=retention_hours, dry_run=dry_run, enforce_retention_duration=enforce
         )
         return len(removed)
 

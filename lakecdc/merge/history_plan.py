@@ -111,12 +111,12 @@ class HistoryPlan:
         return {quote(END_AT): f"CASE {at} END", quote("_cdc_end_seq"): f"CASE {seq} END"}
 
     # -- rendering -------------------------------------------------------------------------------
-    def to_sql(self, source: str = "lakecdc_batch") -> str:
+    def to_sql(self, source: str = "lakecdc_batch", *, target: str | None = None) -> str:
         """The plan as one ``MERGE INTO`` statement (Delta SQL, as delta-spark runs it)."""
         upd = ", ".join(f"{k} = {v}" for k, v in self.update_set().items())
         ins = self.insert_values()
         lines = [
-            f"MERGE INTO delta.{quote(self.path)} AS t",
+            f"MERGE INTO {target or 'delta.' + quote(self.path)} AS t",
             f"USING {source} AS s",
             f"ON {self.predicate()}",
             f"WHEN MATCHED AND {self.update_condition()} THEN UPDATE SET {upd}",

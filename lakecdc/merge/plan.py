@@ -115,12 +115,13 @@ class MergePlan:
         return out
 
     # -- rendering -------------------------------------------------------------------------------
-    def to_sql(self, source: str = "lakecdc_batch") -> str:
-        """The plan as one ``MERGE INTO`` statement (Delta SQL, as delta-spark runs it)."""
+    def to_sql(self, source: str = "lakecdc_batch", *, target: str | None = None) -> str:
+        """The plan as one ``MERGE INTO`` statement (Delta SQL, as delta-spark runs it) into
+        ``target`` (a table's SQL name; default ``delta.`<path>```)."""
         upd = ", ".join(f"{k} = {v}" for k, v in self.update_set().items())
         ins = self.insert_values()
         lines = [
-            f"MERGE INTO delta.{quote(self.path)} AS t",
+            f"MERGE INTO {target or 'delta.' + quote(self.path)} AS t",
             f"USING {source} AS s",
             f"ON {self.predicate()}",
             f"WHEN MATCHED AND {self.delete_condition()} THEN DELETE",
