@@ -78,6 +78,7 @@ from lakecdc.session import active_spark, get_spark, job_conf, run_conf
 from lakecdc.settings import ApplySettings, Progress, make_engine, normalise_keys, per_table
 from lakecdc.state import (
     DEFAULT_TOMBSTONE_RETENTION,
+    catalog_routes,
     check_table_owner,
     quarantine_path,
     record_table_paths,
@@ -105,6 +106,7 @@ def apply(
     engine: str | DeltaRsEngine | None = None,
     tombstone_retention: dt.timedelta | Mapping[str, dt.timedelta] = DEFAULT_TOMBSTONE_RETENTION,
     table_paths: Mapping[str, str] | None = None,
+    table_names: Mapping[str, str | tuple[str, str]] | str | None = None,
     column_list: Mapping[str, Sequence[str] | str] | None = None,
     except_column_list: Mapping[str, Sequence[str] | str] | None = None,
     apply_as_truncates: bool = True,
@@ -147,6 +149,12 @@ def apply(
             path relative to ``target``, an absolute path or a URI (``{"S.ORDERS": "orders"}``).
             Recorded with the target, so later runs need not repeat it; a table that exists
             cannot be moved this way (move it, then edit ``_lakecdc/routes.json``).
+        table_names: source tables kept as tables of the Spark session's catalog instead of paths
+            (delta-spark engine): ``{"SRC.ORDERS": "main.sales.orders"}`` (a managed table),
+            ``{"SRC.ORDERS": ("main.sales.orders", "s3://bucket/orders")}`` (external, at that
+            location), or a ``"catalog.schema"`` prefix for every table (``SRC.ORDERS`` ->
+            ``<prefix>.src_orders``). Recorded with the target like ``table_paths``; lakecdc's own
+            state (ledger, tombstones, quarantine) stays under ``target``.
         column_list: per table, the only columns written to the target (DLT's ``column_list``);
             key columns are always written. ``{"S.ORDERS": ["ID", "STATUS"]}``.
         except_column_list: per table, columns never written (DLT's ``except_column_list``).
@@ -267,6 +275,8 @@ def apply(
         plan = ledger.plan(format, files, appendable=decoder.appendable, min_age=min_file_age)
         paths = {t: c.target for t, c in settings.contracts.items() if c.target}
         paths.update(table_paths or {})
+        if table_names:
+            paths.update(catalog_routes(table_names))
         if plan.waiting:
             say(f"{len(plan.waiting)} file(s) changed less than {min_file_age:g}s ago: left for a later run")
         if not (plan.pending or plan.new or paths or spark is not None or engine not in (None, "auto")

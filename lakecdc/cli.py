@@ -238,7 +238,15 @@ def _add_settings_flags(p: argparse.ArgumentParser) -> None:
                         "track_history_except_column_list {table: [cols]}, change_data_feed (true or [tables]), "
                         "sequence_by ([fields] or {table: [fields]}), parallel_tables")
     p.add_argument("--engine", choices=["auto", "delta-rs", "delta-spark"], default="auto",
-                   help="Delta engine (auto: delta-spark when its JVM classes are present, else delta-rs)")
+                   help="Delta engine (auto: delta-spark in a session with Delta Lake that lakecdc did not start, "
+                        "else delta-rs; LAKECDC_ENGINE sets it too)")
+    p.add_argument("--table-name", action="append", default=[], metavar="TABLE=CATALOG_TABLE[@LOCATION]",
+                   help="keep source TABLE as a table of the Spark catalog (delta-spark engine): "
+                        "SRC.ORDERS=main.sales.orders, or ...=main.sales.orders@s3://bucket/orders for an "
+                        "external table; repeatable")
+    p.add_argument("--catalog-schema", metavar="CATALOG.SCHEMA",
+                   help="keep every source table without a --table-name in this catalog schema "
+                        "(SRC.ORDERS -> CATALOG.SCHEMA.src_orders; delta-spark engine)")
     _add_wait_flag(p)
 
 
@@ -457,8 +465,28 @@ def _apply_settings(args: argparse.Namespace) -> tuple[str, dict]:
         contracts=args.contract or config.get("contracts"),
         min_file_age=min_age if min_age is not None else float(config.get("min_file_age", 0)),
         sequence_by=sequence_by, parallel_tables=parallel, wait=args.wait,
+        table_names=_table_names(args.table_name, args.catalog_schema, config.get("table_names")),
         **history,
     )
+
+
+def _table_names(pairs: list[str], schema: str | None, configured: Any) -> Any:
+    """``--table-name TABLE=NAME[@LOCATION]`` and ``--catalog-schema`` (over --config's
+    ``table_names``) as lakecdc.apply's ``table_names``."""
+    if schema and not pairs and not configured:
+        return schema
+    out: dict[str, Any] = dict(configured) if isinstance(configured, dict) else {}
+    for pair in pairs:
+        table, sep, name = pair.partition("=")
+        if not sep or not table.strip() or not name.strip():
+            raise ConfigError(f"--table-name {pair!r}: expected TABLE=CATALOG_TABLE (or TABLE=CATALOG_TABLE@LOCATION)")
+        catalog_table, at, location = name.partition("@")
+        out[table.strip()] = (catalog_table.strip(), location.strip()) if at else catalog_table.strip()
+    if schema or isinstance(configured, str):
+        if out:
+            raise ConfigError("--catalog-schema and --table-name: give one of them (per-table names, or one schema)")
+        return schema or configured
+    return out or None
 
 
 def _sequence_flags(values: list[str], configured: Any) -> Any:

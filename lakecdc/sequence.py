@@ -128,11 +128,7 @@ def recorded_basis(engine: DeltaRsEngine, path: str) -> str | None:
 
 def record_basis(engine: DeltaRsEngine, path: str, fields: Sequence[SeqField]) -> None:
     """Record ``fields`` as ``path``'s basis (one commit; an empty value is the default)."""
-    props = {SEQUENCE_BY_PROPERTY: basis(fields) or ""}
-    if engine.name == "delta-rs":  # (delta-rs checks property names unless told not to)
-        engine.table(path).alter.set_table_properties(props, raise_if_not_exists=False)
-    else:
-        engine.set_properties(path, props)
+    engine.set_properties(path, {SEQUENCE_BY_PROPERTY: basis(fields) or ""})
 
 
 def check_basis(engine: DeltaRsEngine, target: str, table: str, fields: Sequence[SeqField]) -> None:

@@ -150,10 +150,41 @@ def check_table_owner(target: str, table: str) -> None:
 def table_path(target: str, table: str) -> str:
     """Where ``table``'s Delta table lives: ``<target>/<table_dir(table)>``, unless a route says
     otherwise (or the table was made under an earlier lakecdc's name: see :func:`table_dir_in`)."""
-    route = _routes(target).get(table)
+    from lakecdc.merge.engine import CATALOG, catalog_ref, catalog_table_for
+
+    routes = _routes(target)
+    route = routes.get(table)
+    if route is None and routes.get(CATALOG_PREFIX_ROUTE):
+        return catalog_ref(catalog_table_for(routes[CATALOG_PREFIX_ROUTE], table))
     if route is None:
         return str(Path(target) / table_dir_in(target, table))
-    return route if "://" in route or Path(route).is_absolute() else str(Path(target) / route)
+    if route.startswith(CATALOG) or "://" in route or Path(route).is_absolute():
+        return route
+    return str(Path(target) / route)
+
+
+#: the route that puts every source table without a route of its own in a catalog schema
+CATALOG_PREFIX_ROUTE = "*catalog*"
+
+
+def catalog_routes(names: Mapping[str, str | tuple[str, str]] | str) -> dict[str, str]:
+    """Routes for :func:`record_table_paths` from :func:`lakecdc.apply`'s ``table_names``: a mapping
+    of source table to catalog table name (or ``(name, location)`` for an external table), or one
+    ``catalog.schema`` prefix for every table."""
+    from lakecdc.merge.engine import catalog_ref
+
+    if isinstance(names, str):
+        if not names.strip().strip("."):
+            raise ConfigError(f"table_names={names!r}: expected a catalog.schema prefix or a mapping")
+        return {CATALOG_PREFIX_ROUTE: names.strip().rstrip(".")}
+    out: dict[str, str] = {}
+    for table, where in names.items():
+        if isinstance(where, (tuple, list)):
+            name, location = where
+            out[table] = catalog_ref(str(name), str(location))
+        else:
+            out[table] = catalog_ref(str(where))
+    return out
 
 
 def _routes_file(target: str) -> Path:
@@ -174,6 +205,10 @@ def record_table_paths(target: str, paths: Mapping[str, str], *, exists: Callabl
     for table, where in paths.items():
         where = str(where)
         if routes.get(table) == where:
+            continue
+        if table == CATALOG_PREFIX_ROUTE:
+            routes[table] = where
+            changed = True
             continue
         now = table_path(target, table)
         if exists(now) and _recorded_table(target, table_dir_in(target, table)) in (None, table):

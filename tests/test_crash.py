@@ -84,6 +84,7 @@ def run_and_kill(job: Path, at: str) -> bool:
     return killed
 
 
+@pytest.mark.engines
 @pytest.mark.parametrize("at", ["decoding", "S.B: merging", "recording the run", "z-ordering"])
 def test_sigkill_anywhere_then_rerun_equals_the_oracle(spark, tmp_path, at):
     landing = tmp_path / "landing"

@@ -29,7 +29,7 @@ from tests.ogg_render import write_runs
 from tests.oracle import Event, PrimaryKeyUpdateError
 from tests.test_property import Scenario, assert_names_a_pk_update, describe, scenarios
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.engines]
 
 EXAMPLES = int(os.environ.get("LAKECDC_HISTORY_EXAMPLES", "6"))
 VALIDITY = ("__START_AT", "__END_AT", "_cdc_start_seq", "_cdc_end_seq", "_cdc_seq", "_cdc_op", "_cdc_op_ts")

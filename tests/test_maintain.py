@@ -16,7 +16,7 @@ from lakecdc.cli import main, parse_size
 from lakecdc.errors import ConfigError
 from tests.helpers import ogg, write_jsonl
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.engines]
 
 T = "S.ORDERS"
 

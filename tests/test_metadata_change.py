@@ -60,7 +60,7 @@ except ModuleNotFoundError:  # tests/ is on sys.path, not the repository root
     from ogg_xml_render import write_xml_run  # type: ignore[no-redef]
     from oracle import Event  # type: ignore[no-redef]
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.engines]
 
 TABLE = "GG.CUST"
 OLD_COLUMNS = {"ID": "long", "A": "string"}

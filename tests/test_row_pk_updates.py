@@ -48,7 +48,7 @@ except ModuleNotFoundError:  # tests/ is on sys.path, not the repository root
     )
     from test_property import Scenario, delta_tables_under  # type: ignore[no-redef]
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.engines]
 
 SPLIT = {"pkUpdateHandling": "delete-insert"}
 

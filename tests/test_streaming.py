@@ -123,6 +123,7 @@ def three_waves(draw: st.DrawFn) -> Scenario:
     return Scenario(specs, history.events, runs, pk_update, primary_keys, history.source)
 
 
+@pytest.mark.engines
 @pytest.mark.spark
 @settings(max_examples=EXAMPLES, **SLOW_SETTINGS)  # type: ignore[arg-type]
 @given(sc=three_waves())
@@ -204,6 +205,7 @@ def test_a_restart_reads_only_the_new_files(spark, tmp_path, capsys):
     assert lakecdc.apply(landing, lake, spark=spark).runs == ()
 
 
+@pytest.mark.engines
 @pytest.mark.spark
 def test_a_replayed_batch_applies_nothing_twice(spark, tmp_path):
     landing, lake = tmp_path / "landing", tmp_path / "lake"
@@ -253,6 +255,7 @@ def test_a_replayed_batch_applies_nothing_twice(spark, tmp_path):
     assert (rows(table, "ID"), version(table)) == (applied, at)
 
 
+@pytest.mark.engines
 @pytest.mark.spark
 def test_a_failed_table_stops_the_stream_and_the_restart_resumes_its_batch(spark, tmp_path):
     landing, lake = tmp_path / "landing", tmp_path / "lake"

@@ -39,6 +39,13 @@ def _path(ref: str) -> str:
     return ref
 
 
+def _done(table: DeltaTable, app_id: str, version: int) -> bool:
+    """Whether ``table`` holds a commit of ``(app_id, version)`` or a later one (delta-rs records
+    the transaction but does not refuse a repeat, as Delta's engine does: lakecdc checks)."""
+    done = table.transaction_version(app_id)
+    return done is not None and done >= version
+
+
 class DeltaRsEngine:
     """Runs merge plans and small appends with delta-rs; reads tables for Spark."""
 
@@ -48,7 +55,14 @@ class DeltaRsEngine:
         self.storage_options = dict(storage_options or {})
 
     def table(self, path: str) -> DeltaTable:
-        return DeltaTable(_path(path), storage_options=self.storage_options or None)
+        table = DeltaTable(_path(path), storage_options=self.storage_options or None)
+        if table.metadata().configuration.get("delta.columnMapping.mode", "none") != "none":
+            # deltalake 1.6 reads such a table's columns as NULLs, and would write them so
+            raise ConfigError(
+                f"{path}: the table maps columns by name (Delta's engine made it so for a column name "
+                "with spaces or ,;{}()=); delta-rs cannot read or write it correctly: use engine='delta-spark'"
+            )
+        return table
 
     # -- table lifecycle -------------------------------------------------------------------------
     def exists(self, path: str) -> bool:
@@ -69,7 +83,8 @@ class DeltaRsEngine:
 
     def set_properties(self, path: str, properties: Mapping[str, str]) -> None:
         """Set table properties in one commit (the protocol is raised when a property needs it)."""
-        self.table(path).alter.set_table_properties(dict(properties))
+        # (delta-rs refuses property names it does not know unless told not to: lakecdc's own)
+        self.table(path).alter.set_table_properties(dict(properties), raise_if_not_exists=False)
 
     def schema(self, path: str) -> T.StructType:
         return to_spark_schema(pa.schema(self.table(path).schema().to_arrow()))
@@ -119,7 +134,11 @@ class DeltaRsEngine:
             app_transactions=[Transaction(app_id=plan.app_id, version=plan.version)],
             custom_metadata=dict(plan.metadata),
         )
-        merger = self.table(plan.path).merge(
+        table = self.table(plan.path)
+        if _done(table, plan.app_id, plan.version):
+            return MergeResult(table=plan.table, engine=self.name, version=table.version(), inserted=0, updated=0,
+                               deleted=0, skipped=True)
+        merger = table.merge(
             source.arrow, plan.predicate(), source_alias="s", target_alias="t",
             streamed_exec=False, commit_properties=props,
         )
@@ -154,7 +173,11 @@ class DeltaRsEngine:
             app_transactions=[Transaction(app_id=plan.app_id, version=plan.version)],
             custom_metadata=dict(plan.metadata),
         )
-        merger = self.table(plan.path).merge(
+        table = self.table(plan.path)
+        if _done(table, plan.app_id, plan.version):
+            return MergeResult(table=plan.table, engine=self.name, version=table.version(), inserted=0, updated=0,
+                               deleted=0, skipped=True)
+        merger = table.merge(
             source, plan.predicate(), source_alias="s", target_alias="t",
             streamed_exec=False, commit_properties=props,
         )

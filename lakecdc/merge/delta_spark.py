@@ -34,7 +34,7 @@ from pyspark.sql import types as T
 
 from lakecdc.errors import CommitConflict, ConfigError
 from lakecdc.merge.arrow_types import to_arrow_schema, to_spark_schema
-from lakecdc.merge.engine import catalog_name
+from lakecdc.merge.engine import catalog_location, catalog_name
 from lakecdc.merge.plan import APP_ID, MergePlan, MergeResult, quote, sql_literal
 
 if TYPE_CHECKING:
@@ -102,6 +102,28 @@ def ddl_type(dtype: T.DataType) -> str:
     return dtype.simpleString()
 
 
+#: Characters Delta's engine refuses in column names unless the table maps columns by name.
+_INVALID_IN_NAMES = set(" ,;{}()\n\t=")
+#: Column mapping by name (Delta protocol reader 2 / writer 5): any column name, as sources have them.
+COLUMN_MAPPING = {"delta.columnMapping.mode": "name", "delta.minReaderVersion": "2", "delta.minWriterVersion": "5"}
+
+
+def _needs_column_mapping(schema: T.StructType) -> bool:
+    """Whether a column name (at any depth) holds a character Delta's engine refuses without column
+    mapping (a source column ``ORDER ID``)."""
+    def names(dtype: T.DataType):  # type: ignore[no-untyped-def]
+        if isinstance(dtype, T.StructType):
+            for f in dtype.fields:
+                yield f.name
+                yield from names(f.dataType)
+        elif isinstance(dtype, T.ArrayType):
+            yield from names(dtype.elementType)
+        elif isinstance(dtype, T.MapType):
+            yield from names(dtype.keyType)
+            yield from names(dtype.valueType)
+    return any(set(n) & _INVALID_IN_NAMES for n in names(schema))
+
+
 def _is_conflict(exc: BaseException) -> bool:
     text = f"{type(exc).__name__}: {exc}"
     return any(name in text for name in _CONFLICTS)
@@ -167,6 +189,11 @@ class DeltaSparkEngine:
     ) -> None:
         cols = ", ".join(f"{quote(f.name)} {ddl_type(f.dataType)}" for f in schema.fields)
         parts = [f"CREATE TABLE IF NOT EXISTS {self.ref(path)} ({cols}) USING delta"]
+        if _needs_column_mapping(schema):
+            properties = {**COLUMN_MAPPING, **(properties or {})}
+        location = catalog_location(path)
+        if location:
+            parts.append(f"LOCATION {sql_literal(location)}")
         if name:
             parts.append(f"COMMENT {sql_literal('lakecdc target for source table ' + name)}")
         if properties:
@@ -192,6 +219,8 @@ class DeltaSparkEngine:
         return self._df(path).schema
 
     def add_columns(self, path: str, fields: T.StructType) -> None:
+        if _needs_column_mapping(fields) and self.properties(path).get("delta.columnMapping.mode", "none") == "none":
+            self.set_properties(path, COLUMN_MAPPING)
         cols = ", ".join(f"{quote(f.name)} {ddl_type(f.dataType)}" for f in fields.fields)
         self._commit(f"ALTER TABLE {self.ref(path)} ADD COLUMNS ({cols})", f"add columns to {path}")
 
