@@ -262,10 +262,10 @@ def _orders_table(summary: object) -> Path:
     return Path(tables[0].target)
 
 
-def _lakecdc_apply(spark: SparkSession, inputs: Path, target: Path) -> Path:
+def _lakecdc_apply(spark: SparkSession, inputs: Path, target: Path, engine: str = "delta-rs") -> Path:
     import lakecdc
 
-    return _orders_table(lakecdc.apply(str(inputs), str(target), format="ogg-json", spark=spark))
+    return _orders_table(lakecdc.apply(str(inputs), str(target), format="ogg-json", spark=spark, engine=engine))
 
 
 def _lakecdc_preload(spark: SparkSession, workload: Workload, template: Path) -> None:
@@ -274,6 +274,10 @@ def _lakecdc_preload(spark: SparkSession, workload: Workload, template: Path) ->
 
 def _lakecdc_run(spark: SparkSession, workload: Workload, target: Path) -> Path:
     return _lakecdc_apply(spark, workload.events_json, target)
+
+
+def _lakecdc_spark_run(spark: SparkSession, workload: Workload, target: Path) -> Path:
+    return _lakecdc_apply(spark, workload.events_json, target, engine="delta-spark")
 
 
 def _peer_preload(spark: SparkSession, workload: Workload, template: Path) -> None:
@@ -300,7 +304,12 @@ CONTENDERS = {
             _peer_preload,
         ),
         Contender(
-            "lakecdc", "lakecdc.apply(events.json, target, format='ogg-json')", _lakecdc_run, _lakecdc_preload
+            "lakecdc", "lakecdc.apply(events.json, target, format='ogg-json') (engine delta-rs)", _lakecdc_run,
+            _lakecdc_preload
+        ),
+        Contender(
+            "lakecdc-delta-spark", "lakecdc.apply(events.json, target, format='ogg-json', engine='delta-spark')",
+            _lakecdc_spark_run, _lakecdc_preload,
         ),
     )
 }

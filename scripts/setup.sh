@@ -28,4 +28,11 @@ if [ "${LAKECDC_CLASS_ARCHIVE:-}" != "off" ]; then
   echo "setup: archiving Spark's classes for faster start-ups (about a minute, once)"
   .venv/bin/python -m lakecdc._classarchive || true
 fi
+# Delta Lake's, Kafka's and Avro's JVM packages for the installed Spark, resolved once from Maven
+# Central into ~/.cache/lakecdc/ivy (lakecdc/jars.py); later sessions start from the cache offline.
+# LAKECDC_JARS=off skips it; without network lakecdc says so and runs with the delta-rs engine.
+if [ "${LAKECDC_JARS:-}" != "off" ]; then
+  echo "setup: resolving Delta Lake's Spark packages (once; cached under ~/.cache/lakecdc/ivy)"
+  .venv/bin/python -m lakecdc.jars 2>/dev/null | grep '^lakecdc' || true
+fi
 echo "setup: ready (.venv/bin/lakecdc --help)"

@@ -59,6 +59,8 @@ def delta_engine(request, monkeypatch, spark):
     if name == "delta-spark" and not delta_spark_available(spark):
         from lakecdc.jars import status
 
+        if os.environ.get("LAKECDC_REQUIRE_ENGINES"):  # CI: both engines or red
+            pytest.fail(status())
         pytest.skip(status())
     monkeypatch.setenv("LAKECDC_ENGINE", name)
     return name

@@ -37,8 +37,12 @@ pytestmark = pytest.mark.spark
 def both(spark):
     """Both engines on the test session (skips where Delta's classes are absent)."""
     if not delta_spark_available(spark):
+        import os
+
         from lakecdc.jars import status
 
+        if os.environ.get("LAKECDC_REQUIRE_ENGINES"):  # CI: both engines or red
+            pytest.fail(status())
         pytest.skip(status())
     return {"delta-rs": DeltaRsEngine(), "delta-spark": DeltaSparkEngine(spark)}
 
