@@ -13,10 +13,32 @@ if TYPE_CHECKING:
 #: set on the sessions lakecdc starts itself (:func:`lakecdc.session.get_spark`)
 EMBEDDED_CONF = "spark.lakecdc.embedded"
 
+#: How many pieces a decoder cuts its input into when the session cannot say how many cores it has.
+FALLBACK_PARALLELISM = 8
+
 
 def is_spark_connect(spark: SparkSession) -> bool:
     """True for a Spark Connect session, which has no JVM handle to look into."""
     return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def default_parallelism(spark: SparkSession) -> int:
+    """How many tasks ``spark`` runs at once, for decoders that split their input among the cores.
+
+    A classic session's ``defaultParallelism`` (its cores); a Spark Connect session has no
+    SparkContext to ask, so its ``spark.default.parallelism`` or ``spark.sql.leafNodeDefaultParallelism``
+    setting answers, else :data:`FALLBACK_PARALLELISM`.
+    """
+    if not is_spark_connect(spark):
+        try:
+            return max(int(spark.sparkContext.defaultParallelism), 1)
+        except Exception:  # noqa: BLE001 - a platform that hides the SparkContext: ask the settings
+            pass
+    for key in ("spark.default.parallelism", "spark.sql.leafNodeDefaultParallelism"):
+        value = conf_value(spark, key)
+        if value and value.strip().isdigit() and int(value) > 0:
+            return int(value)
+    return FALLBACK_PARALLELISM
 
 
 def is_embedded(spark: SparkSession) -> bool:

@@ -24,6 +24,13 @@ batches, a ``maintain``, ``check`` or ``apply`` of another process can take its 
 that meets one of them stops the query with :class:`~lakecdc.lease.TargetBusy` unless the stream
 was given ``wait=`` seconds (``--wait``) to wait for it.
 
+On a Spark Connect session, Spark runs ``foreachBatch``'s function in a Python process of the
+server (:class:`_ServerBatch`), with the batch's own session: each batch's ``apply`` runs there, and
+leaves its files and summary in ``<target>/_lakecdc/stream-batches/`` for the :class:`ChangeStream`
+of the client, which reads them (and calls ``on_batch`` and ``progress``) when it is waited on or
+asked for its total. The landing directory, target and checkpoint must then be paths the server
+sees as the client does (a shared volume, or the same machine).
+
 Files must appear whole in the landing directory (write elsewhere or under a ``.``/``_`` name,
 then rename), as for any Spark file stream: a file is taken once, as it is when listed. Lines a
 writer appends to a file after that are not seen by the stream (``apply`` over the directory
@@ -36,14 +43,18 @@ import contextlib
 import datetime as dt
 import fnmatch
 import inspect
+import json
 import os
 import re
+import shutil
 import threading
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lakecdc._compat import is_spark_connect
 from lakecdc.apply import apply, combine_summaries
 from lakecdc.changes import PK_UPDATE_MODES
 from lakecdc.contracts import load_contracts
@@ -61,6 +72,10 @@ Progress = Callable[[str], None]
 
 #: The checkpoint of a target's stream, unless ``checkpoint=`` says otherwise.
 DEFAULT_CHECKPOINT = Path("_lakecdc") / "stream-checkpoint"
+
+#: Where the batches of a stream on Spark Connect leave their records for the client, one
+#: directory per started query.
+CONNECT_BATCHES = Path("_lakecdc") / "stream-batches"
 
 #: Spark's ``maxFileAge`` for the landing directory: in practice, never.
 MAX_FILE_AGE = "36500d"
@@ -159,10 +174,16 @@ class ChangeStream:
         self.batches = 0
         self._total: RunSummary | None = None
         self._error: BaseException | None = None
+        # Spark Connect: the directory the server's batches leave their records in, and the
+        # client's callbacks that see them
+        self._records: Path | None = None
+        self._on_batch: Callable[[StreamBatch], None] | None = None
+        self._say: Progress = lambda _msg: None
 
     @property
     def total(self) -> RunSummary:
         """Everything this query applied so far, as one summary (the tables' counts added up)."""
+        self._sync()
         return self._total or RunSummary(target=self.target, format=self.format)
 
     @property
@@ -187,6 +208,7 @@ class ChangeStream:
         """Stop the query (call it between batches; an interrupted batch is resumed by the next start)."""
         if self.query is not None:
             self.query.stop()
+        self._sync()
 
     def __enter__(self) -> ChangeStream:
         return self
@@ -207,9 +229,35 @@ class ChangeStream:
         try:
             yield
         except StreamingQueryException as exc:
+            self._sync()
             if self._error is not None:
                 raise self._error from exc
             raise
+        self._sync()
+
+    def _sync(self) -> None:
+        """On Spark Connect: take in the records the server's batches left since the last call, in
+        batch order (each one's summary counted, ``progress`` told, ``on_batch`` called, a failed
+        one's error kept for :meth:`await_termination`); the directory goes once the query stopped."""
+        if self._records is None:
+            return
+        for path in sorted(self._records.glob("*.json")):
+            record = json.loads(path.read_text())
+            path.unlink()
+            batch_id, files = int(record["batch_id"]), list(record["files"])
+            if record.get("error"):
+                self._say(f"batch {batch_id}: {len(files)} file(s): {record['error']}")
+                self._error = LakecdcError(f"batch {batch_id} ({len(files)} file(s)): {record['error']}")
+                continue
+            batch = self._record(batch_id, files, RunSummary.from_dict(record["summary"]))
+            self._say(f"batch {batch_id}: {len(files)} file(s) applied")
+            if not batch.summary.ok:
+                self._error = BatchFailed(batch)
+            if self._on_batch is not None:
+                self._on_batch(batch)
+        if self.query is not None and not self.query.isActive:
+            shutil.rmtree(self._records, ignore_errors=True)
+            self._records = None
 
     def _record(self, batch_id: int, files: list[str], s: RunSummary) -> StreamBatch:
         before = self._total
@@ -219,6 +267,55 @@ class ChangeStream:
         self.last_batch = StreamBatch(batch_id, tuple(files), s, self._total)
         self.batches += 1
         return self.last_batch
+
+
+def _batch_files(batch_df: DataFrame, landing: Path, target: str, max_files: int | None,
+                 glob_filter: str | None) -> list[str]:
+    """The files of a micro-batch, as ``apply`` takes them."""
+    files = sorted({_local_path(row[0]) for row in batch_df.collect()})
+    if files and max_files is not None:
+        files = _in_name_order(files, landing, target, glob_filter)
+    return files
+
+
+@dataclass(frozen=True)
+class _ServerBatch:
+    """``foreachBatch``'s function on Spark Connect. Spark pickles it and runs it in a Python
+    process of the server, so it holds settings only (no session, lock or callback): it applies a
+    batch with the batch's own session, then leaves a record of it (files and summary, or the
+    error) in ``records`` for the client's :class:`ChangeStream`."""
+
+    landing: Path
+    target: str
+    format: str
+    options: Mapping[str, str] | None
+    max_files: int | None
+    glob_filter: str | None
+    settings: Mapping[str, Any]
+    records: str
+
+    def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
+        files = _batch_files(batch_df, self.landing, self.target, self.max_files, self.glob_filter)
+        if not files:
+            return
+        record: dict[str, Any] = {"batch_id": batch_id, "files": files}
+        try:
+            summary = apply(files, self.target, format=self.format, options=self.options,
+                            spark=batch_df.sparkSession, **self.settings)
+        except BaseException as exc:
+            record["error"] = f"{type(exc).__name__}: {exc}"
+            self._leave(batch_id, record)
+            raise
+        record["summary"] = summary.to_dict()
+        self._leave(batch_id, record)
+        if not summary.ok:
+            raise BatchFailed(StreamBatch(batch_id, tuple(files), summary, summary))
+
+    def _leave(self, batch_id: int, record: dict[str, Any]) -> None:
+        out = Path(self.records) / f"{batch_id:012d}.json"
+        part = out.with_suffix(".part")
+        part.write_text(json.dumps(record))
+        os.replace(part, out)
 
 
 def _in_name_order(files: list[str], landing: Path, target: str, glob_filter: str | None) -> list[str]:
@@ -292,7 +389,10 @@ def stream(
         spark: the session; default the active one, else an embedded local one.
         on_batch: called with each :class:`StreamBatch` after its ``apply`` (a failed one too), while
             no other lakecdc stream of this process writes; an exception it raises stops the query
-            (the next start replays the batch, and the ledger applies nothing of it again).
+            (the next start replays the batch, and the ledger applies nothing of it again). On Spark
+            Connect, where batches run in the server, it is called in the client for the batches
+            done so far whenever the stream is waited on (``await_termination``,
+            ``process_all_available``, ``stop``) or asked for ``total``.
         progress: called with short messages (``batch 3: ...``), as ``apply`` does.
         **apply_settings: the other keyword arguments of :func:`lakecdc.apply`.
 
@@ -340,9 +440,7 @@ def stream(
 
     def run_batch(batch_df: DataFrame, batch_id: int) -> None:
         try:
-            files = sorted({_local_path(row[0]) for row in batch_df.collect()})
-            if files and max_files_per_trigger is not None:
-                files = _in_name_order(files, landing_path, target_s, path_glob_filter)
+            files = _batch_files(batch_df, landing_path, target_s, max_files_per_trigger, path_glob_filter)
             if not files:
                 return
             with _APPLY_LOCK:
@@ -359,6 +457,14 @@ def stream(
         except BaseException as exc:
             handle._error = exc  # await_termination raises it instead of Spark's wrapper
             raise
+
+    batch_function: Callable[[DataFrame, int], None] = run_batch
+    if is_spark_connect(spark):
+        records = Path(target_s) / CONNECT_BATCHES / uuid.uuid4().hex
+        records.mkdir(parents=True, exist_ok=True)
+        handle._records, handle._on_batch, handle._say = records, on_batch, say
+        batch_function = _ServerBatch(landing_path, target_s, format, options, max_files_per_trigger,
+                                      path_glob_filter, dict(apply_settings), str(records))
 
     reader = (
         spark.readStream.format("binaryFile")
@@ -381,7 +487,7 @@ def stream(
         .writeStream.queryName(f"lakecdc {format} {landing_path} -> {target_s}")
         .option("checkpointLocation", f"file:{checkpoint_s}")
         .trigger(**trigger_kw)
-        .foreachBatch(run_batch)
+        .foreachBatch(batch_function)
         .start()
     )
     return handle

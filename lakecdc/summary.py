@@ -148,6 +148,21 @@ class RunSummary:
             "ok": self.ok,
         }
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RunSummary:
+        """The summary :meth:`to_dict` gave (``extra`` is not kept)."""
+        return cls(
+            target=d["target"], format=d["format"], engine=d.get("engine", "delta-rs"),
+            runs=tuple(d.get("runs") or ()), resumed=bool(d.get("resumed")), files=int(d.get("files") or 0),
+            seconds=float(d.get("seconds") or 0.0),
+            tables=tuple(TableSummary(**t) for t in d.get("tables") or ()),
+            quarantine=d.get("quarantine"), quarantined_unrouted=int(d.get("quarantined_unrouted") or 0),
+            skipped_unrouted=int(d.get("skipped_unrouted") or 0),
+            skipped_unrouted_kinds=dict(d.get("skipped_unrouted_kinds") or {}),
+            file_accounts={f: dict(a) for f, a in (d.get("file_accounts") or {}).items()},
+            unreadable_files=tuple(d.get("unreadable_files") or ()),
+        )
+
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=False)
 

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.connect_server import connect_server, connect_spark  # noqa: F401 - fixtures of a Spark Connect server
+
 FIXTURES = Path(__file__).parent / "fixtures"
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 # ../shared/samples, vendored (with their licence headers and MANIFEST) so a clone anywhere runs them

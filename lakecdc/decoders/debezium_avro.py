@@ -98,6 +98,7 @@ from fastavro import parse_schema
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from lakecdc._compat import default_parallelism
 from lakecdc.decoders._avro import (
     LIMIT_OPTIONS,
     MAGIC,
@@ -571,11 +572,7 @@ class DebeziumAvroDecoder(Decoder):
         return out
 
     def _frame(self, spark: SparkSession, files: Sequence[str], body: Any, schema: T.StructType) -> DataFrame:
-        try:
-            parallelism = int(spark.sparkContext.defaultParallelism)
-        except Exception:  # Spark Connect has no SparkContext
-            parallelism = 2
-        splits = self.plan(files, parallelism)
+        splits = self.plan(files, default_parallelism(spark))
         needs_registry = any(s.kind in ("messages", "single", "kcat") for s in splits)
         reader = Reader(self.settings, self.registry(required=needs_registry))
         ids = spark.range(0, len(splits), 1, numPartitions=max(len(splits), 1))

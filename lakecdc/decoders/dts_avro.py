@@ -123,6 +123,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from fastavro import parse_schema, schemaless_reader
 from pyspark.sql import types as T
 
+from lakecdc._compat import default_parallelism
 from lakecdc.decoders._avro import LIMIT_OPTIONS, MAGIC, BlockLimits, plan_ocf_splits, read_ocf_header
 from lakecdc.decoders._debezium import Row, failed, skipped
 from lakecdc.decoders._dts_values import MYSQL_LONG, MYSQL_WIDE, Values
@@ -702,11 +703,7 @@ class DtsAvroDecoder(Decoder):
         return [Split(path, "ocf", start, start + length, first, limits=limits) for start, length, first in parts]
 
     def _frame(self, spark: SparkSession, files: Sequence[str], body: Any, schema: T.StructType) -> DataFrame:
-        try:
-            parallelism = int(spark.sparkContext.defaultParallelism)
-        except Exception:  # Spark Connect has no SparkContext
-            parallelism = 2
-        splits = self.plan(files, parallelism)
+        splits = self.plan(files, default_parallelism(spark))
         reader = Reader(RecordReader(self.options["sequenceBy"], self.options["dateTimeFraction"]))
         ids = spark.range(0, len(splits), 1, numPartitions=max(len(splits), 1))
         return ids.mapInArrow(functools.partial(body, reader=reader, splits=splits), schema)

@@ -83,6 +83,7 @@ import pyarrow as pa
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from lakecdc._compat import default_parallelism
 from lakecdc.changes import IMAGE_TYPE
 from lakecdc.decoders._avro import (
     DEFAULT_LIMITS,
@@ -713,11 +714,7 @@ class OggAvroDecoder(Decoder):
         return out
 
     def read(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
-        try:
-            parallelism = int(spark.sparkContext.defaultParallelism)
-        except Exception:  # Spark Connect has no SparkContext
-            parallelism = 2
-        splits = self.plan(files, parallelism)
+        splits = self.plan(files, default_parallelism(spark))
         needs_dir = any(s.kind == "messages" for s in splits)
         schemas = self.schema_directory(required=needs_dir)
         reader = AvroReader(self.kind, self.framing, self.delimiter, self.wrapped, schemas, self.limits)

@@ -118,6 +118,7 @@ import pyarrow as pa
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from lakecdc._compat import default_parallelism
 from lakecdc.changes import IMAGE_TYPE, sortable_position
 from lakecdc.decoders import _qlik_spark
 from lakecdc.decoders._debezium import gc_paused
@@ -425,11 +426,7 @@ class QlikAvroDecoder(QlikJsonDecoder):
     def read(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
         files = self.inputs(files)
         catalog = self.catalog(spark, files, staging=staging)
-        try:
-            parallelism = int(spark.sparkContext.defaultParallelism)
-        except Exception:  # Spark Connect has no SparkContext
-            parallelism = 2
-        splits = self.plan(files, parallelism)
+        splits = self.plan(files, default_parallelism(spark))
         body = functools.partial(avro_decode_batches, catalog=catalog)
         return canonical(self._frame(spark, splits, body, AVRO_PARSED), "_offset", "_raw")
 
