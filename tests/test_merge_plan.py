@@ -1,9 +1,5 @@
-"""The MERGE plan: its clauses, its SQL (parsed by Spark's own parser) and the delta-rs engine.
-
-delta-spark cannot run here (its JVM classes are not on this machine); what can be checked
-without it is checked: the plan it executes is the same object, its SQL form parses as Spark
-SQL, and its idempotency settings are set and restored in one place.
-"""
+"""The MERGE plan: its clauses, its SQL (parsed by Spark's own parser), the idempotent-commit
+settings of delta-spark, and engine selection. The engines themselves: tests/test_engines.py."""
 
 from __future__ import annotations
 
@@ -60,8 +56,20 @@ def test_merge_sql_parses_with_sparks_own_parser(spark):
 
 
 @pytest.mark.spark
-def test_delta_spark_is_detected_absent_here_and_txn_confs_restore(spark):
-    assert delta_spark_available(spark) is False
+def test_delta_spark_detection_and_txn_confs_restore(spark, monkeypatch):
+    """Delta is detected exactly when the session has its jars and extension; ``auto`` picks delta-rs
+    on lakecdc's own session, delta-spark on another with Delta, LAKECDC_ENGINE over both; the txn
+    confs are set inside the block and restored after it."""
+    from lakecdc.jars import session_conf
+    from lakecdc.settings import auto_engine
+
+    has_delta = "spark.sql.extensions" in session_conf() or "Delta" in (spark.conf.get("spark.sql.extensions", "") or "")
+    assert delta_spark_available(spark) is has_delta
+    monkeypatch.delenv("LAKECDC_ENGINE", raising=False)
+    embedded = spark.conf.get("spark.lakecdc.embedded", None) == "true"
+    assert auto_engine(spark) == ("delta-spark" if has_delta and not embedded else "delta-rs")
+    monkeypatch.setenv("LAKECDC_ENGINE", "delta-rs")
+    assert auto_engine(spark) == "delta-rs"
     spark.conf.set(USER_METADATA, "before")
     with txn_confs(spark, "lakecdc", 42, {"lakecdc.run_id": "42"}):
         assert spark.conf.get(TXN_APP_ID) == "lakecdc"
