@@ -223,10 +223,13 @@ class Oracle:
       ``duplicate_or_late`` and not as ``deleted``.
     * Rule 6's "below the table's last truncate" is strict, for truncates too: a truncate is
       stale (``duplicate_or_late``) only when its seq is below the watermark. A replayed truncate
-      (seq equal to the watermark) is therefore applied, removes nothing (nothing older than the
-      watermark can be left) and is counted in ``events`` only. A truncate above the watermark
-      is applied even when it removes nothing (e.g. every row is newer). With unique seqs no
-      keyed event can equal a truncate's seq.
+      (seq equal to the watermark) is therefore applied, removes nothing and is counted in
+      ``events`` only. A truncate above the watermark is applied even when it removes nothing
+      (e.g. every row is newer).
+    * A keyed event whose seq equals a truncate's is ordered by arrival like any tie: one of this
+      run that arrived before the truncate is wiped by it, one after it applies (also in a later
+      run: it is not below the watermark). A row stored by an EARLIER run at the truncate's seq
+      stays: across runs the seq alone decides, and it is not older than the truncate.
     * Truncate leaves existing tombstones alone and writes none: the watermark already rejects
       everything older.
     * A primary-key update whose new key already holds a row older than the update replaces that
@@ -414,16 +417,22 @@ def _pk_update(state: TableState, old: Key, new: Key, event: Event, mode: str, c
 
 
 def _truncate(state: TableState, seq: Seq, counts: RunCounts) -> None:
-    """Rule 5: remove every row older than the truncate; raise the watermark."""
+    """Rule 5: remove every row that comes before the truncate; raise the watermark.
+
+    A row comes before it when its seq is lower, or equal and written by an event of this run
+    (which arrived before the truncate: ``apply_run`` applies ties in arrival order). A truncate
+    whose seq equals the watermark is a copy of the one that set it and removes nothing.
+    """
     if state.truncated_at is not None and seq < state.truncated_at:
         counts.duplicate_or_late += 1
         return
-    for key in [k for k, row_seq in state.seqs.items() if row_seq < seq]:
+    if state.truncated_at == seq:
+        return
+    for key in [k for k, row_seq in state.seqs.items() if row_seq < seq or (row_seq == seq and k in state.run_sig)]:
         del state.rows[key]
         del state.seqs[key]
         counts.deleted += 1
-    if state.truncated_at is None or seq > state.truncated_at:
-        state.truncated_at = seq
+    state.truncated_at = seq
 
 
 def _net_counts(before: dict[Key, Seq], after: dict[Key, Seq], counts: RunCounts) -> None:
