@@ -33,7 +33,8 @@ Example:
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 Seq = tuple[str, str, int]
@@ -51,7 +52,8 @@ class Event:
 
     ``before``/``after`` hold only the PRESENT columns: a key mapped to ``None`` is a present
     NULL, an absent key is a MISSING column. ``idx`` is the index inside the message (0 for
-    GoldenGate, one event per message).
+    GoldenGate, one event per message). ``declared``: the columns the message's own schema
+    declares (an Avro or Debezium schema, Qlik metadata, DTS ``fields``), present or not.
     """
 
     table: str
@@ -62,6 +64,7 @@ class Event:
     before: dict[str, Any] | None = None
     after: dict[str, Any] | None = None
     keys: tuple[str, ...] = ()
+    declared: tuple[str, ...] = ()
 
     @property
     def seq(self) -> Seq:
@@ -146,6 +149,12 @@ class TableState:
         self.rows.pop(key, None)
         self.seqs.pop(key, None)
         self.tombstones[key] = seq
+
+
+def declaring(events: list[Event], declared: Mapping[str, Sequence[str]]) -> list[Event]:
+    """``events`` as messages whose schema declares every column of their table: each with
+    ``declared`` set to ``declared[table]`` (a table not in it declares nothing)."""
+    return [replace(e, declared=tuple(declared.get(e.table, ()))) for e in events]
 
 
 def image_key(image: dict[str, Any] | None, keys: tuple[str, ...]) -> Key | None:
@@ -245,8 +254,10 @@ class Oracle:
     * An update of a live key counts ``updated`` even when no value changes; an upsert (I/R) of
       a live key counts ``updated``.
     * The column set holds every column present in any image of any event of the table,
-      including stale events (the column exists in the source). Columns of a failed (abend) run
-      are not recorded.
+      including stale events (the column exists in the source), and every column an event's
+      message declares (``Event.declared``) though no image holds it: such a column reads NULL
+      until a value arrives, and being missing it never overwrites one. Columns of a failed
+      (abend) run are not recorded.
     """
 
     def __init__(self) -> None:
@@ -324,7 +335,7 @@ class Oracle:
                 f"{event.table}: key columns {event.keys!r} at pos {event.pos} differ from "
                 f"{state.keys!r} seen before"
             )
-        for image in (event.before, event.after):
+        for image in (event.before, event.after, dict.fromkeys(event.declared)):
             for col in image or {}:
                 if col not in state.columns:
                     state.columns.append(col)
