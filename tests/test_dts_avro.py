@@ -136,7 +136,8 @@ def test_registered_and_options_are_checked():
         get_decoder(FORMAT, {"framing": "lines"})
     with pytest.raises(ConfigError, match="sequenceBy='id' is not one of timestamp, position"):
         get_decoder(FORMAT, {"sequenceBy": "id"})
-    with pytest.raises(ConfigError, match="unknown option.*known: dateTimeFraction, framing, maxBlockBytes, maxBlockRecords, sequenceBy"):
+    with pytest.raises(ConfigError, match="unknown option.*known: dateTimeFraction, framing, keySeparator, maxBlockBytes, maxBlockRecords, "
+                       "messageDelimiter, sequenceBy"):
         get_decoder(FORMAT, {"schemaDirectory": "/x"})
 
 

@@ -29,8 +29,8 @@ import itertools
 import json
 import mmap
 import os
-import struct
 import re
+import struct
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO, NamedTuple, Protocol
@@ -43,6 +43,7 @@ from lakecdc.decoders._avro import DEFAULT_LIMITS, BlockLimits, iter_length_pref
 from lakecdc.decoders._debezium import Row, gc_paused
 from lakecdc.decoders._kafka_connect import Pairs, RecordError, compact_json
 from lakecdc.decoders.debezium_json import PARSED_SCHEMA, _json_image, _kafka_pairs
+from lakecdc.errors import ConfigError
 
 #: Upper bound of one task's share of a large file (OCF: cut at blocks; messages: at messages).
 SPLIT_BYTES = 128 << 20
@@ -187,6 +188,7 @@ Measure = Callable[[BinaryIO, int], Sequence[int]]
 KCAT_NULL = b"NULL"
 #: How far :func:`kcat_kv_messages` looks for the next record after one it cannot read.
 _RESYNC_TRIES = 4096
+#: The most bytes of such a record the quarantine keeps.
 _RAW_LIMIT = 1 << 16
 
 
@@ -213,8 +215,6 @@ def kcat_kv_framing(name: str, framing: str, options: dict[str, str]) -> tuple[b
     """The key separator and message delimiter of kcat ``-K`` dumps when the decoder reads them
     (``framing=kcat-K``, or ``auto`` with ``keySeparator`` given), else None; ConfigError (naming
     the decoder ``name``) for ``kcat-K`` without a separator or a delimiter that says nothing."""
-    from lakecdc.errors import ConfigError
-
     given = options.get("keySeparator", "")
     if framing != "kcat-k" and not (framing == "auto" and given):
         return None

@@ -155,12 +155,12 @@ from lakecdc.decoders._kafka_connect import (
 )
 from lakecdc.decoders._kafka_files import (
     _HEADER,
-    KCAT_KV_OPTIONS,
     _MIN_SPLIT,
     _SIDECARS,
     _TYPES_SCHEMA,
     _VARIANT_SCHEMA,
     DECODED_SCHEMA,
+    KCAT_KV_OPTIONS,
     SPLIT_BYTES,
     Message,
     Out,
