@@ -36,7 +36,7 @@ def replay_pk_keys(
     *,
     open_rows: DataFrame | None,
     stored: DataFrame | None,
-    truncates: Sequence[tuple[str, int]],
+    truncates: Sequence[tuple[str, int, tuple[Any, ...]]],
     tracked: frozenset[int],
     table: str,
 ) -> DataFrame:
@@ -74,7 +74,7 @@ def replay_pk_keys(
     for p in parts[1:]:
         allrows = allrows.unionByName(p)
     schema = version_schema(layout)
-    marks = [(s, _EPOCH + dt.timedelta(microseconds=us)) for s, us in truncates]
+    marks = [(s, _EPOCH + dt.timedelta(microseconds=us), at) for s, us, at in truncates]
 
     def run(tbl: pa.Table) -> pa.Table:
         from pyspark.sql.pandas.types import to_arrow_schema
@@ -119,10 +119,11 @@ class _Versions:
 
 def replay(
     tbl: pa.Table, *, n_columns: int, n_keys: int, tracked: frozenset[int],
-    truncates: Sequence[tuple[str, dt.datetime]], arrow_schema: pa.Schema,
+    truncates: Sequence[tuple[str, dt.datetime, tuple[Any, ...]]], arrow_schema: pa.Schema,
 ) -> pa.Table:
     """Apply one table's gathered open versions (``R``), stored seqs (``S``), events (``E``) and
-    truncates in seq order; return the versions made or changed and the tombstones."""
+    truncates (seq, op_ts, arrival) in the order (seq, arrival); return the versions made or
+    changed and the tombstones."""
     recs = tbl.to_pylist()
     versions = _Versions(n_columns, tracked)
     seq_of: dict[Key, str] = {}
@@ -143,10 +144,10 @@ def replay(
                                 "target": True, "changed": False}
         if r["_kind"] in ("R", "S"):
             seq_of[k] = max(seq_of.get(k, ""), r["_seq"])
-    timeline: list[tuple[str, int, Any]] = [(s, 0, at) for s, at in truncates]
-    timeline += [(r["_seq"], 1, r) for r in recs if r["_kind"] == "E"]
-    # (seq, arrival): events whose vendor positions tie replay in the order they were written
-    timeline.sort(key=lambda x: (x[0], x[1], *(arrival_key(x[2][c]) for c in ARRIVAL)) if x[1] else (x[0], x[1]))
+    timeline: list[tuple[str, tuple[Any, ...], Any]] = [(s, at, ts) for s, ts, at in truncates]
+    timeline += [(r["_seq"], tuple(r[c] for c in ARRIVAL), r) for r in recs if r["_kind"] == "E"]
+    # (seq, arrival): events and truncates whose vendor positions tie replay in the order they were written
+    timeline.sort(key=lambda x: (x[0], *map(arrival_key, x[1])))
     # per key, the event of this batch that set seq_of: an event of equal seq comes later and
     # applies, unless it is an exact copy of it (a replay)
     mine: dict[Key, Any] = {}
@@ -156,10 +157,14 @@ def replay(
             return True
         return seq == seq_of[k] and k in mine and mine[k] != sig
 
-    for seq, is_event, item in timeline:
-        if not is_event:  # a truncate closes every version older than it
-            for k in [k for k, v in versions.open.items() if v["seq"] < seq]:
+    for seq, _, item in timeline:
+        if not isinstance(item, dict):  # a truncate closes every version it comes after
+            # (one an earlier run stored at the truncate's seq stays: across runs the seq decides)
+            for k in [k for k, v in versions.open.items() if v["seq"] < seq or (v["seq"] == seq and v["changed"])]:
                 versions.close(k, seq, item)
+                # the key is absent now: an event of equal seq after the truncate is no replay
+                seq_of.pop(k, None)
+                mine.pop(k, None)
             continue
         e = item
         k = key_of(e, "k")

@@ -61,11 +61,13 @@ from lakecdc.prepare import (
 from lakecdc.profile import (
     Accounts,
     TableShape,
+    declared_columns,
     new_column_types,
     profile_events,
     resequenced,
     reserved_records,
     table_shape,
+    with_declared,
 )
 from lakecdc.quarantine import BAD_COLUMNS, Quarantined, collect_bad, write_quarantine
 from lakecdc.runs import record_run
@@ -523,8 +525,11 @@ def _run_tables(
             raise
         except Exception as exc:  # noqa: BLE001 - e.g. a table whose log cannot be read
             summaries[table] = _failed(target, table, profile[table], exc, say)
+    # columns the input declares are kept even when no image of the run holds them
+    declared = declared_columns(spark, decoder, shapes, files, staging=staging)
+    shapes = {t: with_declared(sh, declared.get(t, {}), settings, t) for t, sh in shapes.items()}
     wanted = {t: sh.new_columns for t, sh in shapes.items() if sh.new_columns}
-    inferred = new_column_types(spark, decoder, settings, files, wanted, staging=staging, say=say)
+    inferred = new_column_types(spark, decoder, settings, files, wanted, staging=staging, say=say, declared=declared)
     bad_parts: list[DataFrame] = []
     if decode_errors:
         bad_parts.append(events.where(F.col("_error").isNotNull()).select(*BAD_COLUMNS))

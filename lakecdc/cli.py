@@ -64,7 +64,8 @@ other formats: ogg-avro-op / ogg-avro-row (schemaDirectory=DIR, framing=length-p
   debezium-json (sequenceBy=op_ts|source.scn,..., tableName=db.schema.table, topic.prefix=...,
   unavailable.value.placeholder=...), canal-json (sequenceBy=id, layout=dts-before-2022-03-20,
   treatAllColumnsAsStrings=true), shareplex-json (keysFromKeyObject=true), dts-avro
-  (framing=length-prefixed|single|kcat, sequenceBy=position, dateTimeFraction=micros|nanos),
+  (framing=length-prefixed|single|kcat|kcat-K keySeparator=^, sequenceBy=position,
+  dateTimeFraction=micros|nanos),
   qlik-json / qlik-avro (metadataDirectory=DIR, topicTables=TOPIC=SCHEMA.TABLE,..., table=S.T):
   see the README's "Formats" section for every option
 

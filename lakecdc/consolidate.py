@@ -23,7 +23,7 @@ column name works.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -39,6 +39,32 @@ if TYPE_CHECKING:
 #: Where a record was read (file, split, record along the split): the last tie-breaker of the
 #: order, after ``seq`` (semantics.md, ``arrival``). File paths compare by name.
 ARRIVAL = ("_file", "_block", "_row")
+
+#: A place in the order of a batch's events: a seq and an arrival (values of :data:`ARRIVAL`).
+Point = tuple[str, tuple[Any, ...]]
+
+
+def before_sql(point: Point, *, seq: str = "_seq") -> str:
+    """SQL over an event's ``seq`` and :data:`ARRIVAL` columns: true when it comes before
+    ``point`` in the order (seq, arrival), never NULL. A row without an arrival (one stored by an
+    earlier run) whose seq ties the point's is not before it: across runs the seq alone decides."""
+    s = sql_string(point[0])
+    tie = "false"
+    for column, value in reversed(list(zip(ARRIVAL, point[1], strict=True))):
+        lit = "NULL" if value is None else sql_string(value) if isinstance(value, str) else str(int(value))
+        tie = f"({column} < {lit} OR ({column} = {lit} AND {tie}))"
+    return f"coalesce({seq} < {s} OR ({seq} = {s} AND {tie}), false)"
+
+
+def first_truncate(events: DataFrame, seq: str) -> Point:
+    """Where the first truncate of seq ``seq`` sits among ``events`` (canonical events): a
+    truncate of equal seq arriving after it is a copy of it (its replay), which removes nothing."""
+    arrival = F.min(F.struct(*ARRIVAL)).alias("_at")
+    row = events.where((F.col("op") == "T") & (F.col("seq") == seq)).agg(arrival).first()
+    at = row["_at"] if row is not None else None
+    if at is None:
+        raise ValueError(f"no truncate of seq {seq!r} among the events")
+    return seq, tuple(at[c] for c in ARRIVAL)
 
 
 @dataclass(frozen=True)
@@ -218,7 +244,7 @@ def drop_stale(wide: DataFrame, layout: Layout, stored: DataFrame | None, waterm
     return wide.withColumn("_stale", stale)
 
 
-def fold(wide: DataFrame, layout: Layout, *, reset_seq: str | None = None) -> DataFrame:
+def fold(wide: DataFrame, layout: Layout, *, reset: Point | None = None) -> DataFrame:
     """Fold each key's events into one net action, counting the events it leaves out.
 
     ``wide`` comes from :func:`widen` (and :func:`drop_stale`, which adds ``_stale``); truncates
@@ -231,8 +257,9 @@ def fold(wide: DataFrame, layout: Layout, *, reset_seq: str | None = None) -> Da
     (an exact copy, same seq and content, of the key's event just before it in this run), ``_stale``, ``_errors``, and ``_pku``
     (the key saw a primary-key update: the caller must fold it with :func:`fold_with_key_moves`).
 
-    ``reset_seq`` is the seq of a truncate in this batch: events before it only count (they are
-    wiped), and every key starts again from an absent row after it, as after a delete.
+    ``reset`` is where a truncate of this batch sits (see :func:`first_truncate`): events before
+    it in the order (seq, arrival) only count (they are wiped), and every key starts again from
+    an absent row after it, as after a delete.
     """
     keys = layout.key_cols
     n = len(layout.columns)
@@ -243,35 +270,36 @@ def fold(wide: DataFrame, layout: Layout, *, reset_seq: str | None = None) -> Da
     src = wide.selectExpr(
         *keys, "_op", "_seq", "_op_ts", "_pku", *ARRIVAL, f"(_error IS NULL AND NOT {stale}) AS _ok",
         f"{stale} AS _stale", "_error IS NOT NULL AS _bad", *values, f"{content_hash(layout)} AS _h",
-        f"_seq < {sql_string(reset_seq)} AS _wiped" if reset_seq is not None else "false AS _wiped",
+        f"{before_sql(reset)} AS _wiped" if reset is not None else "false AS _wiped",
     )
-    reset = sql_string(reset_seq) if reset_seq is not None else "NULL"
+    truncated = "true" if reset is not None else "false"
     # The order is (seq, arrival): records whose vendor positions tie apply in the order they were
     # written. Positions in that order (_n) stand for it in comparisons. Unusable events sort
     # first in their key's partition, so lag() of a usable event only ever shows another usable
     # event or nothing usable (_prev_ok false).
     over = f"PARTITION BY {', '.join(keys)} ORDER BY _ok, _seq, {', '.join(ARRIVAL)}"
     whole = f"({over} ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)"
-    # after the last reset: past the key's last delete and, with a truncate in the batch, above it
-    past_truncate = f"({reset} IS NULL OR _seq > {reset})"
+    # after the last reset: past the key's last delete and, with a truncate in the batch, after it
     ev = src.selectExpr(
         "*",
         f"row_number() OVER ({over}) AS _n",
         f"coalesce(lag(_ok) OVER ({over}), false) AS _prev_ok",
         f"lag(_seq) OVER ({over}) AS _prev_seq",
         f"lag(_h) OVER ({over}) AS _prev_h",
+        f"lag(_wiped) OVER ({over}) AS _prev_wiped",
         f"lead(1) OVER ({over}) IS NULL AS _is_last",
     ).selectExpr(
         # where the key's last delete sits in the order
         "*", f"max(CASE WHEN _ok AND NOT _wiped AND _op = 'D' THEN _n END) OVER {whole} AS _d_at",
     ).selectExpr(
-        # an exact copy of the event just before it (same seq and content) is a replay
-        "*", "_ok AND _prev_ok AND _seq = _prev_seq AND _h <=> _prev_h AS _dup",
-        f"(_d_at IS NOT NULL OR {reset} IS NOT NULL) AS _last_d",
+        # an exact copy of the event just before it (same seq and content, same side of the
+        # batch's truncate) is a replay
+        "*", "_ok AND _prev_ok AND _seq = _prev_seq AND _h <=> _prev_h AND _wiped = _prev_wiped AS _dup",
+        f"(_d_at IS NOT NULL OR {truncated}) AS _last_d",
     ).selectExpr(
         "*", "_ok AND NOT _dup AND NOT _wiped AS _live",
-        f"(_d_at IS NULL OR _n > _d_at) AND {past_truncate} AS _after_reset",
-        f"(_d_at IS NULL OR _n - 1 > _d_at) AND ({reset} IS NULL OR _prev_seq > {reset}) AS _prev_after_reset",
+        "(_d_at IS NULL OR _n > _d_at) AND NOT _wiped AS _after_reset",
+        "(_d_at IS NULL OR _n - 1 > _d_at) AND NOT _prev_wiped AS _prev_after_reset",
     ).selectExpr(
         "*",
         # the first usable event after the last reset (a delete, or the batch's truncate)

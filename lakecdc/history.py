@@ -46,11 +46,13 @@ import pyarrow.compute as pc
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from lakecdc._pkfold import arrival_key
 from lakecdc.columns import sql_string
 from lakecdc.consolidate import (
     ARRIVAL,
     BY_FILE,
     Layout,
+    before_sql,
     by_file,
     content_hash,
     drop_stale,
@@ -239,21 +241,28 @@ def _pseudo_events(open_rows: DataFrame, events: DataFrame, layout: Layout) -> D
     )
 
 
-def _truncate_cases(truncates: Sequence[tuple[str, int]]) -> tuple[str, str]:
-    """SQL over ``_seq``: the batch's last truncate before it, and the first one after it (a
-    struct of its seq and op_ts); NULL when there is none."""
+#: A truncate of the batch: its seq, op_ts (microseconds) and arrival (values of ``ARRIVAL``).
+Truncate = tuple[str, int, tuple[Any, ...]]
+
+
+def _truncate_cases(truncates: Sequence[Truncate]) -> tuple[str, str]:
+    """SQL over ``_seq`` and the arrival: the batch's last truncate before the event, and the
+    first one after it (a struct of its seq and op_ts); NULL when there is none. A row stored by
+    an earlier run (no arrival) that ties a truncate's seq comes after it."""
     if not truncates:
         return "CAST(NULL AS STRING)", "CAST(NULL AS STRUCT<s: STRING, ts: TIMESTAMP>)"
-    before = " ".join(f"WHEN _seq > {sql_string(s)} THEN {sql_string(s)}" for s, _ in reversed(truncates))
+    before = " ".join(
+        f"WHEN NOT {before_sql((s, at))} THEN {sql_string(s)}" for s, _, at in reversed(truncates)
+    )
     after = " ".join(
-        f"WHEN _seq < {sql_string(s)} THEN named_struct('s', {sql_string(s)}, 'ts', timestamp_micros({us}))"
-        for s, us in truncates
+        f"WHEN {before_sql((s, at))} THEN named_struct('s', {sql_string(s)}, 'ts', timestamp_micros({us}))"
+        for s, us, at in truncates
     )
     return f"CASE {before} END", f"CASE {after} END"
 
 
 def fold_history(
-    marked: DataFrame, layout: Layout, *, open_rows: DataFrame | None, truncates: Sequence[tuple[str, int]],
+    marked: DataFrame, layout: Layout, *, open_rows: DataFrame | None, truncates: Sequence[Truncate],
     tracked: frozenset[int],
 ) -> DataFrame:
     """One table's events (from :func:`~lakecdc.consolidate.widen` and
@@ -261,10 +270,10 @@ def fold_history(
 
     ``open_rows`` holds the table's open versions (``k{j}``, ``c{i}``, ``_cdc_seq``, ``_cdc_op``,
     ``_cdc_op_ts``, ``_t_start_seq``, ``_t_start_at``); ``truncates`` the batch's truncates newer
-    than the table's watermark, ``(seq, op_ts in microseconds)`` in seq order; ``tracked`` the
+    than the table's watermark (:data:`Truncate`) in the order (seq, arrival); ``tracked`` the
     positions of the tracked columns.
 
-    Per key, in seq order (after duplicates, stale and bad events are set aside and counted):
+    Per key, in the order (seq, arrival) (after duplicates, stale and bad events are set aside and counted):
     a **segment** is a run of events between resets (a delete ends one; a truncate between two
     events starts a new one); the row after each event is, per column, its last present value in
     the segment, else the segment's base (the open version's row, or an update's before image,
@@ -292,14 +301,14 @@ def fold_history(
     before_t, after_t = _truncate_cases(truncates)
 
     # 1. per key, in the order (seq, arrival): duplicates (an exact copy, same seq and content, of
-    # the usable event just before it), counts
+    # the usable event just before it, with no truncate between them), counts
     w1 = f"PARTITION BY {by_key} ORDER BY _ok, _seq, {arrival}"
     whole = f"({w1} ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)"
-    ev = ev.selectExpr(
+    ev = ev.selectExpr("*", f"{before_t} AS _tb").selectExpr(
         "*", f"_ok AND coalesce(lag(_ok) OVER ({w1}), false) AND _seq = lag(_seq) OVER ({w1}) "
-        f"AND _h <=> lag(_h) OVER ({w1}) AS _dup",
+        f"AND _h <=> lag(_h) OVER ({w1}) AND _tb <=> lag(_tb) OVER ({w1}) AS _dup",
         f"lead(1) OVER ({w1}) IS NULL AS _is_last",
-    ).selectExpr("*", "_ok AND NOT _dup AS _live", f"{before_t} AS _tb")
+    ).selectExpr("*", "_ok AND NOT _dup AS _live")
     ev = ev.selectExpr(
         "*",
         f"sum(CAST(NOT _target AS BIGINT)) OVER {whole} AS _n_events",
@@ -426,13 +435,21 @@ def _known(
     return stored.groupBy(*layout.key_cols).agg(F.max("_stored_seq").alias("_stored_seq")), open_rows
 
 
-def _truncates(mine: DataFrame, prof: dict, watermark: str | None) -> tuple[list[tuple[str, int]], int]:
-    """The batch's truncates newer than ``watermark`` (seq, op_ts in microseconds), in seq order,
-    and how many were older than it (late)."""
+def _truncates(mine: DataFrame, prof: dict, watermark: str | None) -> tuple[list[Truncate], int]:
+    """The batch's truncates newer than ``watermark`` (:data:`Truncate`), one per seq (the first
+    to arrive: one of equal seq arriving later is its copy), in the order (seq, arrival); and how
+    many were older than the watermark (late)."""
     if prof.get("max_truncate") is None:
         return [], 0
-    rows = mine.where(F.col("op") == "T").select("seq", F.unix_micros("op_ts").alias("us")).collect()
-    live = sorted({(r["seq"], int(r["us"])) for r in rows if watermark is None or r["seq"] > watermark})
+    rows = mine.where(F.col("op") == "T").select("seq", F.unix_micros("op_ts").alias("us"), *ARRIVAL).collect()
+    first: dict[str, Truncate] = {}
+    for r in rows:
+        if watermark is not None and r["seq"] <= watermark:
+            continue
+        t = (r["seq"], int(r["us"]), tuple(r[c] for c in ARRIVAL))
+        if r["seq"] not in first or [*map(arrival_key, t[2])] < [*map(arrival_key, first[r["seq"]][2])]:
+            first[r["seq"]] = t
+    live = [first[s] for s in sorted(first)]
     return live, sum(1 for r in rows if watermark is not None and r["seq"] < watermark)
 
 
@@ -485,7 +502,7 @@ def prepare_history(
     epoch = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
     prep = HistoryPrepared(
         table=table, path=path, layout=layout, new_fields=new_fields, exists=shape.exists, versions=versions,
-        deletes=deletes, truncates=tuple((s, epoch + dt.timedelta(microseconds=us)) for s, us in truncates),
+        deletes=deletes, truncates=tuple((s, epoch + dt.timedelta(microseconds=us)) for s, us, _ in truncates),
         counts=counts, seen_columns=bool(prof["columns"]), late_by_file=late,
     )
     return prep, bad

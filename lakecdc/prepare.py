@@ -26,7 +26,9 @@ from pyspark.sql import types as T
 from lakecdc.columns import sql_string
 from lakecdc.consolidate import (
     Layout,
+    before_sql,
     drop_stale,
+    first_truncate,
     fold,
     fold_with_key_moves,
     key_move_events,
@@ -197,7 +199,8 @@ def prepare_table(
     marked = drop_stale(wide, layout, stored, watermark)
     # (the fast path keeps truncates: marked unexpected, they count as errors and make it give up)
     usable = marked if speculation is not None else marked.where(F.col("_op") != "T")
-    net = fold(usable, layout, reset_seq=run_truncate).toArrow()
+    reset = first_truncate(mine, run_truncate) if run_truncate is not None else None
+    net = fold(usable, layout, reset=reset).toArrow()
     counts = {
         name: int(pc.sum(net.column(name)).as_py() or 0) for name in ("_events", "_dups", "_stale", "_errors")
     }
@@ -214,9 +217,9 @@ def prepare_table(
         if settings.pk_update_for(table) == "abend":
             raise_abend(table, ok, layout)
         target_rows = read_rows(spark, engine, target, table, layout)
-        if run_truncate is not None:
-            ok = ok.where(F.col("_seq") > F.lit(run_truncate))
-            target_rows = target_rows.where(F.col("_cdc_seq") > F.lit(run_truncate)) if target_rows is not None else None
+        if reset is not None:  # (rows an earlier run stored at the truncate's seq stay, as in the merge)
+            ok = ok.where(f"NOT {before_sql(reset)}")
+            target_rows = target_rows.where(F.col("_cdc_seq") >= F.lit(reset[0])) if target_rows is not None else None
         if stored is None:
             stored = read_stored(spark, engine, target, table, layout)
         moved = fold_with_key_moves(

@@ -8,7 +8,7 @@ shape (existing and new columns, keys) and the types of its new columns.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
@@ -275,11 +275,43 @@ def resolve_keys(table: str, declared: Sequence[str] | None, configured: Sequenc
     return tuple(out)
 
 
+def declared_columns(
+    spark: SparkSession, decoder: Decoder, shapes: Mapping[str, TableShape], files: list[str], *, staging: str,
+) -> dict[str, dict[str, T.DataType]]:
+    """The columns the input declares, per table, with their declared types (the decoder's
+    ``column_types``: a Debezium or Avro schema, Qlik metadata, Canal's ``mysqlType``, DTS
+    ``fields``), read when the run creates a table or brings a table new columns (their types
+    come from it anyway); else nothing, and no pass over the input is made for it."""
+    if not any(sh.new_columns or not sh.exists for sh in shapes.values()):
+        return {}
+    return dict(decoder.column_types(spark, files, staging=staging))
+
+
+def with_declared(shape: TableShape, declared: Mapping[str, T.DataType], settings: ApplySettings, table: str) -> TableShape:
+    """``shape`` with the columns the input declares but no image of the run holds (a column
+    every message leaves out: a Qlik mask bit 0, an Avro ``_isMissing`` flag, a DTS ``NONE``, a
+    Debezium unavailable value) added as new columns: rows inserted now read NULL for them, and
+    as they are never present in an image no stored value is overwritten. Columns a column list
+    leaves out and names lakecdc keeps for its own columns are not added."""
+    history = settings.scd_type(table) == 2
+    extra = [c for c in declared
+             if c.lower() not in shape.spelled and not settings.ignores(table, c, shape.keys)
+             and not reserved_column(c, history=history)]
+    if not extra:
+        return shape
+    return replace(
+        shape, columns=(*shape.columns, *extra), spelled={**shape.spelled, **{c.lower(): [c] for c in extra}},
+        new_columns={**shape.new_columns, **{c: [] for c in extra}},
+    )
+
+
 def new_column_types(
     spark: SparkSession, decoder: Decoder, settings: ApplySettings, files: list[str],
     wanted: dict[str, dict[str, list[str]]], *, staging: str, say: Progress,
+    declared: Mapping[str, Mapping[str, T.DataType]] | None = None,
 ) -> dict[str, dict[str, T.DataType]]:
-    """Types of the new columns: declared by the input, else inferred from the data, else string.
+    """Types of the new columns: declared by the input (``declared``, else read from the
+    decoder), else inferred from the data, else string.
 
     A column the input declares is never left out: one declared without a type
     (:data:`~lakecdc.columns.DECLARED_UNTYPED`) whose values are all NULL so far is a string.
@@ -288,7 +320,9 @@ def new_column_types(
         return {}
     if settings.treat_all_as_strings:
         return {t: {c: T.StringType() for c in cols} for t, cols in wanted.items()}
-    declared = dict(decoder.column_types(spark, files, staging=staging)) if wanted else {}
+    if declared is None:
+        declared = decoder.column_types(spark, files, staging=staging)
+    declared = {t: dict(cols) for t, cols in declared.items()}
     for table, contract in settings.contracts.items():  # a contract's types win over the input's
         declared[table] = {**declared.get(table, {}), **contract.types}
     out: dict[str, dict[str, T.DataType]] = {}

@@ -121,12 +121,12 @@ def canal_messages(
         kind = "INIT" if first.op == "I" and members[0] % 4 == 0 else {"I": "INSERT", "U": "UPDATE", "D": "DELETE", "T": "TRUNCATE"}[first.op]
         db, table = split_table(first.table)
         when = f"{_EPOCH + timedelta(milliseconds=es):%Y-%m-%d %H:%M:%S.%f}"
-        seen = [
+        types = dict(columns[first.table])
+        seen = [  # (mysqlType declares every column of the table, except in a truncate)
             dataclasses.replace(canal_view(events[i]), op="R" if kind == "INIT" else events[i].op, op_ts=when,
-                                pos=f"{msg_id:020d}", idx=k)
+                                pos=f"{msg_id:020d}", idx=k, declared=tuple(types) if kind != "TRUNCATE" else ())
             for k, i in enumerate(members)
         ]
-        types = dict(columns[first.table])
         body: dict[str, Any] = {"data": None, "database": db, "es": es, "id": msg_id, "isDdl": kind == "TRUNCATE",
                                 "mysqlType": None, "old": None, "pkNames": None, "sql": "", "sqlType": None,
                                 "table": table, "ts": es + 771, "type": kind}

@@ -126,9 +126,9 @@ class HistoryOracle:
         live_before = {t: dict(s.seqs) for t, s in tables.items()}
         for event in sorted(events, key=lambda e: e.seq):  # stable: arrival order breaks seq ties
             state = tables.setdefault(event.table, TableState())
-            rows, seqs = dict(state.rows), dict(state.seqs)
+            rows, seqs, sigs = dict(state.rows), dict(state.seqs), dict(state.run_sig)
             Oracle._apply_one(state, event, pk_update, counts.setdefault(event.table, RunCounts()))
-            self._observe(work.setdefault(event.table, {}), event, rows, seqs, state)
+            self._observe(work.setdefault(event.table, {}), event, rows, seqs, sigs, state)
         for table, run_counts in counts.items():
             _net_counts(live_before.get(table, {}), tables[table].seqs, run_counts)
         self.current, self._versions = current, work
@@ -136,12 +136,15 @@ class HistoryOracle:
 
     def _observe(
         self, history: dict[Key, list[Version]], event: Event, rows: dict[Key, Row], seqs: dict[Key, Seq],
-        state: TableState,
+        sigs: dict[Key, Any], state: TableState,
     ) -> None:
-        """Turn what ``event`` did to the current-state table into version changes."""
+        """Turn what ``event`` did to the current-state table into version changes (``rows``,
+        ``seqs`` and ``sigs`` are the table's rows, seqs and run signatures before it: an event
+        that ties the seq of the key's row still touches it when it applies)."""
         moved = pk_update_keys(event)
         for key in sorted(set(seqs) | set(state.seqs), key=repr):
-            if seqs.get(key) == state.seqs.get(key) and (key in rows) == (key in state.rows):
+            if (seqs.get(key) == state.seqs.get(key) and (key in rows) == (key in state.rows)
+                    and sigs.get(key) == state.run_sig.get(key)):
                 continue  # untouched (or a stale event)
             versions = history.setdefault(key, [])
             open_ = versions[-1] if versions and versions[-1].end is None else None

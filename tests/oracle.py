@@ -33,7 +33,8 @@ Example:
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 Seq = tuple[str, str, int]
@@ -51,7 +52,8 @@ class Event:
 
     ``before``/``after`` hold only the PRESENT columns: a key mapped to ``None`` is a present
     NULL, an absent key is a MISSING column. ``idx`` is the index inside the message (0 for
-    GoldenGate, one event per message).
+    GoldenGate, one event per message). ``declared``: the columns the message's own schema
+    declares (an Avro or Debezium schema, Qlik metadata, DTS ``fields``), present or not.
     """
 
     table: str
@@ -62,6 +64,7 @@ class Event:
     before: dict[str, Any] | None = None
     after: dict[str, Any] | None = None
     keys: tuple[str, ...] = ()
+    declared: tuple[str, ...] = ()
 
     @property
     def seq(self) -> Seq:
@@ -148,6 +151,12 @@ class TableState:
         self.tombstones[key] = seq
 
 
+def declaring(events: list[Event], declared: Mapping[str, Sequence[str]]) -> list[Event]:
+    """``events`` as messages whose schema declares every column of their table: each with
+    ``declared`` set to ``declared[table]`` (a table not in it declares nothing)."""
+    return [replace(e, declared=tuple(declared.get(e.table, ()))) for e in events]
+
+
 def image_key(image: dict[str, Any] | None, keys: tuple[str, ...]) -> Key | None:
     """The key held by an image, or None when any key column is missing from it."""
     if image is None or not keys or any(k not in image for k in keys):
@@ -223,10 +232,13 @@ class Oracle:
       ``duplicate_or_late`` and not as ``deleted``.
     * Rule 6's "below the table's last truncate" is strict, for truncates too: a truncate is
       stale (``duplicate_or_late``) only when its seq is below the watermark. A replayed truncate
-      (seq equal to the watermark) is therefore applied, removes nothing (nothing older than the
-      watermark can be left) and is counted in ``events`` only. A truncate above the watermark
-      is applied even when it removes nothing (e.g. every row is newer). With unique seqs no
-      keyed event can equal a truncate's seq.
+      (seq equal to the watermark) is therefore applied, removes nothing and is counted in
+      ``events`` only. A truncate above the watermark is applied even when it removes nothing
+      (e.g. every row is newer).
+    * A keyed event whose seq equals a truncate's is ordered by arrival like any tie: one of this
+      run that arrived before the truncate is wiped by it, one after it applies (also in a later
+      run: it is not below the watermark). A row stored by an EARLIER run at the truncate's seq
+      stays: across runs the seq alone decides, and it is not older than the truncate.
     * Truncate leaves existing tombstones alone and writes none: the watermark already rejects
       everything older.
     * A primary-key update whose new key already holds a row older than the update replaces that
@@ -242,8 +254,10 @@ class Oracle:
     * An update of a live key counts ``updated`` even when no value changes; an upsert (I/R) of
       a live key counts ``updated``.
     * The column set holds every column present in any image of any event of the table,
-      including stale events (the column exists in the source). Columns of a failed (abend) run
-      are not recorded.
+      including stale events (the column exists in the source), and every column an event's
+      message declares (``Event.declared``) though no image holds it: such a column reads NULL
+      until a value arrives, and being missing it never overwrites one. Columns of a failed
+      (abend) run are not recorded.
     """
 
     def __init__(self) -> None:
@@ -321,7 +335,7 @@ class Oracle:
                 f"{event.table}: key columns {event.keys!r} at pos {event.pos} differ from "
                 f"{state.keys!r} seen before"
             )
-        for image in (event.before, event.after):
+        for image in (event.before, event.after, dict.fromkeys(event.declared)):
             for col in image or {}:
                 if col not in state.columns:
                     state.columns.append(col)
@@ -414,16 +428,22 @@ def _pk_update(state: TableState, old: Key, new: Key, event: Event, mode: str, c
 
 
 def _truncate(state: TableState, seq: Seq, counts: RunCounts) -> None:
-    """Rule 5: remove every row older than the truncate; raise the watermark."""
+    """Rule 5: remove every row that comes before the truncate; raise the watermark.
+
+    A row comes before it when its seq is lower, or equal and written by an event of this run
+    (which arrived before the truncate: ``apply_run`` applies ties in arrival order). A truncate
+    whose seq equals the watermark is a copy of the one that set it and removes nothing.
+    """
     if state.truncated_at is not None and seq < state.truncated_at:
         counts.duplicate_or_late += 1
         return
-    for key in [k for k, row_seq in state.seqs.items() if row_seq < seq]:
+    if state.truncated_at == seq:
+        return
+    for key in [k for k, row_seq in state.seqs.items() if row_seq < seq or (row_seq == seq and k in state.run_sig)]:
         del state.rows[key]
         del state.seqs[key]
         counts.deleted += 1
-    if state.truncated_at is None or seq > state.truncated_at:
-        state.truncated_at = seq
+    state.truncated_at = seq
 
 
 def _net_counts(before: dict[Key, Seq], after: dict[Key, Seq], counts: RunCounts) -> None:

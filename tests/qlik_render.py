@@ -44,10 +44,10 @@ from typing import Any
 from fastavro import parse_schema, schemaless_writer
 
 try:
-    from tests.oracle import Event
+    from tests.oracle import Event, declaring
     from tests.scenario_driver import Rendered, drive
 except ModuleNotFoundError:  # tests/ is on sys.path, not the repository root
-    from oracle import Event  # type: ignore[no-redef]
+    from oracle import Event, declaring  # type: ignore[no-redef]
     from scenario_driver import Rendered, drive  # type: ignore[no-redef]
 
 ENVELOPE = {
@@ -301,7 +301,8 @@ def run_qlik_scenario(spark: Any, sc: Any, workdir: Any, *, fmt: str, max_runs: 
 
     def rendered(run: list[int], number: int) -> Rendered:
         data, seen, suffix = render_run(messages, list(tables.values()), run, number, avro=fmt == "qlik-avro")
-        return Rendered(data, suffix, seen)
+        # the metadata messages declare every column of their tables
+        return Rendered(data, suffix, declaring(seen, {s.name: [*s.keys, *s.columns] for s in sc.specs}))
 
     def metadata_skipped_once(number: int, _run: list[int], summary: Any) -> None:
         skipped = {t.source_table: t.skipped for t in summary.tables if t.skipped}

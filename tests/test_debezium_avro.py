@@ -39,7 +39,7 @@ try:
         decoded_table,
     )
     from tests.helpers import rows
-    from tests.oracle import Oracle
+    from tests.oracle import Oracle, declaring
     from tests.test_debezium_json import WRITTEN
     from tests.test_property import assert_counts, assert_targets_match, scenarios
 except ModuleNotFoundError:  # tests/ is on sys.path, not the repository root
@@ -53,7 +53,7 @@ except ModuleNotFoundError:  # tests/ is on sys.path, not the repository root
         decoded_table,
     )
     from helpers import rows  # type: ignore[no-redef]
-    from oracle import Oracle  # type: ignore[no-redef]
+    from oracle import Oracle, declaring  # type: ignore[no-redef]
     from test_debezium_json import WRITTEN  # type: ignore[no-redef]
     from test_property import assert_counts, assert_targets_match, scenarios  # type: ignore[no-redef]
 
@@ -465,7 +465,7 @@ def _round_trip(spark, workdir: Path, sc, reads: list[bool], style: Style, conta
         else:
             applied += [str(p) for p in renderer.write_ocf(run_events, landing, f"run-{number:04d}")]
             options = {}
-        expected = oracle.apply_run(run_events, pk_update="delete-insert")
+        expected = oracle.apply_run(declaring(run_events, kinds), pk_update="delete-insert")
         summary = lakecdc.apply(applied, workdir / "lake", format=FORMAT, options=options, keys=keys,
                                 pk_update=sc.pk_update, spark=spark)
         actual = {t.source_table: {f: getattr(t, f) for f in ("target", "events", "duplicate_or_late", "quarantined",
@@ -539,7 +539,7 @@ def test_transactions_cut_across_runs_apply_whole_in_the_wire_format(spark, tmp_
         path.write_bytes(length_prefixed(messages))
         renderer.write_registry(registry)
         applied.append(str(path))
-        oracle.apply_run(ready, pk_update="delete-insert")
+        oracle.apply_run(declaring(ready, kinds), pk_update="delete-insert")
         summary = lakecdc.apply(applied, workdir / "lake", format=FORMAT, options={"schemaDirectory": str(registry)},
                                 keys=keys, pk_update=sc.pk_update, complete_transactions=True, spark=spark)
         assert summary.ok and summary.quarantined_unrouted == 0

@@ -37,7 +37,7 @@ try:
         decoded_table,
     )
     from tests.helpers import rows
-    from tests.oracle import Event, Oracle
+    from tests.oracle import Event, Oracle, declaring
     from tests.test_property import Scenario, TableSpec, assert_counts, assert_targets_match, scenarios
 except ModuleNotFoundError:  # tests/ is on sys.path, not the repository root
     from debezium_render import (  # type: ignore[no-redef]
@@ -49,7 +49,7 @@ except ModuleNotFoundError:  # tests/ is on sys.path, not the repository root
         decoded_table,
     )
     from helpers import rows  # type: ignore[no-redef]
-    from oracle import Event, Oracle  # type: ignore[no-redef]
+    from oracle import Event, Oracle, declaring  # type: ignore[no-redef]
     from test_property import (  # type: ignore[no-redef]
         Scenario,
         TableSpec,
@@ -625,7 +625,8 @@ def test_bad_records_are_quarantined_with_file_line_reason_and_the_rest_applies(
     ]
     bad = write(landing / "a.json", *lines)
     s = lakecdc.apply(landing, target, format=FORMAT, keys={"shop.T": ["ID"]}, spark=spark)
-    assert rows(s.table("shop.T").target, "ID") == [{"ID": 1, "V": "a"}, {"ID": 8, "V": "h"}]
+    # (D: line 6's schema declares it, so it is a column though its one value was quarantined)
+    assert rows(s.table("shop.T").target, "ID") == [{"ID": 1, "V": "a", "D": None}, {"ID": 8, "V": "h", "D": None}]
     assert (s.table("shop.T").quarantined, s.quarantined_unrouted, s.skipped_unrouted) == (3, 2, 1)
     q = quarantine(target)
     assert [(r["line"], r["source_table"], r["reason"]) for r in q] == [
@@ -663,7 +664,7 @@ def _round_trip(spark, workdir: Path, sc, reads: list[bool], style: Style) -> No
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(renderer.render(run_events), encoding="utf-8")
         applied.append(str(path))
-        expected = oracle.apply_run(run_events, pk_update="delete-insert")
+        expected = oracle.apply_run(declaring(run_events, kinds if style.schema else {}), pk_update="delete-insert")
         summary = lakecdc.apply(applied, workdir / "lake", format=FORMAT, keys=keys, pk_update=sc.pk_update,
                                 spark=spark)
         actual = {t.source_table: {f: getattr(t, f) for f in ("target", "events", "duplicate_or_late", "quarantined",
@@ -805,7 +806,7 @@ def _transactions_round_trip(spark, workdir: Path, sc, reads: list[bool], style:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
         applied.append(str(path))
-        oracle.apply_run(ready, pk_update="delete-insert")
+        oracle.apply_run(declaring(ready, kinds if style.schema else {}), pk_update="delete-insert")
         summary = lakecdc.apply(applied, workdir / "lake", format=FORMAT, keys=keys, pk_update=sc.pk_update,
                                 complete_transactions=True, spark=spark)
         assert summary.ok and summary.quarantined_unrouted == 0

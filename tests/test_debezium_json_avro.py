@@ -20,7 +20,7 @@ from lakecdc.decoders._records import exact_json_strings
 try:
     from tests.debezium_avro_render import AvroRenderer
     from tests.debezium_render import Renderer, Style, as_debezium, decoded_table, kcat_avro_json
-    from tests.oracle import Oracle
+    from tests.oracle import Oracle, declaring
     from tests.test_debezium_avro import IDS, SCHEMAS, TS
     from tests.test_debezium_json import WRITTEN
     from tests.test_property import assert_counts, assert_targets_match, scenarios
@@ -33,7 +33,7 @@ except ModuleNotFoundError:  # tests/ is on sys.path, not the repository root
         decoded_table,
         kcat_avro_json,
     )
-    from oracle import Oracle  # type: ignore[no-redef]
+    from oracle import Oracle, declaring  # type: ignore[no-redef]
     from test_debezium_avro import IDS, SCHEMAS, TS  # type: ignore[no-redef]
     from test_debezium_json import WRITTEN  # type: ignore[no-redef]
     from test_property import assert_counts, assert_targets_match, scenarios  # type: ignore[no-redef]
@@ -173,7 +173,7 @@ def _round_trip(spark, workdir: Path, sc, reads: list[bool], style: Style, short
         path.write_text(kcat_avro_json(avro, run_events, short_names=short_names), encoding="utf-8")
         avro.write_registry(registry, export=number % 2 == 0)
         applied.append(str(path))
-        expected = oracle.apply_run(run_events, pk_update="delete-insert")
+        expected = oracle.apply_run(declaring(run_events, kinds), pk_update="delete-insert")
         summary = lakecdc.apply(applied, workdir / "lake", format=FORMAT, options={"schemaDirectory": str(registry)},
                                 keys=keys, pk_update=sc.pk_update, spark=spark)
         actual = {t.source_table: {f: getattr(t, f) for f in ("target", "events", "duplicate_or_late", "quarantined",

@@ -210,3 +210,100 @@ def test_canal_and_qlik_keep_declared_columns_whose_values_are_all_null(spark, t
     target = s.table("employees.salaries").target
     assert _types(target) == {"emp_no": "long", "salary": "long", "from_date": "date", "to_date": "date"}
     assert [(r["salary"], r["to_date"]) for r in rows(target)] == [(None, None)]
+
+
+# -- declared columns that no image of a run holds -------------------------------------------------------
+
+
+def _ogg_avro_runs(spark: Any, tmp_path: Path, runs: list[list[Any]], **apply: Any) -> list[dict[str, str]]:
+    """Apply each run of oracle events as GoldenGate op-modeled Avro (the schema declares ``ID``,
+    ``A``, ``B``, ``C``; a column missing from an image is flagged ``C_isMissing``); the table's
+    column types after each run."""
+    try:
+        from tests.ogg_avro_render import encode as avro_encode
+        from tests.ogg_avro_render import length_prefixed as avro_framed
+        from tests.ogg_avro_render import op_record, op_schema, write_schema_dir
+    except ModuleNotFoundError:
+        from ogg_avro_render import encode as avro_encode  # type: ignore[no-redef]
+        from ogg_avro_render import length_prefixed as avro_framed  # type: ignore[no-redef]
+        from ogg_avro_render import op_record, op_schema, write_schema_dir  # type: ignore[no-redef]
+
+    schema = op_schema("GG.T", {"ID": "long", "A": "string", "B": "string", "C": "long"})
+    schemas = write_schema_dir(tmp_path / "schemas", {"GG.T": schema})
+    landing = tmp_path / "landing"
+    landing.mkdir(exist_ok=True)
+    out = []
+    for n, run in enumerate(runs, start=1):
+        (landing / f"run-{n}.bin").write_bytes(avro_framed([avro_encode(schema, op_record(e, schema)) for e in run]))
+        s = lakecdc.apply(landing, tmp_path / "lake", format="ogg-avro-op", spark=spark,
+                          options={"schemaDirectory": str(schemas)}, **apply)
+        out.append(_types(s.table("GG.T").target))
+    return out
+
+
+def _ev(op: str, sec: int, before: dict | None = None, after: dict | None = None) -> Any:
+    try:
+        from tests.oracle import Event
+    except ModuleNotFoundError:
+        from oracle import Event  # type: ignore[no-redef]
+    return Event("GG.T", op, f"2024-01-01 00:00:{sec:02d}.000000", f"{sec:020d}", 0, before, after, ("ID",))
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("scd", [1, 2])
+def test_a_declared_column_no_image_holds_is_created_and_never_overwritten_by_its_absence(spark, tmp_path, scd):
+    """Run 1 never carries ``C`` (missing from every image, as ``C_isMissing``): the table has it,
+    typed as declared (bigint), NULL. Run 2 gives row 3 a ``C``; run 3 updates rows without ``C``:
+    the value stays, and the other rows stay NULL (missing is not NULL). The target equals the
+    oracle told the schema declares ``C``."""
+    try:
+        from tests.oracle import Oracle, declaring
+    except ModuleNotFoundError:
+        from oracle import Oracle, declaring  # type: ignore[no-redef]
+
+    runs = [
+        [_ev("I", 1, after={"ID": 1, "A": "a", "B": "b"}), _ev("U", 2, {"ID": 2}, {"ID": 2, "A": "x"})],
+        [_ev("I", 3, after={"ID": 3, "A": "c", "C": 7})],
+        [_ev("U", 4, {"ID": 3}, {"ID": 3, "A": "d"}), _ev("U", 5, {"ID": 1}, {"ID": 1, "B": "e"})],
+    ]
+    types = _ogg_avro_runs(spark, tmp_path, runs, stored_as_scd_type=scd)
+    assert [t.get("C") for t in types] == ["long"] * 3
+    target = tmp_path / "lake" / "GG.T"
+    oracle = Oracle()
+    for run in runs:
+        oracle.apply_run(declaring(run, {"GG.T": ["ID", "A", "B", "C"]}))
+    want = sorted(oracle.table("GG.T").values(), key=lambda r: r["ID"])
+    assert want == [{"ID": 1, "A": "a", "B": "e", "C": None}, {"ID": 2, "A": "x", "B": None, "C": None},
+                    {"ID": 3, "A": "d", "B": None, "C": 7}]
+    live = [{k: v for k, v in r.items() if not k.startswith("__")} for r in rows(target, "ID")
+            if r.get("__END_AT") is None]
+    assert live == want
+
+
+@pytest.mark.spark
+def test_a_debezium_column_always_unavailable_is_created_and_keeps_the_value_it_gets(spark, tmp_path):
+    """Debezium's unavailable-value placeholder (TOAST) in every image of run 1: ``note`` is
+    declared by the schema, so the table has it (NULL); a later value is kept by a later update
+    whose ``note`` is unavailable again."""
+    try:
+        import tests.test_debezium_avro as dbz
+    except ModuleNotFoundError:
+        import test_debezium_avro as dbz  # type: ignore[no-redef]
+
+    registry = dbz.write_registry(tmp_path / "schemas")
+    gone = dbz.UNAVAILABLE
+
+    def update(lsn: int, i: int, price: int, note: str) -> bytes:
+        return dbz.message("value", dbz.envelope("u", lsn, before=dbz.row(i, note=gone),
+                                                 after=dbz.row(i, price=dbz.unscaled(price), note=note)))
+
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    opts = dict(format="debezium-avro", options={"schemaDirectory": str(registry)}, keys={dbz.TABLE: ["id"]}, spark=spark)
+    for n, messages in enumerate([[update(100, 1, 100, gone)], [update(200, 1, 200, "kept")], [update(300, 1, 300, gone)]]):
+        (landing / f"run-{n}.bin").write_bytes(length_prefixed(messages))
+        s = lakecdc.apply(landing, tmp_path / "lake", **opts)
+        target = s.table(dbz.TABLE).target
+        (row,) = rows(target, "id")
+        assert row["note"] == [None, "kept", "kept"][n] and row["price"] == Decimal(f"{(n + 1) * 100 / 100:.2f}")
+    assert _types(target)["note"] == "string"

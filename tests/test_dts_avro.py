@@ -136,7 +136,8 @@ def test_registered_and_options_are_checked():
         get_decoder(FORMAT, {"framing": "lines"})
     with pytest.raises(ConfigError, match="sequenceBy='id' is not one of timestamp, position"):
         get_decoder(FORMAT, {"sequenceBy": "id"})
-    with pytest.raises(ConfigError, match="unknown option.*known: dateTimeFraction, framing, maxBlockBytes, maxBlockRecords, sequenceBy"):
+    with pytest.raises(ConfigError, match="unknown option.*known: dateTimeFraction, framing, keySeparator, maxBlockBytes, maxBlockRecords, "
+                       "messageDelimiter, sequenceBy"):
         get_decoder(FORMAT, {"schemaDirectory": "/x"})
 
 
@@ -309,7 +310,8 @@ def test_every_value_kind_applies_with_its_type(spark, tmp_path):
         "born": dt.date(2023, 10, 11), "at": dt.datetime(2023, 10, 11, 8, 33, 28, 500000), "span": "-838:59:59",
         "yr": 2023, "zoned": dt.datetime(2023, 10, 11, 0, 33, 28, tzinfo=dt.timezone.utc), "blob": b"\x00\x01\xff",
         "doc": '{"a": 1}', "shape": "AQEA", "shape_text": "POINT(1 2)", "nothing": None, "nul": None,
-    }  # "gone" was never given a value: no column
+        "gone": None,
+    }  # "gone" (NONE) was never given a value: declared by `fields`, a column all the same
 
 
 # -- framings ----------------------------------------------------------------------------------------------

@@ -48,7 +48,7 @@ try:
         write_schema_dir,
     )
     from tests.ogg_row_render import missing_as_null, run_row_scenario
-    from tests.oracle import Event, Oracle, PrimaryKeyUpdateError
+    from tests.oracle import Event, Oracle, PrimaryKeyUpdateError, declaring
     from tests.test_property import (
         SUMMARY_FIELDS,
         Scenario,
@@ -77,7 +77,7 @@ except ModuleNotFoundError:  # tests/ is on sys.path, not the repository root
         write_schema_dir,
     )
     from ogg_row_render import missing_as_null, run_row_scenario  # type: ignore[no-redef]
-    from oracle import Event, Oracle, PrimaryKeyUpdateError  # type: ignore[no-redef]
+    from oracle import Event, Oracle, PrimaryKeyUpdateError, declaring  # type: ignore[no-redef]
     from test_property import (  # type: ignore[no-redef]
         SUMMARY_FIELDS,
         Scenario,
@@ -485,11 +485,12 @@ def _run_avro_scenario(spark: Any, sc: Scenario, workdir: Path, container: str) 
     options = {"schemaDirectory": str(dirdef), "wrapMessageInGenericAvroMessage": str(container == "wrapped").lower()}
     kwargs = dict(format="ogg-avro-op", keys=sc.keys(), pk_update=sc.pk_update, spark=spark, options=options)
     oracle, targets, applied = Oracle(), {}, []
+    declared = {spec.name: [*spec.keys, *spec.columns] for spec in sc.specs}  # the schemas declare them all
     for number, (run, paths) in enumerate(zip(sc.runs, files, strict=True), start=1):
         run_events = [sc.events[i] for i in run]
         applied += [str(p) for p in paths]
         try:
-            expected = oracle.apply_run(run_events, pk_update=sc.pk_update)
+            expected = oracle.apply_run(declaring(run_events, declared), pk_update=sc.pk_update)
         except PrimaryKeyUpdateError:
             committed = delta_tables_under(target)
             with pytest.raises(lakecdc.PrimaryKeyUpdateError) as info:

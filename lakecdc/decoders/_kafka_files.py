@@ -10,7 +10,8 @@ that turns one :class:`Split` into canonical rows):
 * **Framing** (:func:`read_messages`): each message preceded by its length (4 bytes big-endian;
   a zero length is a null value, a tombstone); ``single``: the file is one message; kcat ``-J``
   dumps: one JSON record a line whose ``key``/``payload`` are the messages base64-encoded, the
-  other members kept as ``kafka.<name>`` (:func:`kcat_message`).
+  other members kept as ``kafka.<name>`` (:func:`kcat_message`); kcat ``-K`` dumps of binary
+  messages (:func:`kcat_kv_messages`).
 * **OCF records** (:func:`ocf_records`): the records of an OCF split, a bad block one record with
   its error.
 * **mapInArrow bodies** (:func:`decode_batches`, :func:`type_batches`, :func:`variant_batches`):
@@ -28,10 +29,11 @@ import itertools
 import json
 import mmap
 import os
+import re
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol
+from typing import Any, BinaryIO, NamedTuple, Protocol
 
 import pyarrow as pa
 from fastavro import schemaless_reader
@@ -39,8 +41,9 @@ from pyspark.sql import types as T
 
 from lakecdc.decoders._avro import DEFAULT_LIMITS, BlockLimits, iter_length_prefixed, iter_ocf_blocks
 from lakecdc.decoders._debezium import Row, gc_paused
-from lakecdc.decoders._kafka_connect import Pairs, compact_json
+from lakecdc.decoders._kafka_connect import Pairs, RecordError, compact_json
 from lakecdc.decoders.debezium_json import PARSED_SCHEMA, _json_image, _kafka_pairs
+from lakecdc.errors import ConfigError
 
 #: Upper bound of one task's share of a large file (OCF: cut at blocks; messages: at messages).
 SPLIT_BYTES = 128 << 20
@@ -77,13 +80,15 @@ class Split:
     """One task's share of the input."""
 
     path: str
-    kind: str  # "ocf" | "messages" | "single" | "kcat" | "bad"
+    kind: str  # "ocf" | "messages" | "single" | "kcat" | "kcat-k" | "bad"
     start: int = 0
     end: int = 0
     first_row: int = 0
     keys: str | None = None  # an OCF file's keys file
     note: str | None = None
     limits: BlockLimits = DEFAULT_LIMITS  # an OCF file's block limits (the decoder's options)
+    separator: bytes = b""  # a kcat -K dump's key delimiter
+    delimiter: bytes = b"\n"  # a kcat -K dump's message delimiter (-D)
 
 
 class Message(NamedTuple):
@@ -112,10 +117,16 @@ class Out(NamedTuple):
 # -- reading --------------------------------------------------------------------------------------
 
 
-def read_messages(split: Split) -> Iterator[Message]:
-    """The Kafka records of a ``messages`` (length-prefixed), ``single`` or ``kcat`` split."""
+def read_messages(split: Split, measure: Measure | None = None, *, key_measure: Measure | None = None) -> Iterator[Message]:
+    """The Kafka records of a ``messages`` (length-prefixed), ``single``, ``kcat`` or ``kcat-k``
+    split (``measure``, ``key_measure``: see :func:`kcat_kv_messages`)."""
     if split.kind == "kcat":
         yield from kcat_messages(split)
+        return
+    if split.kind == "kcat-k":
+        if measure is None:
+            raise ValueError("a kcat -K dump is read with a measure of its messages")
+        yield from kcat_kv_messages(split, measure, key_measure=key_measure)
         return
     with open(split.path, "rb") as fh:
         if split.kind == "single":
@@ -166,6 +177,151 @@ def kcat_message(n: int, at: int, text: str) -> Message:
         return bad(f"'payload' is not base64: '{payload[:40]}'")
     key = _unbase64(raw_key) if isinstance(raw_key, str) else None
     return Message(n, at, text, data, None, key, kafka, topic)
+
+
+#: Where a binary message starting at a byte offset of an open file may end, most likely first
+#: (several when the format has more than one schema); :class:`RecordError` saying why when no
+#: message of the format starts there.
+Measure = Callable[[BinaryIO, int], Sequence[int]]
+
+#: What kcat writes for a null key or value with ``-Z``.
+KCAT_NULL = b"NULL"
+#: How far :func:`kcat_kv_messages` looks for the next record after one it cannot read.
+_RESYNC_TRIES = 4096
+#: The most bytes of such a record the quarantine keeps.
+_RAW_LIMIT = 1 << 16
+
+
+def kcat_delimiter(text: str, option: str) -> bytes:
+    """A kcat ``-K`` / ``-D`` delimiter as kcat reads it: text in which ``\\n``, ``\\t``,
+    ``\\r`` and ``\\xNN`` (a byte in hex) stand for those bytes; ValueError naming ``option``
+    when it is empty."""
+    out = b""
+    for i, part in enumerate(re.split(r"(\\x[0-9a-fA-F]{1,2}|\\[ntr])", text)):
+        if i % 2 == 0:
+            out += part.encode("utf-8")
+        else:
+            out += bytes([int(part[2:], 16)]) if part[1] == "x" else {"n": b"\n", "t": b"\t", "r": b"\r"}[part[1]]
+    if not out:
+        raise ValueError(f"{option} is empty: give the delimiter kcat was given (e.g. '^', '\\t', '\\x1f')")
+    return out
+
+
+#: The options of a kcat ``-K`` dump (:func:`kcat_kv_framing`), with their defaults.
+KCAT_KV_OPTIONS = {"keySeparator": "", "messageDelimiter": "\\n"}
+
+
+def kcat_kv_framing(name: str, framing: str, options: dict[str, str]) -> tuple[bytes, bytes] | None:
+    """The key separator and message delimiter of kcat ``-K`` dumps when the decoder reads them
+    (``framing=kcat-K``, or ``auto`` with ``keySeparator`` given), else None; ConfigError (naming
+    the decoder ``name``) for ``kcat-K`` without a separator or a delimiter that says nothing."""
+    given = options.get("keySeparator", "")
+    if framing != "kcat-k" and not (framing == "auto" and given):
+        return None
+    if not given:
+        raise ConfigError(f"{name}: framing=kcat-K needs keySeparator, the -K delimiter kcat wrote the dump with "
+                          "(e.g. keySeparator=^, or \\t for a tab, \\xNN for a byte)")
+    try:
+        return (kcat_delimiter(given, "keySeparator"),
+                kcat_delimiter(options.get("messageDelimiter") or "\\n", "messageDelimiter"))
+    except ValueError as exc:
+        raise ConfigError(f"{name}: {exc}") from None
+
+
+def kcat_kv_messages(split: Split, measure: Measure, *, key_measure: Measure | None = None) -> Iterator[Message]:
+    """The records of a kcat ``-K<separator>`` dump of binary messages.
+
+    kcat writes each record as its key's bytes, the key separator, the value's bytes, then the
+    message delimiter (``-D``, default newline), with nothing escaped: a binary value may hold
+    the separator or the delimiter itself, so a record is not cut at them blindly. Each value
+    is measured instead: ``measure`` reads the message that starts after the separator (an
+    Avro datum knows its own length) and the record ends where that message ends, when the
+    delimiter (or the end of the file) follows. A key is measured the same way with
+    ``key_measure`` when one is given and the key reads as such a message followed by the
+    separator; otherwise the key is the text before the first separator (as kcat itself splits
+    a line it produces from). An empty value, or kcat's ``NULL`` (``-Z``), is a null value (a
+    tombstone); an empty or ``NULL`` key is no key.
+
+    A record that cannot be read so (a value that does not read, or does not end at a
+    delimiter) cannot tell where it ends: it is one record with ``error`` set (its byte offset
+    and why), running to the first place after it where a record reads, or to the end of the
+    file.
+    """
+    sep, delim = split.separator, split.delimiter
+    with open(split.path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        size = len(mm)
+
+        def record(pos: int, strict: bool = False) -> tuple[bytes | None, bytes | None, int]:
+            """``(key, value, end)`` of the record at ``pos``; RecordError saying why not (``strict``:
+            also when a text key holds the message delimiter, as one does that starts inside a
+            record)."""
+            key_end = -1
+            if key_measure is not None and mm[pos:pos + 1] == b"\0":
+                try:
+                    key_end = next((e for e in key_measure(fh, pos) if mm[e:e + len(sep)] == sep), -1)
+                except RecordError:
+                    key_end = -1
+            if key_end < 0:
+                key_end = mm.find(sep, pos)
+                if key_end < 0:
+                    raise RecordError(f"no key separator {sep!r} after byte offset {pos}")
+                if strict and mm.find(delim, pos, key_end) >= 0:
+                    raise RecordError("a text key holding the message delimiter")
+            key = mm[pos:key_end]
+            found = None if key in (b"", KCAT_NULL) else key
+            at = key_end + len(sep)
+            for null in (b"", KCAT_NULL):
+                stop = at + len(null)
+                if mm[at:stop] == null and (stop == size or mm[stop:stop + len(delim)] == delim):
+                    return found, None, min(stop + len(delim), size)
+            ends = measure(fh, at)
+            # kcat ends every record with the delimiter: an end at the end of the file without it
+            # (a cut dump) only when no end is followed by the delimiter
+            for end in sorted(ends, key=lambda e: mm[e:e + len(delim)] != delim):
+                if end == size or mm[end:end + len(delim)] == delim:
+                    return found, mm[at:end], min(end + len(delim), size)
+            raise RecordError(f"the value at byte offset {at} reads to byte {ends[0] if ends else at}, where no message "
+                              f"delimiter {delim!r} follows: not a kcat -K dump with key separator {sep!r} and "
+                              f"message delimiter {delim!r}")
+
+        pos = n = 0
+        while pos < size:
+            try:
+                key, value, end = record(pos)
+            except RecordError as exc:
+                end = _resync(record, mm, pos, delim)
+                yield Message(n, pos, mm[pos:min(end, pos + _RAW_LIMIT)], None,
+                              f"kcat -K record at byte offset {pos}: {exc}; bytes {pos}..{end} cannot be told apart "
+                              "into records (the next record that reads starts there)" if end < size else
+                              f"kcat -K record at byte offset {pos}: {exc}; bytes {pos}..{end} (the end of the file) "
+                              "cannot be told apart into records")
+            else:
+                kafka: Pairs = []
+                if key is not None and not (key_measure is not None and key[:1] == b"\0"):
+                    kafka.append(("kafka.key", key.decode("utf-8", "replace")))
+                yield Message(n, pos, mm[pos:end], value, None, key, kafka)
+            pos, n = end, n + 1
+
+
+def _resync(record: Callable[[int, bool], Any], mm: mmap.mmap, pos: int, delim: bytes) -> int:
+    """Where the first record that reads starts after a delimiter past ``pos``, its key a message
+    or a text without the delimiter (the file's size when none does within :data:`_RESYNC_TRIES`
+    delimiters)."""
+    at = pos
+    for _ in range(_RESYNC_TRIES):
+        found = mm.find(delim, at + 1)
+        if found < 0:
+            break
+        at = found
+        start = found + len(delim)
+        if start >= len(mm):
+            break
+        try:
+            record(start, True)
+        except RecordError:
+            continue
+        return start
+    return len(mm)
 
 
 def ocf_records(fh: Any, header: Any, parsed: Any, split: Split, *,

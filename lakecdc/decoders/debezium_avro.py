@@ -54,6 +54,17 @@ fallback only when ``source`` names no table. Column names are the field names (
   ``kafka.<name>``; ``key`` and ``payload`` are the wire-format messages **base64-encoded**
   (``null``: no key / a tombstone). A key that is no wire-format message names no columns (kept as
   ``kafka.key``). JSON produced by kcat's own Avro deserialiser (``-s avro``) is not read.
+* **kcat -K dumps** (``framing=kcat-K``, or ``auto`` with ``keySeparator`` given): what
+  ``kcat -C -K<sep> [-D<delim>] [-Z]`` writes, each record its key's bytes, the separator, the
+  value's bytes and the delimiter, nothing escaped. Options ``keySeparator`` (kcat's ``-K``;
+  required) and ``messageDelimiter`` (``-D``, default ``\\n``), with kcat's escapes (``\\t``,
+  ``\\n``, ``\\xNN``). The binary values may hold both, so records are not cut at them: each
+  value (and a wire-format key) is read with its schema, and the record ends where the message
+  ends with the delimiter after it. Another key is the text before the first separator (kept as
+  ``kafka.key``); empty or ``NULL`` is no key, an empty or ``NULL`` value a tombstone. A record
+  that does not read so cannot tell where it ends: it is quarantined from its byte offset up to
+  the next record that reads (:func:`~lakecdc.decoders._kafka_files.kcat_kv_messages`). One
+  split per file.
 * ``framing=single``: each (non-OCF) file is one wire-format message.
 
 **Schemas** (option ``schemaDirectory``, needed for wire-format messages, a directory or one JSON
@@ -65,8 +76,9 @@ directory. How files are cut and framed: :mod:`lakecdc.decoders._kafka_files`.
 
 **Options**: as ``debezium-json`` (``sequenceBy``, ``tableName``,
 ``unavailable.value.placeholder``, ``topic.prefix``, and the Debezium properties it ignores),
-plus ``schemaDirectory``, ``framing`` (``auto``, ``length-prefixed``, ``single``, ``kcat``),
-``maxBlockBytes`` and ``maxBlockRecords`` (an OCF block's limits: :class:`~lakecdc.decoders._avro.BlockLimits`).
+plus ``schemaDirectory``, ``framing`` (``auto``, ``length-prefixed``, ``single``, ``kcat``,
+``kcat-K``), ``keySeparator`` and ``messageDelimiter`` (kcat -K dumps), ``maxBlockBytes`` and
+``maxBlockRecords`` (an OCF block's limits: :class:`~lakecdc.decoders._avro.BlockLimits`).
 Converter properties (``schema.registry.url``, ``key.converter``, ``value.converter``,
 ``auto.register.schemas``, ``use.latest.version``, ``connect.meta.data``,
 ``enhanced.avro.schema.support``, ``scrub.invalid.names``, ...) are accepted and ignored.
@@ -82,7 +94,7 @@ values (:meth:`variant_images`), and are strings while their values are all NULL
 id, too few bytes (a cut length prefix, a short header), bytes the schema does not read exactly,
 a corrupt OCF block, or an envelope ``debezium-json`` would refuse, gets ``_error`` and goes to the
 quarantine with its file, byte ``offset`` (of its length prefix; of the OCF block; of the kcat
-line) and ``raw`` (the message's bytes, base64; a kcat line as its text); the rest applies.
+line or kcat -K record) and ``raw`` (the message's bytes, base64; a kcat line as its text); the rest applies.
 Decoding runs in the executors (``mapInArrow``, fastavro).
 """
 
@@ -92,9 +104,9 @@ import functools
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, BinaryIO, ClassVar
 
-from fastavro import parse_schema
+from fastavro import parse_schema, schemaless_reader
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -149,6 +161,7 @@ from lakecdc.decoders._kafka_files import (
     _TYPES_SCHEMA,
     _VARIANT_SCHEMA,
     DECODED_SCHEMA,
+    KCAT_KV_OPTIONS,
     SPLIT_BYTES,
     Message,
     Out,
@@ -157,6 +170,7 @@ from lakecdc.decoders._kafka_files import (
     _first_byte,
     _sidecar_of,
     decode_batches,
+    kcat_kv_framing,
     kcat_message,
     kcat_messages,
     message_splits,
@@ -172,7 +186,7 @@ from lakecdc.errors import ConfigError
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-FRAMINGS = ("auto", "length-prefixed", "single", "kcat")
+FRAMINGS = ("auto", "length-prefixed", "single", "kcat", "kcat-k")
 
 
 
@@ -395,7 +409,21 @@ class Reader:
 
     # -- message files
     def messages(self, split: Split) -> Iterator[Message]:
-        return read_messages(split)
+        return read_messages(split, self.measure, key_measure=self.measure)
+
+    def measure(self, fh: BinaryIO, pos: int) -> tuple[int]:
+        """Where the wire-format message at byte ``pos`` of ``fh`` ends (its schema reads its
+        datum); :class:`_Bad` when none starts there (a kcat ``-K`` dump's values and keys)."""
+        fh.seek(pos)
+        head = fh.read(_HEADER)
+        if len(head) < _HEADER or head[0] != 0:
+            raise _Bad("not a Confluent wire-format message (magic byte 0x00, then the 4-byte schema id)")
+        plan = self.by_id(int.from_bytes(head[1:], "big"))
+        try:
+            schemaless_reader(fh, plan.parsed, None)
+        except Exception as exc:  # fastavro raises EOFError, ValueError, IndexError, UnicodeError...
+            raise _Bad(f"{plan.label} does not read the message: {type(exc).__name__}: {exc}") from None
+        return (fh.tell(),)
 
     # -- object container files
     def _ocf_rows(self, split: Split) -> Iterator[Out]:
@@ -491,7 +519,8 @@ class DebeziumAvroDecoder(Decoder):
     name: ClassVar[str] = "debezium-avro"
     PYTHON_ROWS: ClassVar[bool] = True  # (see Decoder.PYTHON_ROWS)
     TRANSACTION_MARKERS: ClassVar[bool] = True
-    OPTIONS: ClassVar[dict[str, str]] = {**SETTINGS_OPTIONS, "schemaDirectory": "", "framing": "auto", **LIMIT_OPTIONS}
+    OPTIONS: ClassVar[dict[str, str]] = {**SETTINGS_OPTIONS, "schemaDirectory": "", "framing": "auto", **KCAT_KV_OPTIONS,
+                                         **LIMIT_OPTIONS}
     IGNORED_OPTIONS: ClassVar[frozenset[str]] = DebeziumJsonDecoder.IGNORED_OPTIONS | frozenset(
         {
             "schema.registry.url", "key.converter", "value.converter", "key.converter.schema.registry.url",
@@ -508,6 +537,7 @@ class DebeziumAvroDecoder(Decoder):
         if framing not in FRAMINGS:
             raise ConfigError(f"{self.name}: framing {self.options['framing']!r} is not one of {', '.join(FRAMINGS)}")
         self.framing = framing
+        self.kcat_kv = kcat_kv_framing(self.name, framing, self.options)
         self._registry: Registry | None = None
         self.limits = BlockLimits.of(self.name, self.options)
 
@@ -536,7 +566,9 @@ class DebeziumAvroDecoder(Decoder):
     def _kind(self, path: str) -> str:
         if self.framing != "auto":
             return "messages" if self.framing == "length-prefixed" else self.framing
-        return "kcat" if _first_byte(path) == b"{" else "messages"
+        if _first_byte(path) == b"{":
+            return "kcat"
+        return "kcat-k" if self.kcat_kv else "messages"
 
     def plan(self, files: Sequence[str], parallelism: int = 2) -> list[Split]:
         """The splits of the inputs: OCF files at blocks, message files at messages."""
@@ -568,12 +600,13 @@ class DebeziumAvroDecoder(Decoder):
                 out += [Split(path, kind, s, e, r) for s, e, r in message_splits(path, split_bytes, key_ids)]
             else:
                 self.registry(required=True)
-                out.append(Split(path, kind, 0, size, 0))
+                sep, delim = self.kcat_kv or (b"", b"\n")
+                out.append(Split(path, kind, 0, size, 0, separator=sep, delimiter=delim))
         return out
 
     def _frame(self, spark: SparkSession, files: Sequence[str], body: Any, schema: T.StructType) -> DataFrame:
         splits = self.plan(files, default_parallelism(spark))
-        needs_registry = any(s.kind in ("messages", "single", "kcat") for s in splits)
+        needs_registry = any(s.kind in ("messages", "single", "kcat", "kcat-k") for s in splits)
         reader = Reader(self.settings, self.registry(required=needs_registry))
         ids = spark.range(0, len(splits), 1, numPartitions=max(len(splits), 1))
         return ids.mapInArrow(functools.partial(body, reader=reader, splits=splits), schema)

@@ -93,7 +93,13 @@ whose header schema is the DTS ``Record`` (read with that schema; another schema
 kcat ``-J`` dumps (a file starting with ``{``: ``payload`` base64, ``topic``, ``partition``,
 ``offset``, ``ts``, ``headers`` kept as ``kafka.<name>``; a null payload is a skipped tombstone);
 otherwise length-prefixed messages (each preceded by its length, 4 bytes big-endian, as a topic
-dump writes them). ``framing=single`` reads each non-OCF file as one message. A message the
+dump writes them). ``framing=single`` reads each non-OCF file as one message. kcat ``-K`` dumps
+(``framing=kcat-K``, or ``auto`` with ``keySeparator`` given: key, separator, value, delimiter,
+nothing escaped, as ``kcat -C -K<sep> [-D<delim>] [-Z]`` writes them) are read as debezium-avro
+reads them: each value is read with the Record schemas to find where it ends (the delimiter must
+follow), the key is the text before the first separator (``kafka.key``), an empty or ``NULL``
+value is a tombstone, and a record that does not read is quarantined from its byte offset to the
+next record that reads. A message the
 published schema does not read to its last byte is tried with the older schema without
 ``bornTimestamp`` (so a message cut exactly before its ``bornTimestamp`` reads as an older one). Large files are split (OCF at blocks, messages at messages) and decoded in the
 executors with fastavro (``mapInArrow``), as debezium-avro does.
@@ -101,9 +107,10 @@ executors with fastavro (``mapInArrow``), as debezium-avro does.
 **Bad input** does not stop the batch: a cut or unreadable message, an unknown operation, an
 image whose length differs from ``fields``, an unknown or undecodable charset, a missing
 ``objectName`` get ``_error`` and go to the quarantine with file, byte ``offset`` (of the length
-prefix, the OCF block, the kcat line) and ``raw`` (the message base64; a kcat line as text).
+prefix, the OCF block, the kcat line or kcat -K record) and ``raw`` (the message base64; a kcat line as text).
 
-Options: ``framing`` (``auto``, ``length-prefixed``, ``single``, ``kcat``), ``sequenceBy``
+Options: ``framing`` (``auto``, ``length-prefixed``, ``single``, ``kcat``, ``kcat-K``),
+``keySeparator`` and ``messageDelimiter`` (kcat's ``-K`` and ``-D``, default ``\\n``), ``sequenceBy``
 (``timestamp``, ``position``), ``dateTimeFraction`` (``auto``, ``micros``, ``nanos``), ``maxBlockBytes``
 and ``maxBlockRecords`` (an OCF block's limits: :class:`~lakecdc.decoders._avro.BlockLimits`).
 """
@@ -118,7 +125,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, BinaryIO, ClassVar
 
 from fastavro import parse_schema, schemaless_reader
 from pyspark.sql import types as T
@@ -128,6 +135,7 @@ from lakecdc.decoders._avro import LIMIT_OPTIONS, MAGIC, BlockLimits, plan_ocf_s
 from lakecdc.decoders._debezium import Row, failed, skipped
 from lakecdc.decoders._dts_values import MYSQL_LONG, MYSQL_WIDE, Values
 from lakecdc.decoders._kafka_connect import MISSING, Pairs, RecordError
+from lakecdc.decoders._kafka_files import KCAT_KV_OPTIONS, kcat_kv_framing
 from lakecdc.decoders.base import Decoder
 from lakecdc.decoders.debezium_avro import (
     _MIN_SPLIT,
@@ -150,7 +158,7 @@ if TYPE_CHECKING:
 
 SCHEMA_DIR = Path(__file__).parent / "schemas" / "dts"
 NAMESPACE = "com.alibaba.dts.formats.avro"
-FRAMINGS = ("auto", "length-prefixed", "single", "kcat")
+FRAMINGS = ("auto", "length-prefixed", "single", "kcat", "kcat-k")
 SEQUENCES = ("timestamp", "position")
 FRACTIONS = ("auto", "micros", "nanos")
 
@@ -565,7 +573,7 @@ class Reader:
                     value = self.records.row(record, layout, [])
                     yield Out(row, offset, value, raw if value.error is not None else None)
         else:
-            for m in read_messages(split):
+            for m in read_messages(split, measure):
                 yield self._message_row(m)
 
     def _message_row(self, m: Message) -> Out:
@@ -621,12 +629,28 @@ class Reader:
                 if error is None:
                     yield record, layout
         elif split.kind != "bad":
-            for m in read_messages(split):
+            for m in read_messages(split, measure):
                 if m.error is None and m.data:
                     try:
                         yield self.message(m.data)
                     except RecordError:
                         continue
+
+
+def measure(fh: BinaryIO, pos: int) -> list[int]:
+    """Where a Record starting at byte ``pos`` of ``fh`` may end: as the published schema reads
+    it, then as the one without ``bornTimestamp`` does (a kcat ``-K`` dump's values)."""
+    ends: list[int] = []
+    for layout in _published():
+        fh.seek(pos)
+        try:
+            schemaless_reader(fh, layout.parsed, None, return_record_name=True)
+        except Exception:  # fastavro raises EOFError, ValueError, IndexError, UnicodeError...
+            continue
+        ends.append(fh.tell())
+    if not ends:
+        raise RecordError("the DTS Record schemas do not read the bytes there: a cut message, or no DTS Record")
+    return ends
 
 
 def _where(m: Message, reason: str) -> str:
@@ -654,7 +678,7 @@ class DtsAvroDecoder(Decoder):
     name: ClassVar[str] = "dts-avro"
     PYTHON_ROWS: ClassVar[bool] = True  # (see Decoder.PYTHON_ROWS)
     OPTIONS: ClassVar[dict[str, str]] = {"framing": "auto", "sequenceBy": "timestamp", "dateTimeFraction": "auto",
-                                         **LIMIT_OPTIONS}
+                                         **KCAT_KV_OPTIONS, **LIMIT_OPTIONS}
 
     def __init__(self, options: Mapping[str, str] | None = None) -> None:
         super().__init__(options)
@@ -664,12 +688,15 @@ class DtsAvroDecoder(Decoder):
                 raise ConfigError(f"{self.name}: {option}={self.options[option]!r} is not one of {', '.join(allowed)}")
             self.options[option] = value
         self.limits = BlockLimits.of(self.name, self.options)
+        self.kcat_kv = kcat_kv_framing(self.name, self.options["framing"], self.options)
 
     def _kind(self, path: str) -> str:
         framing = self.options["framing"]
         if framing != "auto":
             return "messages" if framing == "length-prefixed" else framing
-        return "kcat" if _first_byte(path) == b"{" else "messages"
+        if _first_byte(path) == b"{":
+            return "kcat"
+        return "kcat-k" if self.kcat_kv else "messages"
 
     def plan(self, files: Sequence[str], parallelism: int = 2) -> list[Split]:
         """The splits of the inputs: OCF files at blocks, length-prefixed files at messages."""
@@ -687,7 +714,8 @@ class DtsAvroDecoder(Decoder):
             elif (kind := self._kind(path)) == "messages":
                 out += [Split(path, kind, s, e, r) for s, e, r in message_splits(path, split_bytes, frozenset())]
             else:
-                out.append(Split(path, kind, 0, os.path.getsize(path), 0))
+                sep, delim = self.kcat_kv or (b"", b"\n")
+                out.append(Split(path, kind, 0, os.path.getsize(path), 0, separator=sep, delimiter=delim))
         return out
 
     @staticmethod
