@@ -15,6 +15,8 @@ Example (a notebook with a ``spark`` session)::
     print(summary.render())
 """
 
+# first: a missing or unsupported PySpark is refused in one line before any module needs it
+from lakecdc._versions import PYSPARK as _PYSPARK  # noqa: F401
 from lakecdc.apply import apply, read_changes, read_table
 from lakecdc.changes import to_ops, to_rows
 from lakecdc.doctor import TargetDamaged

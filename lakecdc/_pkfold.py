@@ -80,9 +80,9 @@ def fold_pk_keys(
 
 
 def _arrow(schema: Any) -> pa.Schema:
-    from pyspark.sql.pandas.types import to_arrow_schema
+    from lakecdc._versions import arrow_schema
 
-    return to_arrow_schema(schema)
+    return arrow_schema(schema)
 
 
 def arrival_key(value: Any) -> tuple[int, Any]:

@@ -77,9 +77,9 @@ def replay_pk_keys(
     marks = [(s, _EPOCH + dt.timedelta(microseconds=us), at) for s, us, at in truncates]
 
     def run(tbl: pa.Table) -> pa.Table:
-        from pyspark.sql.pandas.types import to_arrow_schema
+        from lakecdc._versions import arrow_schema
 
-        return replay(tbl, n_columns=n, n_keys=nk, tracked=tracked, truncates=marks, arrow_schema=to_arrow_schema(schema))
+        return replay(tbl, n_columns=n, n_keys=nk, tracked=tracked, truncates=marks, arrow_schema=arrow_schema(schema))
 
     return allrows.withColumn("_group", F.lit(table)).groupBy("_group").applyInArrow(run, schema)
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up lakecdc in ./.venv: checks Java (Spark needs a Java 17 runtime) and Python, installs the
-# package with its test tools. Safe to run again.
+# package with its test tools and PySpark (LAKECDC_PYSPARK=VERSION picks the release). Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,7 +21,11 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -e '.[dev]'
+# The PySpark release to run on: LAKECDC_PYSPARK=4.2.1 ./scripts/setup.sh installs that one (any
+# release lakecdc supports, 4.0 to 4.3). The default is the release CI verifies with both Delta
+# engines (README, "The Delta and Spark versions"; Delta has no release for Spark 4.3 yet).
+.venv/bin/python -m pip install --quiet -e '.[dev]' "pyspark==${LAKECDC_PYSPARK:-4.0.5}"
+.venv/bin/python -c 'import lakecdc, pyspark; print("setup: pyspark", pyspark.__version__)'
 # Spark's classes archived for faster JVM start-ups (~5 s a process; lakecdc/_classarchive.py).
 # Optional: LAKECDC_CLASS_ARCHIVE=off skips it, and a failure only leaves Spark starting slower.
 if [ "${LAKECDC_CLASS_ARCHIVE:-}" != "off" ]; then
