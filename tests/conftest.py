@@ -24,8 +24,8 @@ USER_SESSION = os.environ.get("LAKECDC_TEST_SESSION", "").strip().lower() == "us
 
 def user_session(*, time_zone: str = "America/Los_Angeles", ansi: str = "true"):
     """A session as a notebook user builds one: nothing of lakecdc's settings, another time zone;
-    with Delta Lake configured the way its docs say (its jars, extension and catalog), from the
-    cache setup filled (``python -m lakecdc.jars``) when there is one."""
+    when the tests run delta-spark, with Delta Lake configured the way its docs say (its jars,
+    extension and catalog), from the cache setup filled (``python -m lakecdc.jars``)."""
     from pyspark.sql import SparkSession
 
     from lakecdc.jars import session_conf
@@ -33,8 +33,9 @@ def user_session(*, time_zone: str = "America/Los_Angeles", ansi: str = "true"):
     builder = (SparkSession.builder.master("local[2]")
                .config("spark.sql.session.timeZone", time_zone)
                .config("spark.sql.ansi.enabled", ansi))
-    for key, value in session_conf().items():
-        builder = builder.config(key, value)
+    if "delta-spark" in ENGINES:  # (a user who runs Delta's engine configures it; one who does not, not)
+        for key, value in session_conf().items():
+            builder = builder.config(key, value)
     return builder.getOrCreate()
 
 
