@@ -173,6 +173,8 @@ def _ivy_resolve(wanted: list[Package], repo: str) -> list[str]:
     files it fetched. Raises when a package or one of its dependencies cannot be resolved."""
     from pyspark.sql import SparkSession
 
+    from lakecdc.session import conf_value
+
     ivy = cache_dir()
     ivy.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -184,7 +186,7 @@ def _ivy_resolve(wanted: list[Package], repo: str) -> list[str]:
         builder = builder.config("spark.jars.repositories", repo)
     spark = builder.getOrCreate()
     try:
-        jars = ["/" + j.removeprefix("file:").lstrip("/") for j in (spark.conf.get("spark.jars", "") or "").split(",") if j]
+        jars = ["/" + j.removeprefix("file:").lstrip("/") for j in (conf_value(spark, "spark.jars") or "").split(",") if j]
     finally:
         spark.stop()
     return [j for j in jars if Path(j).is_file()]
