@@ -80,6 +80,37 @@ def test_delta_spark_detection_and_txn_confs_restore(spark, monkeypatch):
     spark.conf.unset(USER_METADATA)
 
 
+@pytest.mark.spark
+def test_txn_confs_of_two_threads_leave_the_session_as_it_was(spark):
+    """Two tables committing at once (parallel_tables): the second block waits for the first and
+    restores what was there before both, so no txnAppId is left behind on the user's session (a
+    later MERGE of theirs with it set would be skipped by Delta as a replay)."""
+    import threading
+
+    inside, release = threading.Event(), threading.Event()
+
+    def first() -> None:
+        with txn_confs(spark, "a", 1, {}):
+            inside.set()
+            release.wait(30)
+
+    def second() -> None:
+        with txn_confs(spark, "b", 2, {}):
+            pass
+
+    t1 = threading.Thread(target=first)
+    t1.start()
+    assert inside.wait(30)
+    t2 = threading.Thread(target=second)
+    t2.start()
+    t2.join(0.5)
+    release.set()
+    t1.join(30)
+    t2.join(30)
+    assert spark.conf.get(TXN_APP_ID, None) is None
+    assert spark.conf.get(TXN_VERSION, None) is None
+
+
 def _source(rows: list[dict]) -> BatchSource:
     schema = pa.schema([("k0", pa.int64()), ("c0", pa.int64()), ("u0", pa.bool_()), ("c1", pa.string()),
                         ("u1", pa.bool_()), ("_action", pa.string()), ("_cdc_seq", pa.string()),

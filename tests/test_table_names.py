@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 import lakecdc
 from lakecdc import state
+from lakecdc.merge import delta_rs
 from lakecdc.state import MAX_DIR_CHARS, table_dir
 
 try:
@@ -132,8 +133,12 @@ def test_two_tables_an_earlier_rule_merged_are_not_merged_further(spark, tmp_pat
     _write(tmp_path / "in" / "1.json", {"a/b": [{"ID": 1, "V": "slash"}], "a_b": [{"ID": 2, "V": "under"}]})
     with monkeypatch.context() as m:
         m.setattr(state, "table_dir", state._legacy_dir)
+        # those releases did not skip a commit whose (app_id, run) the table already held; today
+        # the second table's commit of the run would be taken for a replay of the first's
+        m.setattr(delta_rs, "_done", lambda *a: False)
         old = lakecdc.apply(str(tmp_path / "in"), lake, format="ogg-json", spark=spark, parallel_tables=1)
     assert {Path(t.target).name for t in old.tables} == {"a_b"}
+    assert rows(lake / "a_b", "ID") == [{"ID": 1, "V": "slash"}, {"ID": 2, "V": "under"}]
     _write(tmp_path / "in" / "2.json", {"a/b": [{"ID": 3, "V": "slash 3"}], "a_b": [{"ID": 4, "V": "under 4"}]}, pos=10)
     run = lakecdc.apply(str(tmp_path / "in"), lake, format="ogg-json", spark=spark)
     by = {t.source_table: t for t in run.tables}

@@ -56,7 +56,7 @@ _CONFLICTS = ("ConcurrentAppendException", "ConcurrentDeleteReadException", "Con
               "ConcurrentWriteException", "DELTA_CONCURRENT_")
 
 #: Session confs are shared by every thread of a session: commits that set them run one at a time.
-_SESSION_CONFS = threading.Lock()
+_SESSION_CONFS = threading.RLock()
 
 
 def _txn_metadata(app_id: str, version: int, metadata: Mapping[str, str]) -> str:
@@ -68,8 +68,10 @@ def _txn_metadata(app_id: str, version: int, metadata: Mapping[str, str]) -> str
 def session_confs(spark: SparkSession, values: Mapping[str, str | None]) -> Iterator[None]:
     """Set (or, for None, unset) session confs while the block runs, then restore them."""
     conf = spark.conf
-    previous = {k: conf.get(k, None) for k in values}
+    # Read what to restore under the lock: read before it, a second thread's block could record the
+    # first one's values as "previous" and leave them set on the user's session afterwards.
     with _SESSION_CONFS:
+        previous = {k: conf.get(k, None) for k in values}
         try:
             for key, value in values.items():
                 if value is None:
