@@ -32,6 +32,27 @@ DOCS_KEEP = 30
 DOCS_DIR = "data_docs"
 
 
+def load() -> None:
+    """Import Great Expectations, or say why it cannot be.
+
+    GX imports ``pyspark.sql.connect``; from PySpark 4.3 that module ends the process with exit
+    status 0 when Spark Connect's client packages are missing and the program has no main file
+    (``python -c``, some schedulers and test runners). That is turned into an ImportError here.
+    """
+    import sys
+
+    if "great_expectations" in sys.modules:
+        return
+    try:
+        import great_expectations  # noqa: F401
+    except SystemExit:
+        for name in [n for n in sys.modules if n == "great_expectations" or n.startswith("great_expectations.")]:
+            del sys.modules[name]
+        raise ImportError("Great Expectations could not be imported: it imports pyspark.sql.connect, which on this "
+                          "PySpark needs the Spark Connect client's packages (pandas, pyarrow, grpcio, grpcio-status, "
+                          "googleapis-common-protos); install them with: pip install 'lakecdc[quality]'") from None
+
+
 @dataclass(frozen=True)
 class Spec:
     """How lakecdc judges one expectation: its severity, and the ODCS limits of its metric
@@ -65,6 +86,7 @@ class Suite:
 
     def add_rule(self, rule: Rule) -> None:
         """A contract :class:`Rule` as its expectation."""
+        load()
         import great_expectations.expectations as gxe
 
         options = dict(rule.options)
@@ -106,6 +128,7 @@ class Validator:
     there, keeping results for the Data Docs."""
 
     def __init__(self, docs_root: str | Path | None = None) -> None:
+        load()
         import great_expectations as gx
 
         _quiet()
@@ -126,6 +149,7 @@ class Validator:
                 })
         with contextlib.suppress(Exception):  # cosmetic only
             self.context.variables.progress_bars = {"globally": False}  # type: ignore[assignment]
+        load()
         from great_expectations.core.run_identifier import RunIdentifier
 
         self.run_id = RunIdentifier(run_time=dt.datetime.now(dt.timezone.utc))  # one per check, every suite
@@ -133,6 +157,7 @@ class Validator:
 
     def run(self, df: DataFrame, suite: Suite) -> list[Outcome]:
         """Validate ``df`` with ``suite``; one judged :class:`Outcome` per expectation, in order."""
+        load()
         import great_expectations as gx
 
         ctx = self.context
@@ -165,6 +190,7 @@ class Validator:
     def _samples(self, batch: Any, df: DataFrame, suite: Suite, checks: list[str]) -> dict[str, list[Any]]:
         """A few unexpected values of each failed check: a second, unrecorded pass over only those
         expectations (the first pass counts only: collecting samples costs a Spark job each)."""
+        load()
         import great_expectations as gx
 
         wanted = [e.copy(update={"id": None}) for e in suite.expectations if e.description in checks]
@@ -177,6 +203,7 @@ class Validator:
         """Render the results of this validator's runs as Data Docs; the index page, or None."""
         if self.docs_root is None or not self._suites:
             return None
+        load()
         from great_expectations.data_context.types.resource_identifiers import ExpectationSuiteIdentifier
 
         for suite in set(self._suites):

@@ -520,6 +520,11 @@ def _run_tables(
             check_basis(engine, target, table, settings.sequence_for(table))
             shapes[table] = history_shape(settings, table, path, table_shape(engine, settings, target, table, profile[table]))
         except MissingKeyError as exc:
+            if not profile[table]["columns"] and not engine.exists(path):
+                # only truncates of a table not created yet: nothing to empty and nothing to build
+                # a table from, so nothing to do (a later run with rows and keys creates it)
+                summaries[table] = TableSummary(table, path, events=profile[table]["events"], status="applied")
+                continue
             summaries[table] = TableSummary(table, path, events=profile[table]["events"], status="failed", error=str(exc))
         except ConfigError:
             raise

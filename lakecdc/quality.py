@@ -77,6 +77,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from lakecdc import _gx
 from lakecdc._gx import DOCS_DIR, Suite, Validator
 from lakecdc.contracts import Contract, check_contract
 
@@ -109,6 +110,7 @@ class CheckResult:
 
 def table_suite(name: str, contract: Contract) -> Suite:
     """The GX suite for a merged table (see the module docstring)."""
+    _gx.load()
     import great_expectations.expectations as gxe
 
     suite = Suite(name)
@@ -258,6 +260,7 @@ def _mask_within(mask: Column, version: Column) -> Column:
 
 def changes_suite(now: dt.datetime, *, ordered: bool, masks: bool) -> Suite:
     """The GX suite for a change stream prepared by :func:`_stream_columns`."""
+    _gx.load()
     import great_expectations.expectations as gxe
 
     suite = Suite(CHANGES)
@@ -284,6 +287,7 @@ def changes_suite(now: dt.datetime, *, ordered: bool, masks: bool) -> Suite:
 
 
 def _not_truncate() -> object:
+    _gx.load()
     from great_expectations.expectations.row_conditions import Column as GxColumn
 
     return GxColumn("op") != "T"

@@ -346,3 +346,25 @@ def test_a_history_tables_current_versions_are_what_the_contract_describes(spark
     assert len(DeltaTable(s.table("S.T").target).to_pyarrow_table()) == 2    # two versions of key 1
     results = by_check(check_tables(str(target), contracts, spark=spark, data_docs=False))
     assert results["key ID unique"].success and results["schema matches the contract"].success
+
+
+def test_great_expectations_that_cannot_import_is_an_import_error_not_an_exit(monkeypatch):
+    """From PySpark 4.3 GX's import of pyspark.sql.connect exits the process (status 0!) when the
+    Spark Connect client packages are missing: lakecdc turns that into an ImportError naming them."""
+    import importlib.abc
+    import sys
+
+    from lakecdc import _gx
+
+    class Exits(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):  # noqa: ANN001
+            if name == "great_expectations":
+                raise SystemExit(0)
+            return None
+
+    for name in [n for n in sys.modules if n == "great_expectations" or n.startswith("great_expectations.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setattr(sys, "meta_path", [Exits(), *sys.meta_path])
+    with pytest.raises(ImportError, match=r"lakecdc\[quality\]"):
+        _gx.load()
+    assert "great_expectations" not in sys.modules
