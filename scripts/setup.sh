@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Set up lakecdc in ./.venv: checks Java (Spark needs a Java 17 runtime) and Python, installs the
+# Set up lakecdc in ./.venv (or the directory LAKECDC_VENV names): checks Java (Spark needs a Java 17 runtime) and Python, installs the
 # package with its test tools and PySpark (LAKECDC_PYSPARK=VERSION picks the release). Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,26 +17,27 @@ if ! "$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)'; t
   echo "setup: Python 3.10 or newer is needed (found $("$PY" --version 2>&1))" >&2
   exit 1
 fi
-if [ ! -x .venv/bin/python ]; then
-  "$PY" -m venv .venv
+VENV=${LAKECDC_VENV:-.venv}
+if [ ! -x "$VENV/bin/python" ]; then
+  "$PY" -m venv "$VENV"
 fi
-.venv/bin/python -m pip install --quiet --upgrade pip
+"$VENV/bin/python" -m pip install --quiet --upgrade pip
 # The PySpark release to run on: LAKECDC_PYSPARK=4.2.1 ./scripts/setup.sh installs that one (any
 # release lakecdc supports, 4.0 to 4.3). The default is the release CI verifies with both Delta
 # engines (README, "The Delta and Spark versions"; Delta has no release for Spark 4.3 yet).
-.venv/bin/python -m pip install --quiet -e '.[dev]' "pyspark==${LAKECDC_PYSPARK:-4.0.5}"
-.venv/bin/python -c 'import lakecdc, pyspark; print("setup: pyspark", pyspark.__version__)'
+"$VENV/bin/python" -m pip install --quiet -e '.[dev]' "pyspark==${LAKECDC_PYSPARK:-4.0.5}"
+"$VENV/bin/python" -c 'import lakecdc, pyspark; print("setup: pyspark", pyspark.__version__)'
 # Spark's classes archived for faster JVM start-ups (~5 s a process; lakecdc/_classarchive.py).
 # Optional: LAKECDC_CLASS_ARCHIVE=off skips it, and a failure only leaves Spark starting slower.
 if [ "${LAKECDC_CLASS_ARCHIVE:-}" != "off" ]; then
   echo "setup: archiving Spark's classes for faster start-ups (about a minute, once)"
-  .venv/bin/python -m lakecdc._classarchive || true
+  "$VENV/bin/python" -m lakecdc._classarchive || true
 fi
 # Delta Lake's, Kafka's and Avro's JVM packages for the installed Spark, resolved once from Maven
 # Central into ~/.cache/lakecdc/ivy (lakecdc/jars.py); later sessions start from the cache offline.
 # LAKECDC_JARS=off skips it; without network lakecdc says so and runs with the delta-rs engine.
 if [ "${LAKECDC_JARS:-}" != "off" ]; then
   echo "setup: resolving Delta Lake's Spark packages (once; cached under ~/.cache/lakecdc/ivy)"
-  .venv/bin/python -m lakecdc.jars 2>/dev/null | grep '^lakecdc' || true
+  "$VENV/bin/python" -m lakecdc.jars 2>/dev/null | grep '^lakecdc' || true
 fi
-echo "setup: ready (.venv/bin/lakecdc --help)"
+echo "setup: ready ($VENV/bin/lakecdc --help)"

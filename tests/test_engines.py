@@ -30,12 +30,17 @@ from tests.oracle import Oracle
 from tests.test_crash import TABLES, wave
 from tests.test_property import assert_targets_match
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.both_engines]
 
 
 @pytest.fixture
 def both(spark):
-    """Both engines on the test session (skips where Delta's classes are absent)."""
+    """Both engines on the test session (skips where Delta's classes are absent, or where the tests
+    run on delta-rs only: LAKECDC_TEST_ENGINES=delta-rs)."""
+    from tests.conftest import ENGINES
+
+    if "delta-spark" not in ENGINES:
+        pytest.skip("LAKECDC_TEST_ENGINES leaves delta-spark out")
     if not delta_spark_available(spark):
         import os
 

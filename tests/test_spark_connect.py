@@ -55,6 +55,7 @@ def test_only_the_listed_places_use_py4j():
 
 @pytest.mark.spark
 @pytest.mark.slow
+@pytest.mark.both_engines
 @pytest.mark.parametrize("engine", ["delta-spark", "delta-rs"])
 def test_apply_on_spark_connect_equals_the_oracle(connect_spark, tmp_path, engine):
     """Two runs of GoldenGate JSON (inserts, partial updates, a key change, deletes, a re-insert)
@@ -82,6 +83,7 @@ def test_apply_on_spark_connect_equals_the_oracle(connect_spark, tmp_path, engin
 
 @pytest.mark.spark
 @pytest.mark.slow
+@pytest.mark.both_engines
 def test_stream_on_spark_connect_applies_every_file_once(connect_spark, tmp_path):
     """An available-now stream on a Spark Connect session (its batches run in the server's Python
     process, with the engine ``auto`` picks there) applies both files; the client's handle learns

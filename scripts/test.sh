@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Set up and run every test, as CI does (.ci/run calls this), on the two ends of the PySpark
+# releases lakecdc supports:
+#   1. the newest PySpark (.venv-newest): the whole suite, on delta-rs (Delta Lake has no release
+#      for that Spark yet), and the API tests again on a session built as a notebook user builds one;
+#   2. the oldest (.venv, what ./scripts/setup.sh installs): the behaviour suite on Delta's own
+#      engine, delta-spark, and the tests that compare the two engines table by table.
+# Arguments go to pytest in the first two passes (./scripts/test.sh -x).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+NEWEST=${LAKECDC_PYSPARK_NEWEST:-4.3.0}
+OLDEST=${LAKECDC_PYSPARK_OLDEST:-4.0.5}
+
+LAKECDC_PYSPARK=$OLDEST ./scripts/setup.sh
+LAKECDC_VENV=.venv-newest LAKECDC_PYSPARK=$NEWEST ./scripts/setup.sh
+
+# property tests: enough examples to matter, few enough for CI's budget on 2 cores
+export LAKECDC_PROPERTY_EXAMPLES="${LAKECDC_PROPERTY_EXAMPLES:-15}"
+export LAKECDC_PROPERTY_CLI_EXAMPLES="${LAKECDC_PROPERTY_CLI_EXAMPLES:-3}"
+export LAKECDC_PROPERTY_DERANDOMIZE="${LAKECDC_PROPERTY_DERANDOMIZE:-1}"
+# an engine the pass names must be there: a missing Delta jar fails its tests instead of skipping them
+export LAKECDC_REQUIRE_ENGINES=1
+# two test processes (pytest-xdist), a test file per process: much of a test's time is Spark's
+# and Python's latency, not CPU, so two share the 2 cores well
+PYTEST=(-m pytest -q -p no:cacheprovider -n 2 --dist loadfile)
+
+echo "test: PySpark $NEWEST, delta-rs: the API tests on a user's session (Spark's defaults, a zone west of UTC, ANSI on)"
+LAKECDC_TEST_SESSION=user LAKECDC_TEST_TZ=America/Los_Angeles LAKECDC_TEST_ENGINES=delta-rs \
+  .venv-newest/bin/python "${PYTEST[@]}" tests/test_apply.py "$@"
+echo "test: PySpark $NEWEST, delta-rs: the whole suite"
+LAKECDC_TEST_ENGINES=delta-rs .venv-newest/bin/python "${PYTEST[@]}" "$@"
+echo "test: PySpark $OLDEST, delta-spark: the behaviour suite, and the engines compared"
+LAKECDC_TEST_ENGINES=delta-spark .venv/bin/python "${PYTEST[@]}" -m "engines or both_engines"
