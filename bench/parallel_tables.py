@@ -63,7 +63,7 @@ def generate(out: Path, tables: int, keys: int, seed: int = 7) -> tuple[Path, Pa
 
 def run(work: Path, tables: int, keys: int, settings: list[int], repeat: int) -> dict[int, tuple[float, float]]:
     import lakecdc
-    from lakecdc.session import get_spark
+    from lakecdc.spark.session import get_spark
 
     spark = get_spark()
     first, second = generate(work / f"data-{tables}x{keys}", tables, keys)

@@ -66,7 +66,7 @@ GIB = 1024**3
 
 def start_spark() -> SparkSession:
     """lakecdc's embedded session (local[2], no UI, UTC, 8 shuffle partitions, 8 GiB driver)."""
-    from lakecdc.session import get_spark
+    from lakecdc.spark.session import get_spark
 
     return get_spark(master="local[2]")
 

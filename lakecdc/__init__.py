@@ -16,7 +16,9 @@ Example (a notebook with a ``spark`` session)::
 """
 
 # first: a missing or unsupported PySpark is refused in one line before any module needs it
-from lakecdc._versions import PYSPARK as _PYSPARK  # noqa: F401
+from lakecdc.spark.versions import PYSPARK as _PYSPARK  # noqa: F401
+
+# isort: split
 from lakecdc.apply import apply, read_changes, read_table
 from lakecdc.changes import to_ops, to_rows
 from lakecdc.doctor import TargetDamaged
@@ -32,7 +34,7 @@ from lakecdc.errors import (
 )
 from lakecdc.lease import TargetBusy
 from lakecdc.maintain import MaintenanceReport, maintain
-from lakecdc.session import get_spark
+from lakecdc.spark.session import get_spark
 from lakecdc.streaming import BatchFailed, ChangeStream, StreamBatch, stream
 from lakecdc.summary import RunSummary, TableSummary
 

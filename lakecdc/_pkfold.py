@@ -80,7 +80,7 @@ def fold_pk_keys(
 
 
 def _arrow(schema: Any) -> pa.Schema:
-    from lakecdc._versions import arrow_schema
+    from lakecdc.spark.versions import arrow_schema
 
     return arrow_schema(schema)
 

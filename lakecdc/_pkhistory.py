@@ -77,7 +77,7 @@ def replay_pk_keys(
     marks = [(s, _EPOCH + dt.timedelta(microseconds=us), at) for s, us, at in truncates]
 
     def run(tbl: pa.Table) -> pa.Table:
-        from lakecdc._versions import arrow_schema
+        from lakecdc.spark.versions import arrow_schema
 
         return replay(tbl, n_columns=n, n_keys=nk, tracked=tracked, truncates=marks, arrow_schema=arrow_schema(schema))
 

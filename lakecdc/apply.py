@@ -76,8 +76,9 @@ from lakecdc.sequence import (
     per_table_sequence_by,
     resequence,
 )
-from lakecdc.session import active_spark, get_spark, job_conf, run_conf
 from lakecdc.settings import ApplySettings, Progress, make_engine, normalise_keys, per_table
+from lakecdc.spark.conf import job_conf, run_conf
+from lakecdc.spark.session import active_spark, get_spark
 from lakecdc.state import (
     DEFAULT_TOMBSTONE_RETENTION,
     catalog_routes,
@@ -647,8 +648,8 @@ def read_table(
         >>> s = lakecdc.apply("landing/", "lake/")                                      # doctest: +SKIP
         >>> lakecdc.read_table(s.table("QASOURCE.TCUSTORD").target, version=1).show()   # doctest: +SKIP
     """
-    from lakecdc._compat import delta_spark_available
     from lakecdc.merge.delta_rs import DeltaRsEngine
+    from lakecdc.spark.compat import delta_spark_available
 
     spark = spark or get_spark()
     if delta_spark_available(spark):

@@ -38,7 +38,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakecdc.errors import PrimaryKeyUpdateError
-from lakecdc.session import MAP_KEY_DEDUP, conf_value
+from lakecdc.spark.conf import MAP_KEY_DEDUP, conf_value
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -97,7 +97,7 @@ def digits(c: Column, most: int | None = None) -> Column:
 def last_wins(spark: SparkSession) -> bool:
     """Whether ``spark`` builds a map given a key twice with the key's last value instead of failing
     (its ``spark.sql.mapKeyDedupPolicy`` is ``LAST_WIN``, as during lakecdc's jobs:
-    :data:`lakecdc.session.JOB_CONF`). Read when a plan is made; the plan must run under it."""
+    :data:`lakecdc.spark.conf.JOB_CONF`). Read when a plan is made; the plan must run under it."""
     return (conf_value(spark, MAP_KEY_DEDUP) or "EXCEPTION").strip().upper() == "LAST_WIN"
 
 

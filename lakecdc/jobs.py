@@ -467,7 +467,7 @@ def stream_job(
     until a batch fails or the caller is interrupted (the queries are stopped either way).
     Returns what each source applied in total.
     """
-    from lakecdc.session import get_spark
+    from lakecdc.spark.session import get_spark
     from lakecdc.streaming import ChangeStream, StreamBatch, stream
 
     if job.min_file_age:

@@ -150,7 +150,7 @@ def _maintain(
     if engine is None or engine == "delta-rs":
         eng = DeltaRsEngine(storage_options)
     else:
-        from lakecdc.session import get_spark
+        from lakecdc.spark.session import get_spark
 
         eng = make_engine(engine, spark or get_spark(), storage_options)
     known = known_tables(target)

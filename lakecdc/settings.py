@@ -153,7 +153,7 @@ def auto_engine(spark: SparkSession) -> str:
     (``LAKECDC_ENGINE`` overrides both); delta-rs where Delta's classes are absent."""
     import os
 
-    from lakecdc._compat import delta_spark_available, is_embedded
+    from lakecdc.spark.compat import delta_spark_available, is_embedded
 
     chosen = os.environ.get("LAKECDC_ENGINE", "").strip()
     if chosen and chosen != "auto":
@@ -169,8 +169,8 @@ def make_engine(engine: str | DeltaRsEngine | None, spark: SparkSession, storage
     if engine is None or engine == "auto":
         engine = auto_engine(spark)
     if engine == "delta-spark":
-        from lakecdc._compat import delta_spark_available
-        from lakecdc.jars import status
+        from lakecdc.spark.compat import delta_spark_available
+        from lakecdc.spark.jars import status
 
         if not delta_spark_available(spark):
             raise ConfigError(

@@ -54,14 +54,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lakecdc._compat import is_spark_connect
 from lakecdc.apply import apply, combine_summaries
 from lakecdc.changes import PK_UPDATE_MODES
 from lakecdc.contracts import load_contracts
 from lakecdc.decoders import get_decoder
 from lakecdc.errors import ConfigError, LakecdcError
 from lakecdc.ledger import Ledger, list_inputs
-from lakecdc.session import get_spark
+from lakecdc.spark.compat import is_spark_connect
+from lakecdc.spark.session import get_spark
 from lakecdc.summary import RunSummary
 
 if TYPE_CHECKING:
@@ -87,7 +87,7 @@ APPLY_SETTINGS: tuple[str, ...] = tuple(
     if name not in ("inputs", "target", "format", "options", "spark", "progress", "reapply")
 )
 
-# apply sets session settings for its duration (lakecdc.session.job_conf), and a target has one
+# apply sets session settings for its duration (lakecdc.spark.conf.job_conf), and a target has one
 # writer at a time (lakecdc.lease): batches of all the streams of this process apply one at a time.
 _APPLY_LOCK = threading.Lock()
 

@@ -27,17 +27,17 @@ fi
 # engines (README, "The Delta and Spark versions"; Delta has no release for Spark 4.3 yet).
 "$VENV/bin/python" -m pip install --quiet -e '.[dev]' "pyspark==${LAKECDC_PYSPARK:-4.0.5}"
 "$VENV/bin/python" -c 'import lakecdc, pyspark; print("setup: pyspark", pyspark.__version__)'
-# Spark's classes archived for faster JVM start-ups (~5 s a process; lakecdc/_classarchive.py).
+# Spark's classes archived for faster JVM start-ups (~5 s a process; lakecdc/spark/classarchive.py).
 # Optional: LAKECDC_CLASS_ARCHIVE=off skips it, and a failure only leaves Spark starting slower.
 if [ "${LAKECDC_CLASS_ARCHIVE:-}" != "off" ]; then
   echo "setup: archiving Spark's classes for faster start-ups (about a minute, once)"
-  "$VENV/bin/python" -m lakecdc._classarchive || true
+  "$VENV/bin/python" -m lakecdc.spark.classarchive || true
 fi
 # Delta Lake's, Kafka's and Avro's JVM packages for the installed Spark, resolved once from Maven
-# Central into ~/.cache/lakecdc/ivy (lakecdc/jars.py); later sessions start from the cache offline.
+# Central into ~/.cache/lakecdc/ivy (lakecdc/spark/jars.py); later sessions start from the cache offline.
 # LAKECDC_JARS=off skips it; without network lakecdc says so and runs with the delta-rs engine.
 if [ "${LAKECDC_JARS:-}" != "off" ]; then
   echo "setup: resolving Delta Lake's Spark packages (once; cached under ~/.cache/lakecdc/ivy)"
-  "$VENV/bin/python" -m lakecdc.jars 2>/dev/null | grep '^lakecdc' || true
+  "$VENV/bin/python" -m lakecdc.spark.jars 2>/dev/null | grep '^lakecdc' || true
 fi
 echo "setup: ready ($VENV/bin/lakecdc --help)"

@@ -4,7 +4,7 @@ The server is PySpark's own Spark, started with ``bin/spark-submit --class
 org.apache.spark.sql.connect.service.SparkConnectServer`` (the wheel ships Spark Connect's jar but
 not ``sbin/start-connect-server.sh``), listening on 127.0.0.1 only. It gets what a user's server
 needs to run lakecdc: Delta Lake's jars, extension and catalog (from the cache ``python -m
-lakecdc.jars`` filled, when there is one), and Python workers that import this checkout's lakecdc
+lakecdc.spark.jars`` filled, when there is one), and Python workers that import this checkout's lakecdc
 (``PYTHONPATH``) with the interpreter running this script (pyarrow, fastavro, msgspec). Its session
 time zone is not UTC, as a user's server's would not be.
 
@@ -88,7 +88,7 @@ def connect_jar(home: Path) -> Path:
 def server_conf(port: int, extra: dict[str, str] | None = None) -> dict[str, str]:
     """The server's Spark settings: bound to 127.0.0.1:``port``, small, Delta configured when its
     jars are cached, workers running this interpreter on this checkout."""
-    from lakecdc.jars import session_conf
+    from lakecdc.spark.jars import session_conf
 
     conf = {
         "spark.master": "local[2]",

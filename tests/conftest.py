@@ -25,10 +25,10 @@ USER_SESSION = os.environ.get("LAKECDC_TEST_SESSION", "").strip().lower() == "us
 def user_session(*, time_zone: str = "America/Los_Angeles", ansi: str = "true"):
     """A session as a notebook user builds one: nothing of lakecdc's settings, another time zone;
     when the tests run delta-spark, with Delta Lake configured the way its docs say (its jars,
-    extension and catalog), from the cache setup filled (``python -m lakecdc.jars``)."""
+    extension and catalog), from the cache setup filled (``python -m lakecdc.spark.jars``)."""
     from pyspark.sql import SparkSession
 
-    from lakecdc.jars import session_conf
+    from lakecdc.spark.jars import session_conf
 
     builder = (SparkSession.builder.master("local[2]")
                .config("spark.sql.session.timeZone", time_zone)
@@ -56,11 +56,11 @@ def delta_engine(request, monkeypatch, spark):
     """The engine this run of a behaviour test uses: every ``lakecdc`` entry point (API, CLI
     children) picks it through ``LAKECDC_ENGINE``. Skips delta-spark where Delta's classes are not
     in the session (setup could not reach Maven Central)."""
-    from lakecdc._compat import delta_spark_available
+    from lakecdc.spark.compat import delta_spark_available
 
     name = request.param
     if name == "delta-spark" and not delta_spark_available(spark):
-        from lakecdc.jars import status
+        from lakecdc.spark.jars import status
 
         if os.environ.get("LAKECDC_REQUIRE_ENGINES"):  # CI: both engines or red
             pytest.fail(status())
@@ -78,7 +78,7 @@ def spark():
         yield user_session(time_zone=os.environ.get("LAKECDC_TEST_TZ", "America/Los_Angeles"),
                            ansi=os.environ.get("LAKECDC_TEST_ANSI", "true"))
         return
-    from lakecdc.session import get_spark
+    from lakecdc.spark.session import get_spark
 
     session = get_spark(conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2",
                               "spark.driver.memory": "2g"})

@@ -92,7 +92,7 @@ def test_encoding_decodes_to_the_workload_events(spark: Any, encodings: dict[str
                                                   messages: dict[int, dict[str, Any]], name: str,
                                                   tmp_path: Path) -> None:
     from lakecdc.decoders import get_decoder
-    from lakecdc.session import job_conf
+    from lakecdc.spark.conf import job_conf
 
     e = encodings[name]
     with job_conf(spark):

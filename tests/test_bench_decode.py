@@ -46,7 +46,7 @@ def encodings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, formats.Enc
 def _decode(spark: Any, encoded: formats.Encoded, staging: Path) -> dict[str, tuple[str, Image, Image]]:
     """``pos -> (op, before, after)`` of every event lakecdc decodes; asserts no ``_error``."""
     from lakecdc.decoders import get_decoder
-    from lakecdc.session import job_conf
+    from lakecdc.spark.conf import job_conf
 
     with job_conf(spark):
         events = get_decoder(encoded.decoder, encoded.options).read(

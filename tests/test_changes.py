@@ -83,7 +83,7 @@ def test_overlay_lays_top_over_base_under_either_map_key_policy(spark, policy):
     from pyspark.sql import functions as F
 
     from lakecdc.changes import last_wins, overlay
-    from lakecdc.session import MAP_KEY_DEDUP, job_conf
+    from lakecdc.spark.conf import MAP_KEY_DEDUP, job_conf
 
     cases = [
         ({"A": "1", "B": "2"}, {"B": "3", "C": None}), ({"A": "1"}, None), (None, {"A": "1"}), ({}, {"A": "1"}),
@@ -103,7 +103,7 @@ def test_op_ts_cast_as_it_is_in_a_utc_session_reads_what_the_z_form_reads(spark)
     from pyspark.sql import functions as F
 
     from lakecdc.decoders.base import parse_op_ts, session_is_utc
-    from lakecdc.session import job_conf
+    from lakecdc.spark.conf import job_conf
 
     texts = ["2017-06-16T14:24:34", "2017-06-16 14:24:34.123456", "2017-06-16T14:24:34+08:00", "2017-06-16T14:24:34Z",
              "2017-06-16", "2017-06-16T14:24:34 UTC", "2017-06-16T14:24:34.5-01:30", "junk", "", None]

@@ -1,4 +1,4 @@
-"""The class-data-sharing archive of Spark's classes (lakecdc/_classarchive.py)."""
+"""The class-data-sharing archive of Spark's classes (lakecdc/spark/classarchive.py)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from lakecdc import _classarchive as ca
-from lakecdc.session import JVM_OPTIONS
+from lakecdc.spark import classarchive as ca
+from lakecdc.spark.conf import JVM_OPTIONS
 
 _QUERY = (
-    "from lakecdc.session import get_spark; s = get_spark(); "
+    "from lakecdc.spark.session import get_spark; s = get_spark(); "
     "print('driver options:', s.sparkContext.getConf().get('spark.driver.extraJavaOptions')); "
     "print('count:', s.range(7).count())"
 )

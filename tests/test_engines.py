@@ -18,13 +18,13 @@ import pytest
 from pyspark.sql import types as T
 
 import lakecdc
-from lakecdc._compat import delta_spark_available
 from lakecdc.errors import CommitConflict, ConfigError
 from lakecdc.merge.delta_rs import DeltaRsEngine
 from lakecdc.merge.delta_spark import DeltaSparkEngine
 from lakecdc.merge.engine import Engine, catalog_ref
 from lakecdc.merge.plan import MergePlan
 from lakecdc.merge.source import BatchSource
+from lakecdc.spark.compat import delta_spark_available
 from tests.ogg_render import render_ogg_json
 from tests.oracle import Oracle
 from tests.test_crash import TABLES, wave
@@ -44,7 +44,7 @@ def both(spark):
     if not delta_spark_available(spark):
         import os
 
-        from lakecdc.jars import status
+        from lakecdc.spark.jars import status
 
         if os.environ.get("LAKECDC_REQUIRE_ENGINES"):  # CI: both engines or red
             pytest.fail(status())

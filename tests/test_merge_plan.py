@@ -10,11 +10,11 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import types as T
 
-from lakecdc._compat import delta_spark_available
 from lakecdc.merge.delta_rs import DeltaRsEngine
 from lakecdc.merge.delta_spark import TXN_APP_ID, TXN_VERSION, USER_METADATA, txn_confs
 from lakecdc.merge.plan import MergePlan, quote, sql_literal
 from lakecdc.merge.source import BatchSource
+from lakecdc.spark.compat import delta_spark_available
 
 PLAN = MergePlan(
     table="S.T", path="/lake/S.T", columns=("ID", "Odd `Name`", "N"), keys=("ID",), version=7,
@@ -60,8 +60,8 @@ def test_delta_spark_detection_and_txn_confs_restore(spark, monkeypatch):
     """Delta is detected exactly when the session has its jars and extension; ``auto`` picks delta-rs
     on lakecdc's own session, delta-spark on another with Delta, LAKECDC_ENGINE over both; the txn
     confs are set inside the block and restored after it."""
-    from lakecdc.jars import session_conf
     from lakecdc.settings import auto_engine
+    from lakecdc.spark.jars import session_conf
 
     has_delta = "spark.sql.extensions" in session_conf() or "Delta" in (spark.conf.get("spark.sql.extensions", "") or "")
     assert delta_spark_available(spark) is has_delta

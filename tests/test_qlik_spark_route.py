@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 
 from lakecdc.decoders import get_decoder
 from lakecdc.decoders._records import locate, source_of
-from lakecdc.session import JOB_CONF, job_conf
+from lakecdc.spark.conf import JOB_CONF, job_conf
 
 try:
     from tests.qlik_render import Table, json_envelope, json_metadata, kcat_lines

@@ -8,8 +8,8 @@ import json
 import pytest
 
 import lakecdc
-from lakecdc import session
 from lakecdc.errors import ConfigError
+from lakecdc.spark import conf
 
 pytestmark = pytest.mark.spark
 
@@ -18,14 +18,14 @@ FACTORY = "spark.sql.codegen.factoryMode"
 
 def test_run_conf_adds_the_interpreted_settings_up_to_the_limit(monkeypatch) -> None:
     monkeypatch.delenv("LAKECDC_INTERPRETED_RUN_BYTES", raising=False)
-    small, big = session.run_conf(session.INTERPRETED_RUN_BYTES), session.run_conf(session.INTERPRETED_RUN_BYTES + 1)
-    assert small == {**session.JOB_CONF, **session.INTERPRETED_CONF} and small[FACTORY] == "NO_CODEGEN"
-    assert big == session.JOB_CONF
+    small, big = conf.run_conf(conf.INTERPRETED_RUN_BYTES), conf.run_conf(conf.INTERPRETED_RUN_BYTES + 1)
+    assert small == {**conf.JOB_CONF, **conf.INTERPRETED_CONF} and small[FACTORY] == "NO_CODEGEN"
+    assert big == conf.JOB_CONF
     monkeypatch.setenv("LAKECDC_INTERPRETED_RUN_BYTES", "-1")  # never
-    assert session.run_conf(0) == session.JOB_CONF
+    assert conf.run_conf(0) == conf.JOB_CONF
     monkeypatch.setenv("LAKECDC_INTERPRETED_RUN_BYTES", "1 MiB")
     with pytest.raises(ConfigError, match=r"LAKECDC_INTERPRETED_RUN_BYTES='1 MiB': expected a number of bytes"):
-        session.run_conf(0)
+        conf.run_conf(0)
 
 
 @pytest.mark.parametrize("limit, expected", [(None, "NO_CODEGEN"), ("-1", None)])
@@ -69,11 +69,11 @@ class _Refusing:
 
 def test_an_interpreted_setting_the_session_refuses_is_skipped_but_a_required_one_is_not() -> None:
     refusing = _Refusing(FACTORY)
-    with session.job_conf(refusing, session.run_conf(0)):  # type: ignore[arg-type]
+    with conf.job_conf(refusing, conf.run_conf(0)):  # type: ignore[arg-type]
         assert FACTORY not in refusing.values and refusing.values["spark.sql.codegen.wholeStage"] == "false"
     assert refusing.values == {}  # what was set is unset again
     strict = _Refusing("spark.sql.constraintPropagation.enabled")  # (set after the exact-strings one)
-    with pytest.raises(RuntimeError, match="CONFIG_NOT_AVAILABLE"), session.job_conf(strict):  # type: ignore[arg-type]
+    with pytest.raises(RuntimeError, match="CONFIG_NOT_AVAILABLE"), conf.job_conf(strict):  # type: ignore[arg-type]
         pass
     assert strict.values == {}  # what was set before the refusal is unset again
 
@@ -84,9 +84,9 @@ def test_settings_are_read_without_a_default_spark_would_check(spark) -> None:
     session never set it, as in a notebook's own session; ``conf_value`` gives the value or the
     default instead."""
     zone = spark.conf.get("spark.sql.session.timeZone")
-    assert session.conf_value(spark, "spark.sql.session.timeZone") == zone
-    assert session.conf_value(spark, "lakecdc.test.never.set") is None
-    assert session.conf_value(spark, "lakecdc.test.never.set", "x") == "x"
+    assert conf.conf_value(spark, "spark.sql.session.timeZone") == zone
+    assert conf.conf_value(spark, "lakecdc.test.never.set") is None
+    assert conf.conf_value(spark, "lakecdc.test.never.set", "x") == "x"
     spark.conf.unset("spark.sql.session.timeZone")  # as a plain builder's session has it
     try:
         with pytest.raises(Exception, match="TIME_ZONE"):  # what the decoders used to do

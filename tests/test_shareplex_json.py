@@ -142,7 +142,7 @@ def test_either_map_key_policy_and_any_meta_order_decode_alike(spark, tmp_path, 
     DTS's order are read by position, in any other order (or with others) by name: same events."""
     from lakecdc.decoders._records import exact_json_strings
     from lakecdc.decoders.shareplex_json import META_ORDER
-    from lakecdc.session import MAP_KEY_DEDUP, job_conf
+    from lakecdc.spark.conf import MAP_KEY_DEDUP, job_conf
 
     def lines(reverse: bool) -> list[str]:
         return [

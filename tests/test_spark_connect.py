@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import lakecdc
-from lakecdc._compat import delta_spark_available, is_spark_connect
+from lakecdc.spark.compat import delta_spark_available, is_spark_connect
 from tests.ogg_render import render_ogg_json
 from tests.oracle import Oracle
 from tests.test_crash import TABLES, wave
@@ -26,16 +26,16 @@ PY4J = re.compile(r"_jvm\b|sparkContext\b|_jdf\b|_jsparkSession\b|_jsc\b|_jconf\
 #: The only places lakecdc may touch py4j: the embedded session's own start-up, and checks that
 #: run on a classic session only (each behind ``is_spark_connect``), with how many lines do.
 PY4J_ALLOWED = {
-    "session.py": 1,  # the embedded session's log level, right after lakecdc started it
-    "_classarchive.py": 1,  # the embedded session's JVM process
-    "_compat.py": 3,  # Delta's classes and the core count, asked on a classic session only
+    "spark/session.py": 1,  # the embedded session's log level, right after lakecdc started it
+    "spark/compat.py": 3,  # Delta's classes and the core count, asked on a classic session only
     "merge/delta_spark.py": 2,  # a checkpoint through DeltaLog, on a classic session only
+    "run/warmup.py": 1,  # the JVM process of the session that writes the class archive
 }
 
 
 def _engine_or_skip(spark, engine: str) -> str:
     if engine == "delta-spark" and not delta_spark_available(spark):
-        from lakecdc.jars import status
+        from lakecdc.spark.jars import status
 
         pytest.skip(f"the Spark Connect server has no Delta Lake: {status()}")
     return engine

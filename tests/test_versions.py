@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from lakecdc._versions import NEWEST, OLDEST, UnsupportedSpark, parse_version, require_pyspark, unsupported
+from lakecdc.spark.versions import (
+    NEWEST,
+    OLDEST,
+    UnsupportedSpark,
+    parse_version,
+    require_pyspark,
+    unsupported,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -66,7 +66,7 @@ _BLANK_START = re.compile(rb"[ \t\r]*(?:\n|$)")
 
 def exact_json_strings(spark: SparkSession) -> contextlib.AbstractContextManager[None]:
     """Keep JSON values read as strings exactly as written while the block runs."""
-    from lakecdc.session import job_conf
+    from lakecdc.spark.conf import job_conf
 
     return job_conf(spark, {EXACT_STRINGS: "true"})
 

@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakecdc.errors import ConfigError
-from lakecdc.session import conf_value
+from lakecdc.spark.conf import conf_value
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -110,7 +110,6 @@ from fastavro import parse_schema, schemaless_reader
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakecdc._compat import default_parallelism
 from lakecdc.decoders._avro import (
     LIMIT_OPTIONS,
     MAGIC,
@@ -182,6 +181,7 @@ from lakecdc.decoders._kafka_files import (
 from lakecdc.decoders.base import Decoder
 from lakecdc.decoders.debezium_json import DebeziumJsonDecoder, _same_table, canonical, parse_json
 from lakecdc.errors import ConfigError
+from lakecdc.spark.compat import default_parallelism
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -130,7 +130,6 @@ from typing import TYPE_CHECKING, Any, BinaryIO, ClassVar
 from fastavro import parse_schema, schemaless_reader
 from pyspark.sql import types as T
 
-from lakecdc._compat import default_parallelism
 from lakecdc.decoders._avro import LIMIT_OPTIONS, MAGIC, BlockLimits, plan_ocf_splits, read_ocf_header
 from lakecdc.decoders._debezium import Row, failed, skipped
 from lakecdc.decoders._dts_values import MYSQL_LONG, MYSQL_WIDE, Values
@@ -152,6 +151,7 @@ from lakecdc.decoders.debezium_avro import (
 )
 from lakecdc.decoders.debezium_json import canonical
 from lakecdc.errors import ConfigError
+from lakecdc.spark.compat import default_parallelism
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

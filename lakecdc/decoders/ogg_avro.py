@@ -83,7 +83,6 @@ import pyarrow as pa
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakecdc._compat import default_parallelism
 from lakecdc.changes import IMAGE_TYPE
 from lakecdc.decoders._avro import (
     DEFAULT_LIMITS,
@@ -119,6 +118,7 @@ from lakecdc.decoders._goldengate import (
 )
 from lakecdc.decoders.base import Decoder, first_error, parse_op_ts, session_is_utc
 from lakecdc.errors import ConfigError
+from lakecdc.spark.compat import default_parallelism
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -118,7 +118,6 @@ import pyarrow as pa
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakecdc._compat import default_parallelism
 from lakecdc.changes import IMAGE_TYPE, sortable_position
 from lakecdc.decoders import _qlik_spark
 from lakecdc.decoders._debezium import gc_paused
@@ -142,6 +141,7 @@ from lakecdc.decoders._records import on_executors, read_text
 from lakecdc.decoders.base import Decoder, parse_op_ts
 from lakecdc.decoders.debezium_avro import SPLIT_BYTES, Split, message_splits, read_messages
 from lakecdc.errors import ConfigError
+from lakecdc.spark.compat import default_parallelism
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession

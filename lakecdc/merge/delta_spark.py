@@ -354,7 +354,7 @@ class DeltaSparkEngine:
         """A checkpoint of the current version: Delta's JVM API on a classic session. Delta also
         writes one itself every ``delta.checkpointInterval`` commits (10), which is all a Spark
         Connect session gets (its SQL has no checkpoint statement)."""
-        from lakecdc._compat import is_spark_connect
+        from lakecdc.spark.compat import is_spark_connect
 
         if is_spark_connect(self.spark):
             return

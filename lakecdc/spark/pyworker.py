@@ -61,7 +61,7 @@ def install() -> None:
 
 if __name__ == "__main__":
     # (patched from the module imported by its name, not from __main__: one copy of the state)
-    from lakecdc._pyworker import install as _install
+    from lakecdc.spark.pyworker import install as _install
 
     _install()
     from pyspark.daemon import manager

@@ -1,15 +1,19 @@
-"""The Spark session lakecdc runs on: the active one when there is one, else a small local one."""
+"""The Spark settings lakecdc reads and sets: on the sessions it starts, and on any session for a run.
+
+The lowest module of :mod:`lakecdc.spark`: :mod:`~lakecdc.spark.session` starts sessions with
+:data:`JVM_OPTIONS` and marks them with :data:`EMBEDDED_CONF`; every run sets :data:`JOB_CONF`
+(:func:`job_conf`) on whatever session it is given; :func:`conf_value` reads a setting from any
+session, a platform's that refuses to tell included.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import os
-import shutil
-import sys
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
-from lakecdc.errors import ConfigError, LakecdcError
+from lakecdc.errors import ConfigError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -20,74 +24,8 @@ if TYPE_CHECKING:
 #: 1M-event run on 2 cores).
 JVM_OPTIONS = "-XX:-DontCompileHugeMethods -XX:+UseParallelGC"
 
-#: Settings of the embedded session, sized for a 2-core laptop-class machine.
-LOCAL_CONF: dict[str, str] = {
-    "spark.ui.enabled": "false",
-    "spark.ui.showConsoleProgress": "false",
-    "spark.sql.session.timeZone": "UTC",
-    "spark.sql.shuffle.partitions": "8",
-    "spark.default.parallelism": "8",
-    "spark.sql.adaptive.enabled": "true",
-    "spark.sql.execution.arrow.pyspark.enabled": "true",
-    "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
-    "spark.driver.memory": "8g",
-    "spark.driver.extraJavaOptions": JVM_OPTIONS,
-    "spark.executor.extraJavaOptions": JVM_OPTIONS,
-    # Python workers forked from a daemon that keeps zip importers from re-reading pyspark.zip and
-    # Spark's core jar at every task (0.25-1 s of CPU per task: see lakecdc/_pyworker.py).
-    "spark.python.daemon.module": "lakecdc._pyworker",
-}
-
-
-def active_spark() -> SparkSession | None:
-    """The Spark session running in this process, if any (none is started)."""
-    from pyspark.sql import SparkSession
-
-    return SparkSession.getActiveSession()
-
-
-def get_spark(*, master: str | None = None, conf: dict[str, str] | None = None) -> SparkSession:
-    """Return the active Spark session, or start an embedded local one.
-
-    In a notebook or on Databricks the session that already runs is reused untouched. Otherwise a
-    local session is started with the settings in :data:`LOCAL_CONF` (UTC session time zone, no
-    UI, 8 shuffle partitions), overridable through ``conf``; its JVM maps Spark's classes from the
-    archive :mod:`lakecdc._classarchive` wrote, when there is one.
-
-    Example:
-        >>> spark = get_spark()                                  # doctest: +SKIP
-        >>> spark.conf.get("spark.sql.session.timeZone")         # doctest: +SKIP
-        'UTC'
-    """
-    from pyspark.sql import SparkSession
-
-    active = active_spark()
-    if active is not None:
-        return active
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        raise LakecdcError(
-            "Java is not installed: Spark needs a Java 17 runtime. Install one (Debian: "
-            "apt-get install openjdk-17-jre-headless) or set JAVA_HOME, then retry"
-        )
-    # Executors must run the same interpreter as the driver (it has pyarrow, fastavro, ...).
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    builder = SparkSession.builder.master(master or os.environ.get("LAKECDC_SPARK_MASTER", "local[2]"))
-    builder = builder.appName("lakecdc")
-    from lakecdc._compat import EMBEDDED_CONF
-    from lakecdc.jars import session_conf
-
-    settings = {**LOCAL_CONF, **session_conf(), EMBEDDED_CONF: "true", **(conf or {})}
-    if settings["spark.driver.extraJavaOptions"] == JVM_OPTIONS:
-        # Spark's classes mapped from an archive written after installation, when there is one
-        from lakecdc._classarchive import java_options
-
-        settings["spark.driver.extraJavaOptions"] = f"{JVM_OPTIONS} {java_options()}".strip()
-    for key, value in settings.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel(os.environ.get("LAKECDC_SPARK_LOG_LEVEL", "ERROR"))
-    return spark
+#: set on the sessions lakecdc starts itself (:func:`lakecdc.spark.session.get_spark`)
+EMBEDDED_CONF = "spark.lakecdc.embedded"
 
 
 def conf_value(spark: SparkSession, key: str, default: str | None = None) -> str | None:

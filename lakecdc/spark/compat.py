@@ -5,13 +5,10 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from lakecdc.session import conf_value
+from lakecdc.spark.conf import EMBEDDED_CONF, conf_value
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-#: set on the sessions lakecdc starts itself (:func:`lakecdc.session.get_spark`)
-EMBEDDED_CONF = "spark.lakecdc.embedded"
 
 #: How many pieces a decoder cuts its input into when the session cannot say how many cores it has.
 FALLBACK_PARALLELISM = 8
@@ -42,7 +39,7 @@ def default_parallelism(spark: SparkSession) -> int:
 
 
 def is_embedded(spark: SparkSession) -> bool:
-    """True for a session :func:`lakecdc.session.get_spark` started (not a user's or a platform's)."""
+    """True for a session :func:`lakecdc.spark.session.get_spark` started (not a user's or a platform's)."""
     return conf_value(spark, EMBEDDED_CONF) == "true"
 
 

@@ -9,9 +9,9 @@ bundled sample in a new process: 39-40 s -> 32-38 s, most of it Spark's start-up
 "Stop 27").
 
 * :func:`build` writes the archive once, after installation (``scripts/setup.sh`` runs
-  ``python -m lakecdc._classarchive``): a JVM started with the writing option runs a small
-  representative batch (decode, fold, merge) and exits.
-* :func:`java_options` gives the options :func:`lakecdc.session.get_spark` adds to the embedded
+  ``python -m lakecdc.spark.classarchive``): a JVM started with the writing option runs a small
+  representative batch (decode, fold, merge: :mod:`lakecdc.run.warmup`) and exits.
+* :func:`java_options` gives the options :func:`lakecdc.spark.session.get_spark` adds to the embedded
   session's JVM when the archive exists. The JVM checks the archive itself (same Java build, same
   jars): one that does not fit is ignored and the JVM starts as it would without it; its
   messages about that are silenced. A session already running (notebooks, Databricks) is never
@@ -31,14 +31,18 @@ import hashlib
 import os
 import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+from lakecdc.spark.conf import JVM_OPTIONS
 
 ENV = "LAKECDC_CLASS_ARCHIVE"
 #: The JVM's messages about archives (one it cannot use: another Java build, other jars; the
 #: classes it skips while writing one), which it would print on standard output.
 _SILENT = "-Xlog:cds=off -Xlog:cds+dynamic=off"
+#: The program that runs the representative batch in the JVM writing the archive (a module run with
+#: ``python -m``: it runs the whole pipeline, which this module, below the session, cannot import).
+RECORDER = "lakecdc.run.warmup"
 
 
 def _java() -> str | None:
@@ -80,38 +84,9 @@ def java_options() -> str:
     return f"-XX:SharedArchiveFile={path} -Xshare:auto {_SILENT}"
 
 
-_SAMPLE = [
-    '{"table":"LAKECDC.WARMUP","op_type":"I","op_ts":"2024-01-01 00:00:00.000000","pos":"00000000000000000001",'
-    '"primary_keys":["ID"],"after":{"ID":1,"NAME":"a","AMOUNT":"1.50","AT":"2024-01-01 00:00:00"}}',
-    '{"table":"LAKECDC.WARMUP","op_type":"U","op_ts":"2024-01-01 00:00:01.000000","pos":"00000000000000000002",'
-    '"primary_keys":["ID"],"before":{"ID":1},"after":{"ID":1,"NAME":"b"}}',
-    '{"table":"LAKECDC.WARMUP","op_type":"I","op_ts":"2024-01-01 00:00:02.000000","pos":"00000000000000000003",'
-    '"primary_keys":["ID"],"after":{"ID":2,"NAME":"c","AMOUNT":null,"AT":null}}',
-    '{"table":"LAKECDC.WARMUP","op_type":"D","op_ts":"2024-01-01 00:00:03.000000","pos":"00000000000000000004",'
-    '"primary_keys":["ID"],"before":{"ID":2}}',
-    "not json",
-]
-
-
-def _record(path: Path) -> None:
-    """Run in a JVM that writes the archive at exit: a small batch through the whole pipeline."""
-    import lakecdc
-    from lakecdc.session import JVM_OPTIONS, get_spark
-
-    options = f"{JVM_OPTIONS} -XX:ArchiveClassesAtExit={path} {_SILENT}"
-    spark = get_spark(conf={"spark.driver.extraJavaOptions": options})
-    with tempfile.TemporaryDirectory(prefix="lakecdc-warmup-") as work:
-        landing = Path(work, "landing")
-        landing.mkdir()
-        (landing / "batch.json").write_text("\n".join(_SAMPLE) + "\n")
-        summary = lakecdc.apply(str(landing), str(Path(work, "lake")), format="ogg-json", spark=spark)
-        for table in summary.tables:
-            lakecdc.read_table(table.target, spark=spark).toPandas()
-    proc = spark.sparkContext._gateway.proc  # type: ignore[union-attr]
-    spark.stop()
-    # the JVM writes the archive as it exits: it exits when its standard input closes
-    proc.stdin.close()
-    proc.wait(timeout=600)
+def recording_options(path: Path) -> str:
+    """JVM options of a session whose JVM writes the archive to ``path`` as it exits."""
+    return f"{JVM_OPTIONS} -XX:ArchiveClassesAtExit={path} {_SILENT}"
 
 
 #: Archives kept in the cache directory (one per Java and pyspark installation, e.g. per virtual
@@ -141,7 +116,7 @@ def build(path: Path | None = None, *, quiet: bool = False) -> Path | None:
     part.unlink(missing_ok=True)
     started = time.monotonic()
     env = {**os.environ, ENV: "off"}  # the recording JVM must not map an older archive
-    done = subprocess.run([sys.executable, "-m", "lakecdc._classarchive", "--record", str(part)], env=env,
+    done = subprocess.run([sys.executable, "-m", RECORDER, str(part)], env=env,
                           capture_output=True, text=True, check=False)
     if done.returncode != 0 or not part.is_file() or part.stat().st_size == 0:
         part.unlink(missing_ok=True)
@@ -159,13 +134,10 @@ def build(path: Path | None = None, *, quiet: bool = False) -> Path | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m lakecdc._classarchive [--force]``: write the archive unless it is there already."""
+    """``python -m lakecdc.spark.classarchive [--force]``: write the archive unless it is there already."""
     args = sys.argv[1:] if argv is None else argv
-    if args[:1] == ["--record"] and len(args) == 2:
-        _record(Path(args[1]))
-        return 0
     if args not in ([], ["--force"]):
-        print("usage: python -m lakecdc._classarchive [--force]   (writes the Spark class archive)", file=sys.stderr)
+        print("usage: python -m lakecdc.spark.classarchive [--force]   (writes the Spark class archive)", file=sys.stderr)
         return 2
     path = archive_path()
     if path is None:

@@ -1,6 +1,6 @@
 """Delta Lake's, Kafka's and Avro's JVM packages for the Spark session lakecdc starts itself.
 
-``python -m lakecdc.jars`` (run by ``scripts/setup.sh``) resolves, once, the Maven packages that
+``python -m lakecdc.spark.jars`` (run by ``scripts/setup.sh``) resolves, once, the Maven packages that
 match the installed PySpark and caches them under ``~/.cache/lakecdc/ivy`` (``LAKECDC_CACHE``
 moves it): Delta Lake's ``delta-spark`` built for that Spark minor, and Spark's own
 ``spark-sql-kafka-0-10`` and ``spark-avro`` connectors of that Spark version (or the newest
@@ -35,6 +35,8 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+
+from lakecdc.spark.conf import conf_value
 
 #: Delta Lake release per Spark minor (``None``: no release for that Spark yet).
 DELTA_FOR_SPARK: dict[str, str | None] = {"4.0": "4.4.0", "4.1": "4.4.0", "4.2": "4.4.0", "4.3": None}
@@ -147,7 +149,7 @@ def status(version: str | None = None) -> str:
     if delta_package(version) is None:
         return f"lakecdc: Delta Lake has no release for Spark {_minor(version)} yet; engine delta-rs"
     return (f"lakecdc: Delta Lake's Spark classes for PySpark {version} are not cached (run `python -m "
-            f"lakecdc.jars` once with access to Maven Central); engine delta-rs")
+            f"lakecdc.spark.jars` once with access to Maven Central); engine delta-rs")
 
 
 def _served(pkg: Package, repo: str) -> bool:
@@ -172,8 +174,6 @@ def _ivy_resolve(wanted: list[Package], repo: str) -> list[str]:
     """Resolve ``wanted`` with Spark's own Ivy (a throwaway JVM) into :func:`cache_dir`; the jar
     files it fetched. Raises when a package or one of its dependencies cannot be resolved."""
     from pyspark.sql import SparkSession
-
-    from lakecdc.session import conf_value
 
     ivy = cache_dir()
     ivy.mkdir(parents=True, exist_ok=True)
@@ -227,7 +227,7 @@ def resolve(version: str | None = None, *, repo: str | None = None, say=print) -
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m lakecdc.jars [--status]``: resolve and cache the packages (or say what is cached)."""
+    """``python -m lakecdc.spark.jars [--status]``: resolve and cache the packages (or say what is cached)."""
     args = sys.argv[1:] if argv is None else argv
     if "--status" in args:
         print(status())

@@ -1,0 +1,80 @@
+"""The Spark session lakecdc runs on: the active one when there is one, else a small local one."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from typing import TYPE_CHECKING
+
+from lakecdc.errors import LakecdcError
+from lakecdc.spark.classarchive import java_options
+from lakecdc.spark.conf import EMBEDDED_CONF, JVM_OPTIONS
+from lakecdc.spark.jars import session_conf
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+#: Settings of the embedded session, sized for a 2-core laptop-class machine.
+LOCAL_CONF: dict[str, str] = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.shuffle.partitions": "8",
+    "spark.default.parallelism": "8",
+    "spark.sql.adaptive.enabled": "true",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
+    "spark.driver.memory": "8g",
+    "spark.driver.extraJavaOptions": JVM_OPTIONS,
+    "spark.executor.extraJavaOptions": JVM_OPTIONS,
+    # Python workers forked from a daemon that keeps zip importers from re-reading pyspark.zip and
+    # Spark's core jar at every task (0.25-1 s of CPU per task: see lakecdc/spark/pyworker.py).
+    "spark.python.daemon.module": "lakecdc.spark.pyworker",
+}
+
+
+def active_spark() -> SparkSession | None:
+    """The Spark session running in this process, if any (none is started)."""
+    from pyspark.sql import SparkSession
+
+    return SparkSession.getActiveSession()
+
+
+def get_spark(*, master: str | None = None, conf: dict[str, str] | None = None) -> SparkSession:
+    """Return the active Spark session, or start an embedded local one.
+
+    In a notebook or on Databricks the session that already runs is reused untouched. Otherwise a
+    local session is started with the settings in :data:`LOCAL_CONF` (UTC session time zone, no
+    UI, 8 shuffle partitions), overridable through ``conf``; its JVM maps Spark's classes from the
+    archive :mod:`lakecdc.spark.classarchive` wrote, when there is one.
+
+    Example:
+        >>> spark = get_spark()                                  # doctest: +SKIP
+        >>> spark.conf.get("spark.sql.session.timeZone")         # doctest: +SKIP
+        'UTC'
+    """
+    from pyspark.sql import SparkSession
+
+    active = active_spark()
+    if active is not None:
+        return active
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        raise LakecdcError(
+            "Java is not installed: Spark needs a Java 17 runtime. Install one (Debian: "
+            "apt-get install openjdk-17-jre-headless) or set JAVA_HOME, then retry"
+        )
+    # Executors must run the same interpreter as the driver (it has pyarrow, fastavro, ...).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = SparkSession.builder.master(master or os.environ.get("LAKECDC_SPARK_MASTER", "local[2]"))
+    builder = builder.appName("lakecdc")
+    settings = {**LOCAL_CONF, **session_conf(), EMBEDDED_CONF: "true", **(conf or {})}
+    if settings["spark.driver.extraJavaOptions"] == JVM_OPTIONS:
+        # Spark's classes mapped from an archive written after installation, when there is one
+        settings["spark.driver.extraJavaOptions"] = f"{JVM_OPTIONS} {java_options()}".strip()
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(os.environ.get("LAKECDC_SPARK_LOG_LEVEL", "ERROR"))
+    return spark
