@@ -10,11 +10,14 @@ from __future__ import annotations
 import datetime as dt
 import re
 from dataclasses import dataclass, replace
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal
 
 from pyspark.sql import types as T
 
 from lakecdc.errors import ConfigError
+
+if TYPE_CHECKING:
+    from lakecdc.config.where import Where
 
 Severity = Literal["fail", "warn"]
 RuleKind = Literal["between", "pattern", "length", "in_set", "not_null", "unique", "compound_unique", "row_count"]
@@ -40,13 +43,6 @@ class Rule:
     where: str = ""
 
 
-class _Where(Protocol):  # lakecdc.jobs._Where
-    path: str
-    lines: dict[tuple[str, ...], int]
-
-    def error(self, at: tuple[str, ...], message: str) -> ConfigError: ...
-
-
 SEVERITIES: dict[str, Severity] = {
     "error": "fail", "fail": "fail", "critical": "fail",
     "warning": "warn", "warn": "warn", "info": "warn",
@@ -68,21 +64,21 @@ NOT_RUN_TYPES = ("text", "sql", "custom")
 _NUMERIC = (T.LongType, T.IntegerType, T.ShortType, T.ByteType, T.DecimalType, T.DoubleType, T.FloatType)
 
 
-def _line(where: _Where, at: tuple[str, ...]) -> str:
+def _line(where: Where, at: tuple[str, ...]) -> str:
     probe = at
     while probe and probe not in where.lines:
         probe = probe[:-1]
     return f"{where.path}:{where.lines.get(probe, '?')}"
 
 
-def _severity(value: Any, at: tuple[str, ...], where: _Where) -> Severity:
+def _severity(value: Any, at: tuple[str, ...], where: Where) -> Severity:
     level = SEVERITIES.get(str(value).lower()) if isinstance(value, str) else None
     if level is None:
         raise where.error(at, f"{value!r}: use error or warning (or {', '.join(sorted(set(SEVERITIES) - {'error', 'warning'}))})")
     return level
 
 
-def _own_severity(props: Any, at: tuple[str, ...], where: _Where) -> Severity | None:
+def _own_severity(props: Any, at: tuple[str, ...], where: Where) -> Severity | None:
     """A property's ``lakecdc.severity`` custom property (the severity of its declared constraints)."""
     if props is None:
         return None
@@ -106,7 +102,7 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _bound(value: Any, dtype: T.DataType, at: tuple[str, ...], where: _Where) -> Any:
+def _bound(value: Any, dtype: T.DataType, at: tuple[str, ...], where: Where) -> Any:
     """A minimum or maximum as a value of the column's type."""
     if isinstance(dtype, _NUMERIC):
         if not _is_number(value):
@@ -150,7 +146,7 @@ def _range_check(column: str, low: Any, high: Any, strict_low: bool, strict_high
     return f"{name} {'<' if strict_high else '<='} {_text(high)}"
 
 
-def _type_option_rules(opts: Any, name: str, dtype: T.DataType, at: tuple[str, ...], where: _Where,
+def _type_option_rules(opts: Any, name: str, dtype: T.DataType, at: tuple[str, ...], where: Where,
                        severity: Severity) -> list[Rule]:
     if opts is None:
         return []
@@ -205,7 +201,7 @@ def _type_option_rules(opts: Any, name: str, dtype: T.DataType, at: tuple[str, .
     return out
 
 
-def _pattern_rule(name: str, pattern: Any, severity: Severity, at: tuple[str, ...], where: _Where,
+def _pattern_rule(name: str, pattern: Any, severity: Severity, at: tuple[str, ...], where: Where,
                   **extra: Any) -> Rule:
     if not isinstance(pattern, str) or not pattern:
         raise where.error(at, f"{pattern!r}: expected a regular expression")
@@ -217,7 +213,7 @@ def _pattern_rule(name: str, pattern: Any, severity: Severity, at: tuple[str, ..
                 where=_line(where, at), **extra)
 
 
-def _values_rule(name: str, values: Any, severity: Severity, at: tuple[str, ...], where: _Where, **extra: Any) -> Rule:
+def _values_rule(name: str, values: Any, severity: Severity, at: tuple[str, ...], where: Where, **extra: Any) -> Rule:
     if not isinstance(values, list) or not values:
         raise where.error(at, "expected a list of the accepted values")
     shown = ", ".join("null" if v is None else str(v) for v in values[:6]) + (", ..." if len(values) > 6 else "")
@@ -225,7 +221,7 @@ def _values_rule(name: str, values: Any, severity: Severity, at: tuple[str, ...]
                 where=_line(where, at), **extra)
 
 
-def _limits(item: dict, at: tuple[str, ...], where: _Where) -> tuple[tuple[tuple[str, Any], ...], Literal["rows", "percent"]]:
+def _limits(item: dict, at: tuple[str, ...], where: Where) -> tuple[tuple[tuple[str, Any], ...], Literal["rows", "percent"]]:
     limits = []
     for op in OPERATORS:
         if op not in item:
@@ -275,7 +271,7 @@ def meets(value: float, limits: tuple[tuple[str, Any], ...]) -> bool:
     return all(tests[op](value, x) for op, x in limits)
 
 
-def _quality_items(items: Any, at: tuple[str, ...], where: _Where) -> list[tuple[tuple[str, ...], dict, str]]:
+def _quality_items(items: Any, at: tuple[str, ...], where: Where) -> list[tuple[tuple[str, ...], dict, str]]:
     """The library rules of a ``quality`` list: (where, the rule, its metric); others are skipped."""
     if items is None:
         return []
@@ -299,13 +295,13 @@ def _quality_items(items: Any, at: tuple[str, ...], where: _Where) -> list[tuple
     return out
 
 
-def _unknown_metric(metric: str, known: dict[str, str], pat: tuple[str, ...], item: dict, where: _Where) -> ConfigError:
+def _unknown_metric(metric: str, known: dict[str, str], pat: tuple[str, ...], item: dict, where: Where) -> ConfigError:
     field = "metric" if "metric" in item else "rule"
     names = sorted({*known.values(), *NOT_RUN_METRICS})
     return where.error((*pat, field), f"{metric!r}: lakecdc knows the ODCS metrics {', '.join(names)} here")
 
 
-def property_rules(prop: dict, name: str, dtype: T.DataType, at: tuple[str, ...], where: _Where) -> list[Rule]:
+def property_rules(prop: dict, name: str, dtype: T.DataType, at: tuple[str, ...], where: Where) -> list[Rule]:
     """The rules one ODCS property declares (logicalTypeOptions, enum, unique, quality)."""
     declared: Severity = _own_severity(prop.get("customProperties"), at, where) or "warn"
     out = _type_option_rules(prop.get("logicalTypeOptions"), name, dtype, (*at, "logicalTypeOptions"), where, declared)
@@ -358,7 +354,7 @@ def _with_limits(rule: Rule, item: dict) -> Rule:
     return replace(rule, check=check)
 
 
-def table_rules(items: Any, columns: set[str], at: tuple[str, ...], where: _Where) -> list[Rule]:
+def table_rules(items: Any, columns: set[str], at: tuple[str, ...], where: Where) -> list[Rule]:
     """The library rules of a schema object's ``quality`` list (rowCount, compound duplicateValues)."""
     out = []
     for pat, item, metric in _quality_items(items, at, where):

@@ -8,13 +8,24 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from lakecdc.apply import apply, read_changes
+from lakecdc.config.durations import parse_duration, parse_size
+from lakecdc.contracts import check_contract, infer_contract, infer_contracts_from_changes, load_contracts
 from lakecdc.decoders import DECODERS
+from lakecdc.doctor import diagnose, render, repair, to_json
 from lakecdc.errors import ConfigError, LakecdcError
-
-if TYPE_CHECKING:
-    from lakecdc.jobs import Job, JobResult
+from lakecdc.ggprops import read_gg_properties
+from lakecdc.jobs import Job, JobResult, load_job, run_job, stream_job, watch
+from lakecdc.lease import current_holder, hold
+from lakecdc.maintain import maintain
+from lakecdc.merge.delta_rs import DeltaRsEngine
+from lakecdc.quality import check_changes, check_tables, data_docs_index, results_json, unblock
+from lakecdc.runs import render_status, status
+from lakecdc.spark.session import get_spark
+from lakecdc.state import known_tables, table_dir, table_path
+from lakecdc.streaming import BatchFailed, StreamBatch, stream
 
 _EPILOG_APPLY = """\
 examples:
@@ -128,37 +139,6 @@ def _parse_keys(values: Sequence[str], flag: str = "--key") -> dict[str, list[st
             raise ConfigError(f"{flag} {v!r}: expected TABLE=COL[,COL...]")
         out[table] = [c.strip() for c in cols.split(",") if c.strip()]
     return out
-
-
-def parse_duration(text: str) -> dt.timedelta:
-    """``7d``, ``36h``, ``90m``, ``45s`` or ``0`` as a timedelta.
-
-    >>> parse_duration("36h")
-    datetime.timedelta(days=1, seconds=43200)
-    """
-    units = {"d": "days", "h": "hours", "m": "minutes", "s": "seconds"}
-    value = text.strip().lower()
-    if value == "0":
-        return dt.timedelta(0)
-    if len(value) < 2 or value[-1] not in units or not value[:-1].replace(".", "", 1).isdigit():
-        raise ConfigError(f"duration {text!r}: expected a number and a unit d/h/m/s, e.g. 7d or 36h")
-    return dt.timedelta(**{units[value[-1]]: float(value[:-1])})
-
-
-def parse_size(text: str) -> int:
-    """``128MB``, ``1GB``, ``512KB`` or a number of bytes as bytes (binary units).
-
-    >>> parse_size("128MB")
-    134217728
-    """
-    units = {"KB": 2**10, "MB": 2**20, "GB": 2**30, "B": 1}
-    value = text.strip().upper().replace("IB", "B")
-    for unit, factor in units.items():
-        if value.endswith(unit) and value[: -len(unit)].strip().replace(".", "", 1).isdigit():
-            return int(float(value[: -len(unit)]) * factor)
-    if value.isdigit():
-        return int(value)
-    raise ConfigError(f"size {text!r}: expected a number with KB, MB or GB, e.g. 128MB")
 
 
 def _parse_options(values: Sequence[str]) -> dict[str, str]:
@@ -437,8 +417,6 @@ def _apply_settings(args: argparse.Namespace) -> tuple[str, dict]:
     fmt = args.format
     gg_options: dict[str, str] = {}
     if args.gg_properties:
-        from lakecdc.ggprops import read_gg_properties
-
         gg_format, gg_options = read_gg_properties(args.gg_properties, args.gg_handler)
         if fmt and fmt != gg_format:
             raise ConfigError(f"--format {fmt} contradicts {args.gg_properties}, whose handler writes {gg_format}")
@@ -540,8 +518,6 @@ def _history_flags(args: argparse.Namespace, config: dict) -> dict:
 
 
 def _apply(args: argparse.Namespace) -> int:
-    import lakecdc
-
     fmt, settings = _apply_settings(args)
     started = time.perf_counter()
 
@@ -549,7 +525,7 @@ def _apply(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(f"[{time.perf_counter() - started:6.1f}s] {msg}", file=sys.stderr, flush=True)
 
-    summary = lakecdc.apply(args.input, args.target, format=fmt, progress=say, reapply=args.reapply, **settings)
+    summary = apply(args.input, args.target, format=fmt, progress=say, reapply=args.reapply, **settings)
     print(summary.render())
     if args.summary_json:
         Path(args.summary_json).write_text(summary.to_json() + "\n")
@@ -559,7 +535,6 @@ def _apply(args: argparse.Namespace) -> int:
 def _stream(args: argparse.Namespace) -> int:
     from pyspark.errors import StreamingQueryException
 
-    from lakecdc.streaming import BatchFailed, StreamBatch, stream
 
     fmt, settings = _apply_settings(args)
     started = time.perf_counter()
@@ -599,8 +574,6 @@ def _stream(args: argparse.Namespace) -> int:
 def _maintain(args: argparse.Namespace) -> int:
     import json
 
-    import lakecdc
-
     zorder: str | list[str] | None = None
     if args.zorder:
         zorder = "keys" if args.zorder == "keys" else [c.strip() for c in args.zorder.split(",") if c.strip()]
@@ -610,7 +583,7 @@ def _maintain(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(f"[{time.perf_counter() - started:6.1f}s] {msg}", file=sys.stderr, flush=True)
 
-    reports = lakecdc.maintain(
+    reports = maintain(
         args.target, tables=args.table or None, compact=not args.no_compact, zorder=zorder,
         target_file_size=parse_size(args.target_file_size) if args.target_file_size else None,
         vacuum_retention=None if args.vacuum_retention.lower() == "none" else parse_duration(args.vacuum_retention),
@@ -629,7 +602,6 @@ def _maintain(args: argparse.Namespace) -> int:
 def _run_job(args: argparse.Namespace) -> int:
     import json
 
-    from lakecdc.jobs import load_job, run_job, watch
 
     job = load_job(args.job)
     if args.parallel_tables is not None:
@@ -663,8 +635,6 @@ def _run_job(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             return 0
         return 1 if failures else 0
-    from lakecdc.lease import hold
-
     with hold(job.target, command="run", wait=args.wait):  # the job's apply and maintain share it
         result = run_job(job, progress=say)
     report(result)
@@ -672,9 +642,6 @@ def _run_job(args: argparse.Namespace) -> int:
 
 
 def _stream_job(args: argparse.Namespace, job: Job, say: Callable[[str], None], report: Callable[[JobResult], None]) -> int:
-    from lakecdc.jobs import stream_job
-    from lakecdc.streaming import BatchFailed
-
     if args.watch:
         raise ConfigError("--watch and --stream are two ways of keeping a job running: give one")
     try:
@@ -691,15 +658,10 @@ def _stream_job(args: argparse.Namespace, job: Job, say: Callable[[str], None], 
 
 def _contract(args: argparse.Namespace) -> int:
 
-    from lakecdc.contracts import check_contract, infer_contract, load_contracts
-    from lakecdc.merge.delta_rs import DeltaRsEngine
-    from lakecdc.state import known_tables, table_path
 
     if args.changes:
         if args.action != "infer" or not args.format:
             raise ConfigError("--changes drafts contracts: use it with 'contract infer' and --format")
-        from lakecdc.contracts import infer_contracts_from_changes
-
         drafts = infer_contracts_from_changes(args.changes, format=args.format, options=_parse_options(args.option),
                                               keys=_parse_keys(args.key), tables=args.table or None)
         _write_contracts(drafts, args.out)
@@ -737,7 +699,6 @@ def _write_contracts(drafts: dict[str, dict], out: str | None) -> None:
     table, whatever its name holds), or printed."""
     import yaml
 
-    from lakecdc.state import table_dir
 
     for t, contract in drafts.items():
         text = yaml.safe_dump(contract, sort_keys=False)
@@ -750,8 +711,6 @@ def _write_contracts(drafts: dict[str, dict], out: str | None) -> None:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from lakecdc.lease import hold
-
     # check writes too (its results, the tables it blocks): it holds the lease, and so reads the
     # tables between runs, never halfway through one
     with hold(args.target, command="check", wait=args.wait):
@@ -759,10 +718,6 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    from lakecdc.doctor import diagnose, render, to_json
-    from lakecdc.lease import current_holder
-    from lakecdc.merge.delta_rs import DeltaRsEngine
-
     if not Path(args.target).is_dir():
         raise ConfigError(f"no target at {args.target}")
     problems = diagnose(DeltaRsEngine(), args.target)
@@ -777,10 +732,6 @@ def _doctor(args: argparse.Namespace) -> int:
 
 
 def _repair(args: argparse.Namespace) -> int:
-    from lakecdc.doctor import diagnose, repair
-    from lakecdc.lease import hold
-    from lakecdc.merge.delta_rs import DeltaRsEngine
-
     if not Path(args.target).is_dir():
         raise ConfigError(f"no target at {args.target}")
     engine = DeltaRsEngine()
@@ -794,25 +745,19 @@ def _repair(args: argparse.Namespace) -> int:
 
 
 def _check_held(args: argparse.Namespace) -> int:
-    import lakecdc
-    from lakecdc.contracts import load_contracts
-    from lakecdc.quality import check_changes, check_tables, data_docs_index, results_json
-
     if args.unblock:
-        from lakecdc.quality import unblock
-
         for table in args.unblock:
             done = unblock(args.target, table)
             print(f"{table}: {'unblocked: its next merge runs' if done else 'was not blocked'}")
         return 0
     if not args.contract:
         raise ConfigError("check needs --contract FILE_OR_DIR (or --unblock TABLE)")
-    spark = lakecdc.get_spark()
+    spark = get_spark()
     contracts = load_contracts(args.contract)
     docs = not args.no_data_docs
     results = check_tables(args.target, contracts, spark=spark, tables=args.table or None, data_docs=docs)
     if args.changes:
-        events = lakecdc.read_changes(args.changes, format=args.format, spark=spark)
+        events = read_changes(args.changes, format=args.format, spark=spark)
         results += check_changes(events, contracts=contracts, target=args.target, data_docs=docs)
     print(results_json(results) if args.json else "\n".join(r.line() for r in results))
     index = data_docs_index(args.target)
@@ -824,8 +769,6 @@ def _check_held(args: argparse.Namespace) -> int:
 def _status(args: argparse.Namespace) -> int:
     import json
 
-    from lakecdc.merge.delta_rs import DeltaRsEngine
-    from lakecdc.runs import render_status, status
 
     rows = status(DeltaRsEngine(), args.target)
     if args.json:

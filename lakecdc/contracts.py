@@ -76,6 +76,9 @@ import yaml
 from pyspark.sql import types as T
 
 from lakecdc._rules import Rule, distinct_checks, property_rules, table_rules
+from lakecdc.changes import PK_UPDATE_MODES
+from lakecdc.config.durations import parse_duration
+from lakecdc.config.where import Where
 from lakecdc.errors import ConfigError
 from lakecdc.sequence import SeqField, parse_sequence_by
 
@@ -144,9 +147,7 @@ def spark_type(physical: str | None, logical: str | None) -> T.DataType:
 def load_contract(path: str | Path) -> list[Contract]:
     """The tables one ODCS file declares; a :class:`ConfigError` names the file, line and field."""
     text = Path(path).read_text()
-    from lakecdc.jobs import _Where
-
-    where = _Where(str(path), text)
+    where = Where(str(path), text)
     try:
         data = yaml.safe_load(text) or {}
     except ValueError as exc:  # a well-formed but impossible value, e.g. the date 2024-13-01
@@ -198,11 +199,8 @@ def load_contract(path: str | Path) -> list[Contract]:
 _OWN = ("lakecdc.pk_update", "lakecdc.tombstone_retention", "lakecdc.target", "lakecdc.sequence_by")
 
 
-def _lakecdc_section(props: Any, at: tuple[str, ...], where: Any) -> dict[str, Any]:
+def _lakecdc_section(props: Any, at: tuple[str, ...], where: Where) -> dict[str, Any]:
     """lakecdc's settings among an ODCS ``customProperties`` list (others' properties are theirs)."""
-    from lakecdc.changes import PK_UPDATE_MODES
-    from lakecdc.cli import parse_duration
-
     if props is None:
         return {}
     here = (*at, "customProperties")

@@ -68,7 +68,20 @@ from typing import Any
 
 import yaml
 
+from lakecdc.apply import apply
+from lakecdc.config.durations import parse_duration, parse_size, parse_trigger
+from lakecdc.config.where import Where
+from lakecdc.contracts import load_contracts
+from lakecdc.decoders import DECODERS
 from lakecdc.errors import ConfigError
+from lakecdc.ggprops import read_gg_properties
+from lakecdc.maintain import maintain
+from lakecdc.merge.delta_rs import DeltaRsEngine
+from lakecdc.quality import check_tables
+from lakecdc.sequence import parse_sequence_by
+from lakecdc.spark.session import get_spark
+from lakecdc.state import known_tables, table_path
+from lakecdc.streaming import ChangeStream, StreamBatch, stream
 
 _TOP = {"name", "target", "sources", "tables", "pk_update", "tombstone_retention", "apply_as_truncates",
         "complete_transactions", "maintenance", "engine", "contracts", "min_file_age", "stream", "change_data_feed",
@@ -151,47 +164,10 @@ class Job:
     parallel_tables: int | None = None
 
 
-class _Where:
-    """Line numbers of a YAML document's mapping keys and values, for error messages."""
-
-    def __init__(self, path: str, text: str) -> None:
-        self.path = path
-        self.lines: dict[tuple[str, ...], int] = {}
-        try:
-            node = yaml.compose(text)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f"{path}:{mark.line + 1}" if mark else path
-            raise ConfigError(f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
-        if node is not None:
-            self._walk(node, ())
-
-    def _walk(self, node: yaml.Node, at: tuple[str, ...]) -> None:
-        self.lines.setdefault(at, node.start_mark.line + 1)  # a key's own line, not its value's
-        if isinstance(node, yaml.MappingNode):
-            for k, v in node.value:
-                self.lines[(*at, str(k.value))] = k.start_mark.line + 1
-                self._walk(v, (*at, str(k.value)))
-        elif isinstance(node, yaml.SequenceNode):
-            for i, v in enumerate(node.value):
-                self._walk(v, (*at, str(i)))
-
-    def error(self, at: tuple[str, ...], message: str) -> ConfigError:
-        probe = at
-        while probe and probe not in self.lines:
-            probe = probe[:-1]
-        line = self.lines.get(probe)
-        key = ".".join(at) or "(top)"
-        return ConfigError(f"{self.path}:{line or '?'}: {key}: {message}")
-
-
 def load_job(path: str | Path) -> Job:
     """Read and validate a job file; a :class:`ConfigError` names the file, line and key."""
-    from lakecdc.cli import parse_duration, parse_size
-    from lakecdc.decoders import DECODERS
-
     text = Path(path).read_text()
-    where = _Where(str(path), text)
+    where = Where(str(path), text)
     data = yaml.safe_load(text) or {}
     if not isinstance(data, dict):
         raise where.error((), "expected a mapping (target:, sources:, ...)")
@@ -233,8 +209,6 @@ def load_job(path: str | Path) -> Job:
         return {str(k): convert(v, (*at, str(k))) if convert is not str else str(v) for k, v in obj.items()}
 
     def sequence(value: Any, at: tuple[str, ...]) -> tuple[str, ...]:
-        from lakecdc.sequence import parse_sequence_by
-
         if not isinstance(value, (str, list)) or not value:
             raise where.error(at, "expected a list of fields such as [UPDATED_AT] (op_ts, pos, source.<name>, a column)")
         try:
@@ -264,8 +238,6 @@ def load_job(path: str | Path) -> Job:
         check_keys(src, _SOURCE, at)
         fmt, options = src.get("format"), {str(k): str(v) for k, v in (src.get("options") or {}).items()}
         if src.get("gg_properties"):
-            from lakecdc.ggprops import read_gg_properties
-
             gg_format, gg_options = read_gg_properties(str(src["gg_properties"]), src.get("gg_handler"))
             fmt, options = fmt or gg_format, {**gg_options, **options}
         if fmt not in DECODERS:
@@ -308,8 +280,6 @@ def load_job(path: str | Path) -> Job:
         cdf = patterns(cdf, ("change_data_feed",))
     streaming = Streaming()
     if data.get("stream") is not None:
-        from lakecdc.streaming import parse_trigger
-
         st = check_keys(data["stream"], _STREAM, ("stream",))
         trigger = str(st.get("trigger", "available-now"))
         try:
@@ -381,15 +351,13 @@ class JobResult:
 
 def run_job(job: Job, *, spark: Any = None, progress: Callable[[str], None] | None = None) -> JobResult:
     """Apply every source of ``job`` once (only new files), then maintain the tables when due."""
-    import lakecdc
-
     summaries = []
     for src in job.sources:
         inputs = [p for p in src.inputs if any(c in p for c in "*?[") or Path(p).exists()]
         missing = [p for p in src.inputs if p not in inputs]
         if missing:
             raise ConfigError(f"{job.path}: input {missing[0]!r} does not exist")
-        summaries.append(lakecdc.apply(
+        summaries.append(apply(
             inputs, job.target, format=src.format, options=src.options, spark=spark, progress=progress,
             min_file_age=job.min_file_age.total_seconds(), **_settings(job),
         ))
@@ -402,9 +370,6 @@ def _check_if_asked(job: Job, summaries: list[Any], *, spark: Any, progress: Cal
     table's next merge: see lakecdc.quality)."""
     if not job.checks or job.contracts is None:
         return []
-    from lakecdc.contracts import load_contracts
-    from lakecdc.quality import check_tables
-
     contracts = load_contracts(job.contracts)
     changed = sorted({t.source_table for s in summaries for t in s.tables
                       if t.source_table in contracts and (t.inserted or t.updated or t.deleted)})
@@ -438,9 +403,7 @@ def _settings(job: Job) -> dict[str, Any]:
 def _maintain_if_due(job: Job, summaries: list[Any], *, spark: Any, progress: Callable[[str], None] | None) -> list[Any]:
     if job.maintenance is None or not _maintenance_due(job, summaries):
         return []
-    import lakecdc
-
-    maintained = lakecdc.maintain(
+    maintained = maintain(
         job.target, zorder=job.maintenance.zorder, target_file_size=job.maintenance.target_file_size,
         vacuum_retention=job.maintenance.vacuum_retention, tombstone_retention=job.tombstone_retention,
         engine="delta-rs" if job.engine == "auto" else job.engine, spark=spark, progress=progress,
@@ -467,9 +430,6 @@ def stream_job(
     until a batch fails or the caller is interrupted (the queries are stopped either way).
     Returns what each source applied in total.
     """
-    from lakecdc.spark.session import get_spark
-    from lakecdc.streaming import ChangeStream, StreamBatch, stream
-
     if job.min_file_age:
         raise ConfigError(f"{job.path}: min_file_age: a stream takes each file once, when it lands; "
                           "set it to 0 for --stream (make files land whole: write, then rename)")
@@ -513,9 +473,6 @@ def _state_path(job: Job) -> Path:
 
 def _maintenance_due(job: Job, summaries: list[Any]) -> bool:
     """Count runs that changed something; due after ``every_runs`` or past ``max_files``."""
-    from lakecdc.merge.delta_rs import DeltaRsEngine
-    from lakecdc.state import known_tables, table_path
-
     policy = job.maintenance
     assert policy is not None
     state = _state_path(job)

@@ -45,7 +45,6 @@ import fnmatch
 import inspect
 import json
 import os
-import re
 import shutil
 import threading
 import uuid
@@ -56,6 +55,7 @@ from typing import TYPE_CHECKING, Any
 
 from lakecdc.apply import apply, combine_summaries
 from lakecdc.changes import PK_UPDATE_MODES
+from lakecdc.config.durations import parse_trigger
 from lakecdc.contracts import load_contracts
 from lakecdc.decoders import get_decoder
 from lakecdc.errors import ConfigError, LakecdcError
@@ -90,46 +90,6 @@ APPLY_SETTINGS: tuple[str, ...] = tuple(
 # apply sets session settings for its duration (lakecdc.spark.conf.job_conf), and a target has one
 # writer at a time (lakecdc.lease): batches of all the streams of this process apply one at a time.
 _APPLY_LOCK = threading.Lock()
-
-_UNITS = {"ms": 0.001, "millisecond": 0.001, "s": 1, "sec": 1, "second": 1, "m": 60, "min": 60,
-          "minute": 60, "h": 3600, "hour": 3600}
-
-
-def parse_trigger(trigger: str | dt.timedelta) -> dict[str, Any]:
-    """The keyword of ``DataStreamWriter.trigger`` for a lakecdc trigger.
-
-    ``available-now``: every file there now, in one or more batches (``max_files_per_trigger``),
-    then stop; ``once``: every file there now in one batch, then stop (Spark deprecates it in
-    favour of available-now); ``"10 seconds"``, ``"5 minutes"``, ``"30s"`` or a timedelta: a batch
-    every interval, for as long as the query runs.
-
-    >>> parse_trigger("available-now")
-    {'availableNow': True}
-    >>> parse_trigger("90s")
-    {'processingTime': '90000 milliseconds'}
-    """
-    if isinstance(trigger, dt.timedelta):
-        seconds = trigger.total_seconds()
-    else:
-        text = trigger.strip().lower()
-        if text in ("available-now", "available_now", "availablenow"):
-            return {"availableNow": True}
-        if text == "once":
-            return {"once": True}
-        m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([a-z]+)", text)
-        unit = m.group(2) if m else ""
-        if unit not in _UNITS and unit.endswith("s"):
-            unit = unit[:-1]  # seconds, mins, hours
-        if not m or unit not in _UNITS:
-            raise ConfigError(
-                f"trigger {trigger!r}: use available-now, once, or a processing-time interval "
-                "such as '10 seconds', '5 minutes' or '30s'"
-            )
-        seconds = float(m.group(1)) * _UNITS[unit]
-    if seconds < 0:
-        raise ConfigError(f"trigger {trigger!r}: the interval cannot be negative")
-    return {"processingTime": f"{round(seconds * 1000)} milliseconds"}
-
 
 @dataclass(frozen=True)
 class StreamBatch:

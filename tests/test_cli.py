@@ -42,7 +42,7 @@ def test_bad_arguments_exit_2_with_a_message(tmp_path):
 def test_durations():
     from datetime import timedelta
 
-    from lakecdc.cli import parse_duration
+    from lakecdc.config.durations import parse_duration
 
     assert parse_duration("7d") == timedelta(days=7)
     assert parse_duration("36h") == timedelta(hours=36)

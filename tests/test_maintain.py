@@ -12,7 +12,8 @@ import pytest
 from deltalake import DeltaTable
 
 import lakecdc
-from lakecdc.cli import main, parse_size
+from lakecdc.cli import main
+from lakecdc.config.durations import parse_size
 from lakecdc.errors import ConfigError
 from tests.helpers import ogg, write_jsonl
 

@@ -23,9 +23,10 @@ from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
 import lakecdc
+from lakecdc.config.durations import parse_trigger
 from lakecdc.errors import ConfigError
 from lakecdc.jobs import load_job
-from lakecdc.streaming import BatchFailed, StreamBatch, parse_trigger
+from lakecdc.streaming import BatchFailed, StreamBatch
 from tests.helpers import ogg, rows, version, write_jsonl
 from tests.ogg_render import render_ogg_json
 from tests.oracle import Oracle
