@@ -88,7 +88,7 @@ CONTENDERS = ("lakecdc", "peer")
 MIB = 2**20
 
 # lakecdc's default seq, "<micros + 10**16, 17 digits>|<pos, 20 digits>|<idx, 6 digits>"
-# (lakecdc.changes.default_seq): the preload rows are written directly, and checked against the
+# (lakecdc.changes.events.default_seq): the preload rows are written directly, and checked against the
 # rows lakecdc.apply wrote for the first BOOTSTRAP_ROWS keys.
 _MICROS_OFFSET, _MICROS_WIDTH, _POS_WIDTH, _IDX_WIDTH = 10**16, 17, 20, 6
 

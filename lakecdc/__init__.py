@@ -1,7 +1,7 @@
 """lakecdc: change streams from GoldenGate, Debezium, DTS and Qlik, merged exactly once into Delta.
 
 The data's path, module by module: :mod:`lakecdc.decoders` (vendor formats to canonical events),
-:mod:`lakecdc.changes` (the canonical event, ops- and rows-style), :mod:`lakecdc.consolidate`
+:mod:`lakecdc.changes.events` (the canonical event, ops- and rows-style), :mod:`lakecdc.consolidate`
 (one net action per key), :mod:`lakecdc.merge` (one MERGE plan, two Delta engines), and
 :mod:`lakecdc.apply` which runs them exactly once per input (:mod:`lakecdc.streaming`: the same as
 a Structured Streaming query over a landing directory); then :mod:`lakecdc.maintain` keeps the
@@ -20,7 +20,7 @@ from lakecdc.spark.versions import PYSPARK as _PYSPARK  # noqa: F401
 
 # isort: split
 from lakecdc.apply import apply, read_changes, read_table
-from lakecdc.changes import to_ops, to_rows
+from lakecdc.changes.events import to_ops, to_rows
 from lakecdc.doctor import TargetDamaged
 from lakecdc.errors import (
     CommitConflict,

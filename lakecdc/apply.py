@@ -37,7 +37,21 @@ from typing import TYPE_CHECKING
 from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
-from lakecdc.changes import PK_UPDATE_MODES, PkUpdate
+from lakecdc.changes.events import PK_UPDATE_MODES, PkUpdate
+from lakecdc.changes.quarantine import (
+    BAD_COLUMNS,
+    Quarantined,
+    collect_bad,
+    quarantine_path,
+    write_quarantine,
+)
+from lakecdc.changes.sequence import check_basis, per_table_sequence_by, resequence
+from lakecdc.changes.transactions import (
+    held_files,
+    record_applied,
+    split_open_transactions,
+    write_held,
+)
 from lakecdc.contracts import Contract, load_contracts
 from lakecdc.decoders import get_decoder
 from lakecdc.decoders._records import EXACT_STRINGS
@@ -69,13 +83,7 @@ from lakecdc.profile import (
     table_shape,
     with_declared,
 )
-from lakecdc.quarantine import BAD_COLUMNS, Quarantined, collect_bad, write_quarantine
 from lakecdc.runs import record_run
-from lakecdc.sequence import (
-    check_basis,
-    per_table_sequence_by,
-    resequence,
-)
 from lakecdc.settings import ApplySettings, Progress, make_engine, normalise_keys, per_table
 from lakecdc.spark.conf import job_conf, run_conf
 from lakecdc.spark.session import active_spark, get_spark
@@ -83,12 +91,10 @@ from lakecdc.state import (
     DEFAULT_TOMBSTONE_RETENTION,
     catalog_routes,
     check_table_owner,
-    quarantine_path,
     record_table_paths,
     table_path,
 )
 from lakecdc.summary import RunSummary, TableSummary, add_kinds, unreadable, unreadable_message
-from lakecdc.transactions import held_files, record_applied, split_open_transactions, write_held
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -165,7 +171,7 @@ def apply(
             ``apply_as_truncates``): they are left out of the run like records of no interest.
         complete_transactions: apply a source transaction only when all its events have been
             read (formats with transaction metadata: Debezium's BEGIN/END markers); the events
-            of a transaction still open are held for the next run (see :mod:`lakecdc.transactions`).
+            of a transaction still open are held for the next run (see :mod:`lakecdc.changes.transactions`).
         include_tables / exclude_tables: source-table name patterns (``QASOURCE.*``, fnmatch,
             case-sensitive): only tables matching an include pattern (all, when none is given) and
             no exclude pattern are applied; the others' events are counted as skipped.
@@ -189,7 +195,7 @@ def apply(
             ``sequence_by``): ``["UPDATED_AT"]`` for every table, or per source table
             ``{"S.ORDERS": ["VERSION", "source.scn:int"]}`` (a ``"*"`` entry for the others; a
             contract's ``lakecdc.sequence_by`` comes between the two). Fields: ``op_ts``, ``pos``,
-            ``source.<name>`` or a column, compared by type (see :mod:`lakecdc.sequence`); the
+            ``source.<name>`` or a column, compared by type (see :mod:`lakecdc.changes.sequence`); the
             format's seq breaks ties. An event without a value is quarantined. A table keeps the
             basis it was built with (a run with another one is refused).
         parallel_tables: how many tables are prepared and merged at once (default

@@ -30,8 +30,8 @@ import pyarrow.compute as pc
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakecdc.changes import PkUpdate
-from lakecdc.columns import sql_string, typed_sql
+from lakecdc.changes.columns import sql_string, typed_sql
+from lakecdc.changes.events import PkUpdate
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

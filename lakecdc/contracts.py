@@ -22,7 +22,7 @@ One YAML file per source table under ``data_contracts/`` (or any directory / fil
       - {property: lakecdc.target, value: sales/orders}         # its Delta table (relative to the target root,
                                                                 # absolute, or a URI)
       - {property: lakecdc.sequence_by, value: "UPDATED_AT"}    # order its changes by these fields (comma
-                                                                # list; see lakecdc.sequence)
+                                                                # list; see lakecdc.changes.sequence)
 
 ``customProperties`` may sit at the top (for every table of the file) or on a schema object (for
 that table). A per-table setting given to ``apply`` itself wins over the contract's.
@@ -76,11 +76,11 @@ import yaml
 from pyspark.sql import types as T
 
 from lakecdc._rules import Rule, distinct_checks, property_rules, table_rules
-from lakecdc.changes import PK_UPDATE_MODES
+from lakecdc.changes.events import PK_UPDATE_MODES
+from lakecdc.changes.sequence import SeqField, parse_sequence_by
 from lakecdc.config.durations import parse_duration
 from lakecdc.config.where import Where
 from lakecdc.errors import ConfigError
-from lakecdc.sequence import SeqField, parse_sequence_by
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

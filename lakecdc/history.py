@@ -47,7 +47,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakecdc._pkfold import arrival_key
-from lakecdc.columns import sql_string
+from lakecdc.changes.columns import sql_string
 from lakecdc.consolidate import (
     ARRIVAL,
     BY_FILE,

@@ -27,7 +27,7 @@ A job file::
       tombstone_retention: {QASOURCE.TCUSTORD: 30d} # per table, over the job's retention
       sequence_by: {QASOURCE.TCUSTORD: [UPDATED_AT]} # per table, over the job's sequence_by
     pk_update: delete-insert           # or update / abend
-    sequence_by: [op_ts, pos]          # order changes by these fields (lakecdc.sequence); default:
+    sequence_by: [op_ts, pos]          # order changes by these fields (lakecdc.changes.sequence); default:
                                        # the format's order
     parallel_tables: 2                 # tables prepared and merged at once (default: lakecdc.apply's)
     tombstone_retention: 7d            # how long a deleted key blocks late events
@@ -69,6 +69,7 @@ from typing import Any
 import yaml
 
 from lakecdc.apply import apply
+from lakecdc.changes.sequence import parse_sequence_by
 from lakecdc.config.durations import parse_duration, parse_size, parse_trigger
 from lakecdc.config.where import Where
 from lakecdc.contracts import load_contracts
@@ -78,7 +79,6 @@ from lakecdc.ggprops import read_gg_properties
 from lakecdc.maintain import maintain
 from lakecdc.merge.delta_rs import DeltaRsEngine
 from lakecdc.quality import check_tables
-from lakecdc.sequence import parse_sequence_by
 from lakecdc.spark.session import get_spark
 from lakecdc.state import known_tables, table_path
 from lakecdc.streaming import ChangeStream, StreamBatch, stream
@@ -157,7 +157,7 @@ class Job:
     retention_by_table: dict[str, dt.timedelta] = field(default_factory=dict)
     #: run the contracts' data-quality checks on the tables a run changed (lakecdc.quality)
     checks: bool = False
-    #: fields ordering the changes (lakecdc.sequence): every table's, and per table over it
+    #: fields ordering the changes (lakecdc.changes.sequence): every table's, and per table over it
     sequence_by: tuple[str, ...] = ()
     sequence_by_table: dict[str, tuple[str, ...]] = field(default_factory=dict)
     #: tables prepared and merged at once (None: lakecdc.apply's default)

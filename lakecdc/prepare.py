@@ -23,7 +23,15 @@ import pyarrow.compute as pc
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakecdc.columns import sql_string
+from lakecdc.changes.columns import sql_string
+from lakecdc.changes.sequence import (
+    SeqField,
+    basis,
+    check_basis,
+    record_basis,
+    recorded_basis,
+    resequence,
+)
 from lakecdc.consolidate import (
     Layout,
     before_sql,
@@ -45,14 +53,6 @@ from lakecdc.history import (
 )
 from lakecdc.merge.plan import CDC_COLUMNS, MergePlan
 from lakecdc.merge.source import BatchSource
-from lakecdc.sequence import (
-    SeqField,
-    basis,
-    check_basis,
-    record_basis,
-    recorded_basis,
-    resequence,
-)
 from lakecdc.state import (
     expire_tombstones,
     known_tables,
@@ -376,7 +376,7 @@ def merge_one(
 class Recording:
     """An engine whose new tables record a sequence basis right after they are created (delta-rs
     creates no table with a property it does not know; a crash in between leaves an empty table,
-    which :func:`~lakecdc.sequence.check_basis` lets take the basis)."""
+    which :func:`~lakecdc.changes.sequence.check_basis` lets take the basis)."""
 
     def __init__(self, engine: DeltaRsEngine, fields: tuple[SeqField, ...]) -> None:
         self._engine = engine

@@ -14,20 +14,17 @@ from typing import TYPE_CHECKING
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakecdc.columns import infer_types, sql_string
+from lakecdc.changes.columns import infer_types, sql_string
+from lakecdc.changes.quarantine import BAD_COLUMNS
+from lakecdc.changes.sequence import SeqField, resequence
+from lakecdc.changes.transactions import HELD
 from lakecdc.decoders._records import source_of
 from lakecdc.errors import ConfigError, LakecdcError, MissingKeyError
 from lakecdc.merge.history_plan import HISTORY_COLUMNS
-from lakecdc.quarantine import BAD_COLUMNS
-from lakecdc.sequence import (
-    SeqField,
-    resequence,
-)
 from lakecdc.state import (
     known_tables,
     table_path,
 )
-from lakecdc.transactions import HELD
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -314,7 +311,7 @@ def new_column_types(
     decoder), else inferred from the data, else string.
 
     A column the input declares is never left out: one declared without a type
-    (:data:`~lakecdc.columns.DECLARED_UNTYPED`) whose values are all NULL so far is a string.
+    (:data:`~lakecdc.changes.columns.DECLARED_UNTYPED`) whose values are all NULL so far is a string.
     """
     if not wanted:
         return {}

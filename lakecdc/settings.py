@@ -12,15 +12,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from lakecdc.changes import PkUpdate
-from lakecdc.columns import sql_string
+from lakecdc.changes.columns import sql_string
+from lakecdc.changes.events import PkUpdate
+from lakecdc.changes.sequence import SeqField
 from lakecdc.contracts import Contract
 from lakecdc.errors import ConfigError
 from lakecdc.history import (
     match_table,
-)
-from lakecdc.sequence import (
-    SeqField,
 )
 from lakecdc.state import (
     DEFAULT_TOMBSTONE_RETENTION,
@@ -51,7 +49,7 @@ class ApplySettings:
     except_column_list: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: False: truncates are read but not applied (DLT's ``apply_as_truncates``)
     apply_as_truncates: bool = True
-    #: apply a source transaction only once all its events are there (see lakecdc.transactions)
+    #: apply a source transaction only once all its events are there (see lakecdc.changes.transactions)
     complete_transactions: bool = False
     #: source-table name patterns (fnmatch) to apply / to leave out; the others' events are skipped
     include_tables: tuple[str, ...] = ()
@@ -72,7 +70,7 @@ class ApplySettings:
     #: table names or patterns whose Delta tables have Change Data Feed enabled
     change_data_feed: tuple[str, ...] = ()
     #: fields that order the changes instead of the format's seq (DLT's ``sequence_by``; see
-    #: lakecdc.sequence): for every table, and per source table (over contracts, over the default)
+    #: lakecdc.changes.sequence): for every table, and per source table (over contracts, over the default)
     sequence_by: tuple[SeqField, ...] = ()
     sequence_by_table: Mapping[str, tuple[SeqField, ...]] = field(default_factory=dict)
     #: how many tables are prepared and merged at the same time (see :func:`_each_table`)

@@ -230,10 +230,6 @@ def tombstone_path(target: str, table: str) -> str:
     return str(Path(target) / "_lakecdc" / "tombstones" / table_dir_in(target, table))
 
 
-def quarantine_path(target: str) -> str:
-    return str(Path(target) / "_quarantine")
-
-
 def truncate_watermark(engine: DeltaRsEngine, target: str, table: str) -> str | None:
     path = tombstone_path(target, table)
     if not engine.exists(path):

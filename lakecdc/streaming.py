@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lakecdc.apply import apply, combine_summaries
-from lakecdc.changes import PK_UPDATE_MODES
+from lakecdc.changes.events import PK_UPDATE_MODES
 from lakecdc.config.durations import parse_trigger
 from lakecdc.contracts import load_contracts
 from lakecdc.decoders import get_decoder

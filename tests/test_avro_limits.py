@@ -18,6 +18,7 @@ import pytest
 from deltalake import DeltaTable
 
 import lakecdc
+from lakecdc.changes.quarantine import quarantine_path
 from lakecdc.decoders import get_decoder
 from lakecdc.decoders._avro import (
     BlockLimits,
@@ -29,7 +30,6 @@ from lakecdc.decoders._avro import (
     read_ocf_header,
 )
 from lakecdc.errors import ConfigError
-from lakecdc.state import quarantine_path
 
 try:
     from tests.dts_render import SCHEMA as DTS_SCHEMA

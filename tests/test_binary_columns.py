@@ -1,6 +1,6 @@
 """Binary columns end up as Delta ``binary`` columns holding the exact bytes.
 
-Images carry bytes as base64 text (lakecdc.columns); a column its decoder declares binary is
+Images carry bytes as base64 text (lakecdc.changes.columns); a column its decoder declares binary is
 typed by decoding it: DTS ``BinaryObject`` values and ``Character`` values of the ``binary``
 character set (MySQL BINARY/VARBINARY), Qlik Replicate ``BYTES``/``BLOB`` columns (hex digits in
 its JSON). Bytes that are not valid UTF-8, a NUL, an empty value and NULL all survive an insert
@@ -16,7 +16,7 @@ from deltalake import DeltaTable
 from pyspark.sql import types as T
 
 import lakecdc
-from lakecdc.columns import typed_sql
+from lakecdc.changes.columns import typed_sql
 
 try:
     from tests.dts_render import binary, character, encode, integer, length_prefixed, pk_tag, record

@@ -67,7 +67,7 @@ def test_digits_is_ascii_digits_only(spark, most):
 
     from pyspark.sql import functions as F
 
-    from lakecdc.changes import digits
+    from lakecdc.changes.events import digits
 
     texts = ["0", "7", "007", "123456789", "1234567890", "12345678901234567890", "123456789012345678901",
              "9223372036854775807", "9223372036854775808", "-1", "+1", " 1", "1 ", "1.0", "1e3", "", None,
@@ -82,7 +82,7 @@ def test_digits_is_ascii_digits_only(spark, most):
 def test_overlay_lays_top_over_base_under_either_map_key_policy(spark, policy):
     from pyspark.sql import functions as F
 
-    from lakecdc.changes import last_wins, overlay
+    from lakecdc.changes.events import last_wins, overlay
     from lakecdc.spark.conf import MAP_KEY_DEDUP, job_conf
 
     cases = [

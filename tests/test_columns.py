@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import types as T
 
-from lakecdc.columns import typed_sql
+from lakecdc.changes.columns import typed_sql
 
 pytestmark = pytest.mark.spark
 

@@ -22,11 +22,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import lakecdc
+from lakecdc.changes.quarantine import quarantine_path
 from lakecdc.decoders import DECODERS, get_decoder
 from lakecdc.decoders._debezium import sortable
 from lakecdc.decoders.debezium_avro import connect_schema, load_registry, message_splits
 from lakecdc.errors import ConfigError
-from lakecdc.state import quarantine_path
 
 try:
     from tests.debezium_avro_render import AvroRenderer, length_prefixed, wire

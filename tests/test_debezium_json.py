@@ -20,12 +20,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import lakecdc
+from lakecdc.changes.quarantine import quarantine_path
 from lakecdc.decoders import DECODERS, get_decoder
 from lakecdc.decoders._debezium import op_ts_micros, sortable
 from lakecdc.decoders._kafka_connect import decimal_text, zoned_to_utc
 from lakecdc.decoders._records import exact_json_strings, locate
 from lakecdc.errors import ConfigError
-from lakecdc.state import quarantine_path
 
 try:
     from tests.debezium_render import (

@@ -153,7 +153,7 @@ def test_bad_lines_are_quarantined_with_file_line_and_reason_and_the_rest_applie
     from deltalake import DeltaTable
 
     import lakecdc
-    from lakecdc.state import quarantine_path
+    from lakecdc.changes.quarantine import quarantine_path
 
     def run(reader: str) -> tuple[list[dict[str, Any]], list[tuple[int, str]]]:
         landing, target = tmp_path / reader / "landing", tmp_path / reader / "lake"
@@ -227,7 +227,7 @@ def test_positions_are_sortable_as_the_python_reader_writes_them(spark):
        most=st.sampled_from([None, 1, 9, 20]))
 def test_digit_texts_are_told_without_a_regular_expression_as_with_one(spark, texts, most):
     """Spark's own rendering of a long decides the common case; every other text is matched."""
-    from lakecdc.changes import digits
+    from lakecdc.changes.events import digits
 
     df = spark.createDataFrame([(t,) for t in texts], "t string")
     got = [r[0] for r in df.select(digits(F.col("t"), most)).collect()]

@@ -15,7 +15,7 @@ from deltalake import DeltaTable
 from pyspark.sql import types as T
 
 import lakecdc
-from lakecdc.columns import widest
+from lakecdc.changes.columns import widest
 from lakecdc.decoders._kafka_connect import UNTYPED, spark_type
 
 try:

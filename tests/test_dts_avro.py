@@ -19,11 +19,11 @@ from hypothesis import HealthCheck, given, settings
 from pyspark.sql import types as T
 
 import lakecdc
+from lakecdc.changes.quarantine import quarantine_path
 from lakecdc.decoders import DECODERS, get_decoder
 from lakecdc.decoders._dts_values import codec_of, datetime_text, zone_offset
 from lakecdc.decoders.dts_avro import Reader, RecordReader, position
 from lakecdc.errors import ConfigError
-from lakecdc.state import quarantine_path
 
 try:
     from tests.canal_render import key_changes

@@ -15,10 +15,10 @@ import pytest
 from deltalake import DeltaTable
 
 import lakecdc
+from lakecdc.changes.quarantine import quarantine_path
 from lakecdc.decoders import get_decoder
 from lakecdc.decoders._kafka_files import Split, kcat_delimiter, kcat_kv_messages
 from lakecdc.errors import ConfigError
-from lakecdc.state import quarantine_path
 
 try:
     import tests.test_debezium_avro as dbz

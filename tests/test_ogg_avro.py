@@ -22,13 +22,12 @@ from hypothesis import HealthCheck, assume, given, seed, settings
 from pyspark.sql import types as T
 
 import lakecdc
+from lakecdc.changes.quarantine import QUARANTINE_SCHEMA, quarantine_path, write_quarantine
 from lakecdc.decoders import ogg_avro
 from lakecdc.decoders._avro import parsing_fingerprint, plan_ocf_splits, rabin64
 from lakecdc.decoders.ogg_avro import unescape
 from lakecdc.errors import ConfigError
 from lakecdc.merge.delta_rs import DeltaRsEngine
-from lakecdc.quarantine import QUARANTINE_SCHEMA, write_quarantine
-from lakecdc.state import quarantine_path
 
 try:
     from tests.helpers import rows

@@ -16,11 +16,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import lakecdc
+from lakecdc.changes.quarantine import quarantine_path
 from lakecdc.decoders import DECODERS, get_decoder
 from lakecdc.decoders._records import locate
 from lakecdc.decoders.ogg_xml import escape_record, split_operations, unescape_record
 from lakecdc.errors import ConfigError
-from lakecdc.state import quarantine_path, table_path
+from lakecdc.state import table_path
 
 try:
     from tests.helpers import rows

@@ -15,7 +15,7 @@ from pyspark.sql import types as T
 
 import lakecdc
 from lakecdc import _gx
-from lakecdc.changes import EVENT_SCHEMA
+from lakecdc.changes.events import EVENT_SCHEMA
 from lakecdc.cli import main
 from lakecdc.contracts import load_contract, load_contracts
 from lakecdc.errors import ConfigError

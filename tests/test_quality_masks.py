@@ -16,7 +16,7 @@ import pytest
 from pyspark.sql import types as T
 
 import lakecdc
-from lakecdc.changes import EVENT_SCHEMA
+from lakecdc.changes.events import EVENT_SCHEMA
 from lakecdc.quality import check_changes
 
 try:

@@ -1,4 +1,4 @@
-"""``sequence_by``: a table's changes ordered by fields of the data (lakecdc.sequence).
+"""``sequence_by``: a table's changes ordered by fields of the data (lakecdc.changes.sequence).
 
 The GoldenGate messages here are written with ``op_ts``/``pos`` in one order and a column
 (``VER``, ``UPDATED_AT``) in another: with ``sequence_by`` the table must follow the column.
@@ -24,8 +24,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import lakecdc
+from lakecdc.changes.sequence import SEQUENCE_BY_PROPERTY, encode, parse_sequence_by
 from lakecdc.errors import ConfigError
-from lakecdc.sequence import SEQUENCE_BY_PROPERTY, encode, parse_sequence_by
 
 try:
     from tests.helpers import ogg, rows, write_jsonl

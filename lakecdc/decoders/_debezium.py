@@ -211,7 +211,7 @@ def gc_paused() -> Iterator[None]:
 
 def transaction_marker(payload: Mapping[str, Any], extra: Sequence[tuple[str, str | None]] = ()) -> Row:
     """A BEGIN/END record of the transaction topic: skipped, with what
-    :mod:`lakecdc.transactions` needs to tell a complete transaction (``txid``, ``tx.status``,
+    :mod:`lakecdc.changes.transactions` needs to tell a complete transaction (``txid``, ``tx.status``,
     ``tx.event_count`` and, per table, ``tx.data_collections``)."""
     count = payload.get("event_count")
     collections = payload.get("data_collections")
@@ -631,7 +631,7 @@ def decode_value(
         raise RecordError(f"not a Debezium record: expected a JSON object, found {compact_json(payload)[:60]}")
     if "op" not in payload:
         reason = non_row_reason(payload, schema_name)
-        if reason == "transaction marker":  # kept for complete_transactions (lakecdc.transactions)
+        if reason == "transaction marker":  # kept for complete_transactions (lakecdc.changes.transactions)
             return transaction_marker(payload, kafka)
         if reason == "schema change":
             return schema_change(payload, settings, kafka)

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakecdc.columns import sql_string
+from lakecdc.changes.columns import sql_string
 from lakecdc.decoders._debezium import Settings
 from lakecdc.decoders._debezium_fastjson import connect_prefixes
 from lakecdc.decoders._debezium_lines import _unwrap_connect, parse_json

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 from pyspark.sql import types as T
 
-from lakecdc.changes import IMAGE_TYPE
+from lakecdc.changes.events import IMAGE_TYPE
 from lakecdc.decoders._debezium import (
     Images,
     Key,

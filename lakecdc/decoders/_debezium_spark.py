@@ -42,7 +42,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakecdc.changes import digits, padded_parts, zero_pad
+from lakecdc.changes.events import digits, padded_parts, zero_pad
 from lakecdc.decoders._debezium import (
     _LSN_WIDTH,
     _MAX,

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from lakecdc.changes import default_seq
+from lakecdc.changes.events import default_seq
 from lakecdc.errors import ConfigError
 
 #: The row formatters' ``pkUpdateHandling`` values (seed 000: ``abend`` is the default).

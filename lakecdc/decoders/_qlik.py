@@ -482,7 +482,7 @@ def data_row(m: DataMessage, catalog: Catalog) -> Row:
 
 def _hex_to_base64(values: Mapping[str, str | None] | None, tv: TableVersion, image: str) -> Mapping[str, str | None] | None:
     """``values`` with the binary columns' hex digits (how Replicate's JSON writes bytes) as base64
-    (how lakecdc's images carry bytes, :mod:`lakecdc.columns`)."""
+    (how lakecdc's images carry bytes, :mod:`lakecdc.changes.columns`)."""
     if values is None:
         return None
     out = dict(values)

@@ -41,7 +41,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakecdc.changes import IMAGE_TYPE
+from lakecdc.changes.events import IMAGE_TYPE
 from lakecdc.decoders._qlik import HEADER_NAMES, OPERATIONS, Catalog, Row, TableVersion, failed
 from lakecdc.decoders._records import CORRUPT, JSON_LIMITS, Rereader, read_json
 

@@ -2,7 +2,7 @@
 
 A vendor module subclasses :class:`Decoder`, names its options with their defaults, and writes
 only :meth:`Decoder.decode`: raw records in, canonical change events out (see
-:mod:`lakecdc.changes`). A record that cannot be decoded is not dropped and does not stop the
+:mod:`lakecdc.changes.events`). A record that cannot be decoded is not dropped and does not stop the
 batch: the decoder sets ``_error`` to a reason a person can act on and keeps ``_raw``; the
 pipeline sends such rows to the quarantine table and applies the rest.
 """
@@ -69,7 +69,7 @@ class Decoder(ABC):
     all_strings: bool = False
 
     #: The format carries transaction metadata (BEGIN/END markers with event counts) that
-    #: ``complete_transactions`` needs (see :mod:`lakecdc.transactions`).
+    #: ``complete_transactions`` needs (see :mod:`lakecdc.changes.transactions`).
     TRANSACTION_MARKERS: ClassVar[bool] = False
 
     #: One message per line (``\n``): a file that grows after it was applied can be read on from

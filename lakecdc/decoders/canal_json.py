@@ -55,8 +55,15 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakecdc.changes import IMAGE_TYPE, default_seq, last_wins, overlay, sortable_position, zero_pad
-from lakecdc.columns import widest
+from lakecdc.changes.columns import widest
+from lakecdc.changes.events import (
+    IMAGE_TYPE,
+    default_seq,
+    last_wins,
+    overlay,
+    sortable_position,
+    zero_pad,
+)
 from lakecdc.decoders._mysql_types import mysql_type, sql_type
 from lakecdc.decoders._records import CORRUPT, read_json
 from lakecdc.decoders.base import Decoder, first_error

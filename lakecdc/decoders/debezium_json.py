@@ -78,7 +78,7 @@ import pyarrow as pa
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakecdc.changes import default_seq
+from lakecdc.changes.events import default_seq
 from lakecdc.decoders._debezium import (
     UNAVAILABLE,
     Settings,

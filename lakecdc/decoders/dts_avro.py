@@ -71,7 +71,7 @@ record does not say whether a BIGINT is unsigned), ``decimal(38,0)`` for other s
 ``double``; Timestamp and TimestampWithTimeZone ``timestamp``; DateTime ``timestamp_ntz`` (date and
 time), ``date`` (date only), ``bigint`` (year only), else string; BinaryObject and
 Character of the ``binary`` charset ``binary`` (the exact bytes: the base64 text is decoded when
-the column is typed, :mod:`lakecdc.columns`); everything else string (BinaryGeometry too: WKB as
+the column is typed, :mod:`lakecdc.changes.columns`); everything else string (BinaryGeometry too: WKB as
 base64 text). A DateTime fraction below the microsecond (Oracle) types the column as
 a string, so no digit is cut. For MySQL sources a column whose values are all NULL is typed from
 its ``dataTypeNumber`` alone when that is unambiguous.
@@ -742,7 +742,7 @@ class DtsAvroDecoder(Decoder):
     def column_types(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> dict[str, dict[str, T.DataType]]:
         """Per table, each column's Spark type from its values (see the module docstring); a column
         seen with different types gets the type that holds them all (string when none does)."""
-        from lakecdc.columns import widest
+        from lakecdc.changes.columns import widest
 
         rows = self._frame(spark, files, type_batches, _TYPES_SCHEMA).distinct().collect()
         found: dict[str, dict[str, tuple[list[T.DataType], list[T.DataType]]]] = {}

@@ -83,7 +83,7 @@ import pyarrow as pa
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakecdc.changes import IMAGE_TYPE
+from lakecdc.changes.events import IMAGE_TYPE
 from lakecdc.decoders._avro import (
     DEFAULT_LIMITS,
     LIMIT_OPTIONS,

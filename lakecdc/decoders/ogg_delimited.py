@@ -96,7 +96,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakecdc.changes import IMAGE_TYPE, default_seq
+from lakecdc.changes.events import IMAGE_TYPE, default_seq
 from lakecdc.decoders._goldengate import (
     check_pk_update_handling,
     op_column,

@@ -73,7 +73,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakecdc.changes import EVENT_SCHEMA
+from lakecdc.changes.events import EVENT_SCHEMA
 from lakecdc.decoders._goldengate import (
     canonical_events,
     check_pk_update_handling,

@@ -85,7 +85,7 @@ from xml.etree import ElementTree
 import pyarrow as pa
 from pyspark.sql import functions as F
 
-from lakecdc.changes import default_seq
+from lakecdc.changes.events import default_seq
 from lakecdc.decoders._records import on_executors
 from lakecdc.decoders.base import Decoder, first_error, parse_op_ts, session_is_utc
 from lakecdc.errors import ConfigError

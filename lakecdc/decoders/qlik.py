@@ -78,14 +78,14 @@ change (a full load precedes the changes Replicate applies after it); a data mes
 operation without ``changeSequence`` is quarantined.
 
 **Types** (:meth:`QlikJsonDecoder.column_types`, from the metadata, every version of a table
-combined with :func:`lakecdc.columns.widest`): ``INT1``/``INT2``/``INT4``/``INT8`` and
+combined with :func:`lakecdc.changes.columns.widest`): ``INT1``/``INT2``/``INT4``/``INT8`` and
 ``UINT1``/``UINT2``/``UINT4`` bigint, ``UINT8`` decimal(20,0), ``NUMERIC(p,s)`` decimal(p,s) exactly
 (no declared precision: decimal(38,s); more than 38 digits: string, the exact text), ``REAL4`` float,
 ``REAL8`` double, ``BOOLEAN`` boolean, ``DATE`` date, ``DATETIME`` timestamp_ntz (the source's wall
 time), ``BYTES`` and ``BLOB`` binary (the exact bytes), everything else (``STRING``, ``WSTRING``,
 ``TIME``, ``CLOB``, ``NCLOB``, ...) string. Values stay the exact text of the message (numbers never
 through a double), except bytes: Replicate's JSON writes them as hex digits, which the images carry
-as base64, lakecdc's one text form of bytes (:mod:`lakecdc.columns`; Avro ``bytes`` are base64
+as base64, lakecdc's one text form of bytes (:mod:`lakecdc.changes.columns`; Avro ``bytes`` are base64
 already); a ``BYTES``/``BLOB`` value that is not hex quarantines its message.
 ``treatAllColumnsAsStrings=true`` types every column as a string.
 
@@ -118,7 +118,7 @@ import pyarrow as pa
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakecdc.changes import IMAGE_TYPE, sortable_position
+from lakecdc.changes.events import IMAGE_TYPE, sortable_position
 from lakecdc.decoders import _qlik_spark
 from lakecdc.decoders._debezium import gc_paused
 from lakecdc.decoders._qlik import (
@@ -349,7 +349,7 @@ class QlikJsonDecoder(Decoder):
 
     def column_types(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> dict[str, dict[str, T.DataType]]:
         """Per table, each column's type from its metadata (all versions combined, see the module doc)."""
-        from lakecdc.columns import widest
+        from lakecdc.changes.columns import widest
 
         if self.all_strings:
             return {}

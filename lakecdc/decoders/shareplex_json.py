@@ -34,7 +34,7 @@ One message per line (pretty-printed messages are read too), one operation per m
   commits; ``time`` has one-second resolution).
 * **Values** are text as written: strings as they are, numbers with their exact digits. SharePlex
   JSON declares no types: the pipeline infers them from the JSON values (whole numbers bigint,
-  numbers with a fraction decimal, everything else string; see :mod:`lakecdc.columns`).
+  numbers with a fraction decimal, everything else string; see :mod:`lakecdc.changes.columns`).
 
 Bad records (not JSON, no ``meta``, an unknown ``meta.op``, no ``meta.table``, an ``scn`` that is
 no number, a ``time`` that is no timestamp, no row for an insert, update or delete) are
@@ -50,7 +50,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakecdc.changes import (
+from lakecdc.changes.events import (
     IMAGE_TYPE,
     digits,
     last_wins,
@@ -94,13 +94,13 @@ def _lookup(mapping: dict[str, str], key: Column) -> Column:
 def transaction_position(trans: Column) -> Column:
     """An Oracle transaction id (``7.0.411499``) with each part padded to 10 digits, so that ids
     compare part by part (only a tie-break between transactions of one SCN); a part of 10
-    characters or more is kept whole (:func:`~lakecdc.changes.padded_parts`)."""
+    characters or more is kept whole (:func:`~lakecdc.changes.events.padded_parts`)."""
     return padded_parts(trans, ".", _PART_WIDTH)
 
 
 def with_transaction_position(df: DataFrame, name: str, trans: Column) -> DataFrame:
     """``df`` with a column ``name``: :func:`transaction_position` of ``trans``, in projections of
-    its own (:func:`~lakecdc.changes.with_padded_parts`)."""
+    its own (:func:`~lakecdc.changes.events.with_padded_parts`)."""
     return with_padded_parts(df, name, trans, ".", _PART_WIDTH)
 
 

@@ -59,7 +59,7 @@ JOB_CONF: dict[str, str] = {
     "spark.sql.optimizer.dynamicPartitionPruning.enabled": "false",
     "spark.sql.optimizer.runtime.bloomFilter.enabled": "false",
     # A map built with a key twice keeps the last value instead of failing the job: decoders then
-    # lay one image over another with map_concat (lakecdc.changes.overlay) where they would
+    # lay one image over another with map_concat (lakecdc.changes.events.overlay) where they would
     # otherwise filter the first with a lambda, which Spark runs interpreted. Optional: a decoder
     # reads the setting when it plans, so a session that refuses it takes the lambda.
     MAP_KEY_DEDUP: "LAST_WIN",

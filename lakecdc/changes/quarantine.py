@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from pyspark.sql import functions as F
 
 from lakecdc.decoders._records import locate, source_of
-from lakecdc.state import quarantine_path
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -131,6 +131,11 @@ def _collect_binary(bad: DataFrame, events: DataFrame) -> pa.Table:
                     "reason": r["_error"], "raw": raw})
     out.sort(key=lambda x: (x["file"], x["offset"] if x["offset"] is not None else -1))
     return pa.Table.from_pylist(out, schema=_ROWS_SCHEMA)
+
+
+def quarantine_path(target: str) -> str:
+    """Where ``target`` keeps its quarantine: one Delta table, ``<target>/_quarantine``."""
+    return str(Path(target) / "_quarantine")
 
 
 def write_quarantine(

@@ -1,7 +1,7 @@
 """``sequence_by``: order a table's changes by fields of the data instead of the format's default.
 
 Every decoder gives each event a ``seq``, a string whose plain order is the format's order (by
-default ``(op_ts, pos, index)``, see :func:`lakecdc.changes.default_seq`). Some sources order
+default ``(op_ts, pos, index)``, see :func:`lakecdc.changes.events.default_seq`). Some sources order
 changes by a column instead (an ``UPDATED_AT`` or ``VERSION`` the application maintains), or
 deliver them out of commit order. ``sequence_by`` (DLT's ``sequence_by``) names, per table, an
 ordered list of fields; the event's seq becomes their values, encoded so that string order is
@@ -29,7 +29,7 @@ Encodings (each keeps order when compared as text, byte by byte, which both Delt
 * whole numbers and decimals: a sign digit (``0`` negative, ``1`` otherwise) and the absolute
   value's digits at the type's full width; a negative value's digits are complemented (each digit
   ``d`` becomes ``9 - d``), so -12 < -3 < 0 < 3 < 12;
-* timestamps: microseconds since 1970, offset and padded (:func:`lakecdc.changes.sortable_micros`);
+* timestamps: microseconds since 1970, offset and padded (:func:`lakecdc.changes.events.sortable_micros`);
   dates: days since 1970 as a whole number; timestamps without time zone are read in the session's;
 * text, and booleans (``false`` < ``true``): as they are, followed by the character U+0000 so that
   a value sorts before any longer value it starts (``ab`` < ``abc``): text values must not hold
@@ -55,8 +55,9 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakecdc.changes import sortable_micros, sortable_position, zero_pad
+from lakecdc.changes.events import sortable_micros, sortable_position, zero_pad
 from lakecdc.errors import ConfigError
+from lakecdc.state import stored_max_seq, table_path
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -137,8 +138,6 @@ def check_basis(engine: DeltaRsEngine, target: str, table: str, fields: Sequence
     A table that stores no seq yet (no rows, no tombstones: created, then the run stopped) takes
     the new basis: the merge records it (see :func:`record_basis`).
     """
-    from lakecdc.state import stored_max_seq, table_path
-
     path = table_path(target, table)
     recorded = recorded_basis(engine, path)
     wanted = basis(fields)

@@ -24,7 +24,7 @@ _file, ...    where the record came from: ``_file``, ``_block``, ``_row`` (and `
 ============  =====================================================================================
 
 Values stay text until the typing step casts them to the table's column types (from the target
-table, else inferred from the JSON types of the data; see :mod:`lakecdc.columns`), so numbers are
+table, else inferred from the JSON types of the data; see :mod:`lakecdc.changes.columns`), so numbers are
 never rounded through a double on the way.
 """
 
