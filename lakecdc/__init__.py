@@ -1,7 +1,7 @@
 """lakecdc: change streams from GoldenGate, Debezium, DTS and Qlik, merged exactly once into Delta.
 
 The data's path, module by module: :mod:`lakecdc.decoders` (vendor formats to canonical events),
-:mod:`lakecdc.changes.events` (the canonical event, ops- and rows-style), :mod:`lakecdc.consolidate`
+:mod:`lakecdc.changes.events` (the canonical event, ops- and rows-style), :mod:`lakecdc.consolidate.fold`
 (one net action per key), :mod:`lakecdc.merge` (one MERGE plan, two Delta engines), and
 :mod:`lakecdc.apply` which runs them exactly once per input (:mod:`lakecdc.streaming`: the same as
 a Structured Streaming query over a landing directory); then :mod:`lakecdc.maintain` keeps the

@@ -8,15 +8,15 @@ The path of one run, top to bottom:
 2. **decode** the files with the format's decoder into canonical events (cached once);
 3. **profile** the events per table in one aggregation: counts, seq range, truncates, the
    columns seen and the keys the messages carry (:mod:`lakecdc.profile`);
-4. per table, **prepare** (:mod:`lakecdc.prepare`, several tables at once): the table's columns and types (target schema, then inference for new
+4. per table, **prepare** (:mod:`lakecdc.merge.prepare`, several tables at once): the table's columns and types (target schema, then inference for new
    columns), typed wide events, records that do not fit go to the quarantine, events not newer
    than the table (rule 6) are dropped and counted; an ``abend`` primary-key update stops the run
    here, before anything was committed;
 5. per table, **consolidate** to one net action per key and **merge** with the run's transaction
-   version, then record tombstones (:mod:`lakecdc.prepare`);
+   version, then record tombstones (:mod:`lakecdc.merge.prepare`);
 6. write the quarantine, mark the manifest committed, return the summary.
 
-The settings of a run are :class:`lakecdc.settings.ApplySettings`.
+The settings of a run are :class:`lakecdc.config.settings.ApplySettings`.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import CancelledError, ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from pyspark import StorageLevel
 from pyspark.sql import functions as F
@@ -52,30 +52,29 @@ from lakecdc.changes.transactions import (
     split_open_transactions,
     write_held,
 )
+from lakecdc.config.settings import (
+    DEFAULT_TOMBSTONE_RETENTION,
+    ApplySettings,
+    Progress,
+    history_settings,
+    normalise_keys,
+    per_table,
+)
 from lakecdc.contracts import Contract, load_contracts
 from lakecdc.decoders import get_decoder
 from lakecdc.decoders._records import EXACT_STRINGS
 from lakecdc.doctor import verify
 from lakecdc.errors import ConfigError, LakecdcError, MissingKeyError, PrimaryKeyUpdateError, explain
-from lakecdc.history import (
-    HistoryPrepared,
-    history_settings,
-    history_shape,
-    prepare_history,
-)
 from lakecdc.lease import hold
 from lakecdc.ledger import Ledger, Manifest, list_inputs
-from lakecdc.prepare import (
-    T_,
-    Prepared,
-    fast_path,
-    merge_one,
-    prepare_table,
-)
+from lakecdc.merge.commit import merge_one
+from lakecdc.merge.pick import make_engine
+from lakecdc.merge.prepare import HistoryPrepared, Prepared, fast_path, prepare_history, prepare_table
 from lakecdc.profile import (
     Accounts,
     TableShape,
     declared_columns,
+    history_shape,
     new_column_types,
     profile_events,
     resequenced,
@@ -84,16 +83,9 @@ from lakecdc.profile import (
     with_declared,
 )
 from lakecdc.runs import record_run
-from lakecdc.settings import ApplySettings, Progress, make_engine, normalise_keys, per_table
 from lakecdc.spark.conf import job_conf, run_conf
 from lakecdc.spark.session import active_spark, get_spark
-from lakecdc.state import (
-    DEFAULT_TOMBSTONE_RETENTION,
-    catalog_routes,
-    check_table_owner,
-    record_table_paths,
-    table_path,
-)
+from lakecdc.state import catalog_routes, check_table_owner, record_table_paths, table_path
 from lakecdc.summary import RunSummary, TableSummary, add_kinds, unreadable, unreadable_message
 
 if TYPE_CHECKING:
@@ -178,7 +170,7 @@ def apply(
         contracts: ODCS data contracts (a file, a directory of them, or loaded ones by source
             table): their keys for messages without keys, their column types over inference.
         stored_as_scd_type: 2 for SCD type 2 history tables (every version, with ``__START_AT`` /
-            ``__END_AT``; see :mod:`lakecdc.history`) instead of current-state tables (1, the
+            ``__END_AT``; see :mod:`lakecdc.consolidate.history`) instead of current-state tables (1, the
             default); for all tables, or per table: ``{"S.ORDERS": 2}`` (fnmatch patterns work).
         track_history_column_list / track_history_except_column_list: for history tables, the
             only columns whose changes open a new version / columns whose changes never do (a
@@ -587,6 +579,8 @@ def _run_tables(
                                        run_id=run_id, now=now)
     return summaries, quarantined, skipped, accounts
 
+
+T_ = TypeVar("T_")
 
 #: Tables prepared and merged at once when the caller does not say: per-table work is mostly
 #: waiting (Spark job scheduling, Delta log reads, delta-rs merges, which release the GIL), so even

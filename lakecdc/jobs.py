@@ -21,7 +21,7 @@ A job file::
       except_column_list: {}
       stored_as_scd_type: {QASOURCE.TCUSTORD: 2}   # SCD type 2 history tables (or 2: every table)
       track_history_column_list: {}    # history tables: only these columns open a new version,
-      track_history_except_column_list: {}   # or all but these (per table; lakecdc.history)
+      track_history_except_column_list: {}   # or all but these (per table; lakecdc.consolidate.history)
       paths: {QASOURCE.TCUSTMER: sales/customers}   # a table's Delta table elsewhere than <target>/<table>
       pk_update: {QASOURCE.TCUSTORD: update}        # per table, over the job's pk_update
       tombstone_retention: {QASOURCE.TCUSTORD: 30d} # per table, over the job's retention
@@ -144,7 +144,7 @@ class Job:
     #: files changed less than this long ago are left for a later run
     min_file_age: dt.timedelta = dt.timedelta(0)
     stream: Streaming = field(default_factory=Streaming)
-    #: per table (names or patterns): 2 for an SCD type 2 history table (lakecdc.history)
+    #: per table (names or patterns): 2 for an SCD type 2 history table (lakecdc.consolidate.history)
     stored_as_scd_type: dict[str, int] = field(default_factory=dict)
     track_history_column_list: dict[str, list[str]] = field(default_factory=dict)
     track_history_except_column_list: dict[str, list[str]] = field(default_factory=dict)

@@ -31,19 +31,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from lakecdc.config.settings import DEFAULT_TOMBSTONE_RETENTION
 from lakecdc.errors import ConfigError
-from lakecdc.state import (
-    DEFAULT_TOMBSTONE_RETENTION,
-    expire_tombstones,
-    known_tables,
-    table_path,
-    tombstone_path,
-)
+from lakecdc.lease import hold
+from lakecdc.merge.commit import retry_conflicts
+from lakecdc.merge.delta_rs import DeltaRsEngine
+from lakecdc.merge.pick import make_engine
+from lakecdc.spark.session import get_spark
+from lakecdc.state import expire_tombstones, known_tables, table_path, tombstone_path
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-    from lakecdc.merge.delta_rs import DeltaRsEngine
 
 #: Delta's default ``delta.deletedFileRetentionDuration``: vacuum keeps a week of history.
 DEFAULT_VACUUM_RETENTION = dt.timedelta(days=7)
@@ -127,8 +125,6 @@ def maintain(
             it never rewrites files under a run. Default: raise
             :class:`~lakecdc.lease.TargetBusy` at once.
     """
-    from lakecdc.lease import hold
-
     with hold(target, command="maintain", wait=wait):
         return _maintain(target, tables=tables, compact=compact, zorder=zorder, target_file_size=target_file_size,
                          vacuum_retention=vacuum_retention, force=force, checkpoint=checkpoint,
@@ -143,15 +139,10 @@ def _maintain(
     engine: str | DeltaRsEngine | None, spark: SparkSession | None, storage_options: Mapping[str, str] | None,
     progress: Callable[[str], None] | None,
 ) -> list[MaintenanceReport]:
-    from lakecdc.merge.delta_rs import DeltaRsEngine
-    from lakecdc.settings import make_engine
-
     say = progress or (lambda _msg: None)
     if engine is None or engine == "delta-rs":
         eng = DeltaRsEngine(storage_options)
     else:
-        from lakecdc.spark.session import get_spark
-
         eng = make_engine(engine, spark or get_spark(), storage_options)
     known = known_tables(target)
     wanted = list(tables) if tables else sorted(known)
@@ -192,8 +183,6 @@ def _maintain_one(
     target_file_size: int | None, vacuum_retention: dt.timedelta | None, force: bool, checkpoint: bool,
     tombstone_retention: dt.timedelta,
 ) -> MaintenanceReport:
-    from lakecdc.prepare import retry_conflicts
-
     path = table_path(target, table)
     started = time.perf_counter()
     version_before = eng.version(path)

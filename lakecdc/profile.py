@@ -20,7 +20,7 @@ from lakecdc.changes.sequence import SeqField, resequence
 from lakecdc.changes.transactions import HELD
 from lakecdc.decoders._records import source_of
 from lakecdc.errors import ConfigError, LakecdcError, MissingKeyError
-from lakecdc.merge.history_plan import HISTORY_COLUMNS
+from lakecdc.merge.history_plan import HISTORY_COLUMNS, is_history
 from lakecdc.state import (
     known_tables,
     table_path,
@@ -29,10 +29,9 @@ from lakecdc.state import (
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from lakecdc.config.settings import ApplySettings, Progress
     from lakecdc.decoders.base import Decoder
     from lakecdc.merge.delta_rs import DeltaRsEngine
-
-from lakecdc.settings import ApplySettings, Progress
 
 #: The kind a skipped record is counted under when its decoder names none.
 NO_ROW_CHANGE = "no row change"
@@ -252,6 +251,31 @@ def table_shape(engine: DeltaRsEngine, settings: ApplySettings, target: str, tab
         new_columns={c: spelled[c.lower()][1:] for c in seen},
         ignored=tuple(sorted({*ignored, *(c for c in existing_cols if c not in kept)}, key=str.lower)),
         reserved=tuple(n for c in reserved for n in spelled[c.lower()]),
+    )
+
+
+def history_shape(settings: ApplySettings, table: str, path: str, shape: TableShape) -> TableShape:
+    """``shape`` checked against the storage asked for: a history table's validity columns are
+    taken out of its source columns; a table cannot change between current state and history."""
+    wanted = settings.scd_type(table) == 2
+    if shape.exists and is_history(shape.existing) and not wanted:
+        raise ConfigError(
+            f"table {table!r}: {path} is an SCD type 2 history table; apply it with "
+            f"stored_as_scd_type=2 (--scd2 {table}), or into another target"
+        )
+    if not wanted:
+        return shape
+    if shape.exists and not is_history(shape.existing):
+        raise ConfigError(
+            f"table {table!r}: {path} is a current-state table (SCD type 1); a history table "
+            "(stored_as_scd_type=2) needs a new table: apply into another target, or rebuild this one"
+        )
+    validity = {name for name, _ in HISTORY_COLUMNS}
+    return replace(
+        shape,
+        existing=T.StructType([f for f in shape.existing.fields if f.name not in validity]),
+        columns=tuple(c for c in shape.columns if c not in validity),
+        ignored=tuple(c for c in shape.ignored if c not in validity),
     )
 
 

@@ -33,12 +33,14 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakecdc.errors import ConfigError, LakecdcError
+from lakecdc.ledger import Ledger
 from lakecdc.merge.arrow_types import to_arrow_type
+from lakecdc.merge.engine import CATALOG, catalog_ref, catalog_table_for
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from lakecdc.consolidate import Layout
+    from lakecdc.consolidate.fold import Layout
     from lakecdc.merge.delta_rs import DeltaRsEngine
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._$-]")
@@ -48,7 +50,6 @@ _KEPT = re.compile(r"[A-Za-z0-9$-][A-Za-z0-9._$-]*")
 #: to it; file systems allow 255 bytes)
 MAX_DIR_CHARS = 120
 _HASH_CHARS = 12
-DEFAULT_TOMBSTONE_RETENTION = dt.timedelta(days=7)
 
 
 class TableNameClash(LakecdcError):
@@ -120,8 +121,6 @@ def table_dir_in(target: str, table: str) -> str:
 
 def _ledger_placed(target: str, table: str, name: str) -> bool:
     """Whether a run in ``target``'s ledger applied ``table`` to ``<target>/<name>``."""
-    from lakecdc.ledger import Ledger
-
     where = Path(target).resolve() / name
     try:
         manifests = Ledger(target).manifests()
@@ -150,8 +149,6 @@ def check_table_owner(target: str, table: str) -> None:
 def table_path(target: str, table: str) -> str:
     """Where ``table``'s Delta table lives: ``<target>/<table_dir(table)>``, unless a route says
     otherwise (or the table was made under an earlier lakecdc's name: see :func:`table_dir_in`)."""
-    from lakecdc.merge.engine import CATALOG, catalog_ref, catalog_table_for
-
     routes = _routes(target)
     route = routes.get(table)
     if route is None and routes.get(CATALOG_PREFIX_ROUTE):
@@ -171,8 +168,6 @@ def catalog_routes(names: Mapping[str, str | tuple[str, str]] | str) -> dict[str
     """Routes for :func:`record_table_paths` from :func:`lakecdc.apply`'s ``table_names``: a mapping
     of source table to catalog table name (or ``(name, location)`` for an external table), or one
     ``catalog.schema`` prefix for every table."""
-    from lakecdc.merge.engine import catalog_ref
-
     if isinstance(names, str):
         if not names.strip().strip("."):
             raise ConfigError(f"table_names={names!r}: expected a catalog.schema prefix or a mapping")

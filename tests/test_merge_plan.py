@@ -60,7 +60,7 @@ def test_delta_spark_detection_and_txn_confs_restore(spark, monkeypatch):
     """Delta is detected exactly when the session has its jars and extension; ``auto`` picks delta-rs
     on lakecdc's own session, delta-spark on another with Delta, LAKECDC_ENGINE over both; the txn
     confs are set inside the block and restored after it."""
-    from lakecdc.settings import auto_engine
+    from lakecdc.merge.pick import auto_engine
     from lakecdc.spark.jars import session_conf
 
     has_delta = "spark.sql.extensions" in session_conf() or "Delta" in (spark.conf.get("spark.sql.extensions", "") or "")

@@ -165,16 +165,16 @@ def test_replayed_pairs_pair_up_and_a_lone_half_stays(spark, tmp_path):
 def test_the_key_move_replay_reads_its_events_once_not_the_input_again(spark, tmp_path, monkeypatch):
     """The replay's several queries run over the widened events kept as a local checkpoint: no
     query of it scans the input files (each did, and planned the decoder's whole plan again)."""
-    import lakecdc.prepare
+    import lakecdc.merge.prepare
 
     seen = []
-    real = lakecdc.prepare.fold_with_key_moves
+    real = lakecdc.merge.prepare.fold_with_key_moves
 
     def spy(wide, *args, **kwargs):
         seen.append(wide._jdf.queryExecution().optimizedPlan().toString())
         return real(wide, *args, **kwargs)
 
-    monkeypatch.setattr(lakecdc.prepare, "fold_with_key_moves", spy)
+    monkeypatch.setattr(lakecdc.merge.prepare, "fold_with_key_moves", spy)
     f = _landing(tmp_path)
     s = lakecdc.apply(f, tmp_path / "lake", format="ogg-json-row", keys={"S.T": ["ID"]}, options=SPLIT, spark=spark)
     assert rows(s.table("S.T").target) == [{"ID": 2, "A": "a2", "B": "b"}]

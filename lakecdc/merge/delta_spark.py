@@ -36,6 +36,7 @@ from lakecdc.errors import CommitConflict, ConfigError
 from lakecdc.merge.arrow_types import to_arrow_schema, to_spark_schema
 from lakecdc.merge.engine import catalog_location, catalog_name
 from lakecdc.merge.plan import APP_ID, MergePlan, MergeResult, quote, sql_literal
+from lakecdc.spark.compat import is_spark_connect
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -354,8 +355,6 @@ class DeltaSparkEngine:
         """A checkpoint of the current version: Delta's JVM API on a classic session. Delta also
         writes one itself every ``delta.checkpointInterval`` commits (10), which is all a Spark
         Connect session gets (its SQL has no checkpoint statement)."""
-        from lakecdc.spark.compat import is_spark_connect
-
         if is_spark_connect(self.spark):
             return
         jvm = self.spark.sparkContext._jvm  # type: ignore[attr-defined]

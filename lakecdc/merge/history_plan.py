@@ -4,7 +4,7 @@ A history table holds every version of every row: the source columns, the validi
 ``__START_AT`` / ``__END_AT`` (``NULL`` end: the open, current version) and the exact seqs that
 opened and closed the version (``_cdc_start_seq`` / ``_cdc_end_seq``), plus the ``_cdc_`` columns of
 the last event applied to the version. The batch's source rows come from
-:func:`lakecdc.history.fold_history`: each is a whole version (``k{j}``, ``c{i}``, validity, ``_cdc_``
+:func:`lakecdc.consolidate.history.fold_history`: each is a whole version (``k{j}``, ``c{i}``, validity, ``_cdc_``
 values), of one of two kinds:
 
 * ``update``: the key's open version in the table, changed in place (columns not tracked by the
@@ -44,6 +44,11 @@ HISTORY_COLUMNS: tuple[tuple[str, T.DataType], ...] = (
 )
 #: Source-row column behind each validity column.
 _SOURCE_NAMES = {START_AT: "_start_at", END_AT: "_end_at", "_cdc_start_seq": "_start_seq", "_cdc_end_seq": "_end_seq"}
+
+
+def is_history(schema: T.StructType) -> bool:
+    """True for the schema of a history table (it has the validity columns)."""
+    return END_AT in schema.fieldNames()
 
 
 def timestamp_sql(value: dt.datetime) -> str:

@@ -5,7 +5,7 @@ narrowed by the batch's key range so the engine can skip files), the per-column 
 expressions (a column the batch does not carry keeps the target's value), the inserts, the
 deletes, the seq guard (a row is only touched by a strictly newer change), the truncate
 watermark, and the idempotent-commit identity (``app_id``, ``version``). The source rows are the
-net actions of :mod:`lakecdc.consolidate` (positional columns ``k{j}``, ``c{i}``, ``u{i}``).
+net actions of :mod:`lakecdc.consolidate.fold` (positional columns ``k{j}``, ``c{i}``, ``u{i}``).
 
 Clause rules (the same for both engines):
 

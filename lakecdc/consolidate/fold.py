@@ -14,7 +14,7 @@ key's events are folded into a single row for the MERGE:
 Everything runs as DataFrame operations (one shuffle by key, one sorted window, one aggregation),
 so it scales out on a cluster. Keys touched by a primary-key update depend on other keys' rows
 (the new row is completed from the old one, also along chains ``k1 -> k2 -> k3``); those few keys
-are folded together per table by :mod:`lakecdc._pkfold` in an executor.
+are folded together per table by :mod:`lakecdc.consolidate.keymoves` in an executor.
 
 Internal column names are positional (``a3`` = after value of the 4th column) so that any source
 column name works.
@@ -31,7 +31,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakecdc.changes.columns import sql_string, typed_sql
-from lakecdc.changes.events import PkUpdate
+from lakecdc.decoders._records import source_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -382,8 +382,6 @@ def by_file(ev: DataFrame, over: str, whole: str, *, late: str, counted: str = "
 def late_by_file(net: pa.Table) -> tuple[dict[str, int], dict[str, int]]:
     """Per file (the input file, not a staged copy), the events and the duplicate or late events
     of a fold's collected output (its ``_by_file`` column, see :func:`by_file`)."""
-    from lakecdc.decoders._records import source_of
-
     if "_by_file" not in net.column_names or not net.num_rows:
         return {}, {}
     flat = pc.list_flatten(net.column("_by_file"))
@@ -431,52 +429,3 @@ def net_schema(layout: Layout) -> T.StructType:
         T.StructField("_by_file", BY_FILE),
     ]
     return T.StructType(fields)
-
-
-def pk_touched(wide: DataFrame, layout: Layout) -> DataFrame:
-    """Keys (``k0``...) that are the old or new side of a primary-key update in ``wide``."""
-    moved = wide.where("_pku")
-    old = moved.select(*layout.key_cols)
-    new = moved.select(*[F.col(f"n{j}").alias(f"k{j}") for j in range(len(layout.keys))])
-    return old.unionByName(new).distinct()
-
-
-def key_move_events(mine: DataFrame, layout: Layout, stored: DataFrame | None, watermark: str | None) -> DataFrame:
-    """A batch's usable events widened for the primary-key replay (every after value and the
-    before image; see :func:`widen`), stale events and truncates left out, computed **once**.
-
-    The replay reads these events several times (the keys a key change touches, a join back to
-    them, the fold of the others, a count), each query planned over the decoder's whole plan:
-    for a decoder of wide projections (Qlik's masks and versions) planning alone took most of a
-    minute, and the events were decoded again per query. A local checkpoint decodes them once and
-    cuts the lineage; the queries after it plan over a scan of the stored rows (memory, spilling
-    to disk), a few events or millions alike.
-    """
-    full = drop_stale(widen(mine, layout, full=True), layout, stored, watermark).where(F.col("_op") != "T")
-    return full.where(F.col("_error").isNull() & ~F.col("_stale")).localCheckpoint(eager=True)
-
-
-def fold_with_key_moves(
-    wide: DataFrame,
-    layout: Layout,
-    *,
-    pk_update: PkUpdate,
-    table: str,
-    target_rows: DataFrame | None = None,
-    stored: DataFrame | None = None,
-) -> DataFrame:
-    """Net actions for a batch that holds primary-key updates (see :func:`fold`).
-
-    Keys untouched by any key change are folded by :func:`fold`; the others, with their target
-    rows (``k{j}``, ``c{i}``, ``_cdc_seq``) and stored seqs (``k{j}``, ``_stored_seq``), are
-    replayed in order by :mod:`lakecdc._pkfold`. ``wide`` must hold usable events only.
-    """
-    from lakecdc._pkfold import fold_pk_keys
-
-    touched = pk_touched(wide, layout).withColumn("_touched", F.lit(True))
-    marked = wide.join(touched, layout.key_cols, "left")
-    simple = marked.where(F.col("_touched").isNull()).drop("_touched")
-    moved = marked.where(F.col("_touched").isNotNull()).drop("_touched")
-    return fold(simple, layout).unionByName(
-        fold_pk_keys(moved, layout, touched, target_rows=target_rows, stored=stored, pk_update=pk_update, table=table)
-    )

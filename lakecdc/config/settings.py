@@ -1,7 +1,7 @@
-"""What shapes a run besides its inputs: :class:`ApplySettings`, per-table settings, the engine.
+"""What shapes a run besides its inputs: :class:`ApplySettings` and its per-table settings.
 
 Built by :func:`lakecdc.apply` from its arguments (and by jobs from their YAML); read by every
-step of the run.
+step of the run. The engine a run merges with is picked by :mod:`lakecdc.merge.pick`.
 """
 
 from __future__ import annotations
@@ -13,23 +13,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lakecdc.changes.columns import sql_string
-from lakecdc.changes.events import PkUpdate
-from lakecdc.changes.sequence import SeqField
-from lakecdc.contracts import Contract
 from lakecdc.errors import ConfigError
-from lakecdc.history import (
-    match_table,
-)
-from lakecdc.state import (
-    DEFAULT_TOMBSTONE_RETENTION,
-)
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from lakecdc.changes.events import PkUpdate
+    from lakecdc.changes.sequence import SeqField
+    from lakecdc.contracts import Contract
 
-    from lakecdc.merge.delta_rs import DeltaRsEngine
-
-
+#: How long a deleted key blocks late events when the run does not say (its tombstone's life).
+DEFAULT_TOMBSTONE_RETENTION = dt.timedelta(days=7)
 
 Progress = Callable[[str], None]
 
@@ -61,7 +53,7 @@ class ApplySettings:
     retention_by_table: Mapping[str, dt.timedelta] = field(default_factory=dict)
 
     #: per table (exact names or fnmatch patterns, ``"*"``: every table): 2 for an SCD type 2
-    #: history table instead of the current state (DLT's ``stored_as_scd_type``; lakecdc.history)
+    #: history table instead of the current state (DLT's ``stored_as_scd_type``; lakecdc.consolidate.history)
     stored_as_scd_type: Mapping[str, int] = field(default_factory=dict)
     #: per table (names or patterns): the only columns whose changes open a new version / columns
     #: whose changes never do (DLT's ``track_history_column_list`` / ``..._except_column_list``)
@@ -140,48 +132,49 @@ def normalise_keys(keys: Mapping[str, Sequence[str] | str] | None) -> dict[str, 
     return out
 
 
-#: The engine ``auto`` picks on a session lakecdc started itself, when both engines can run there
-#: (see the README's "Two engines" and bench/RESULTS.md for the figures behind the choice).
-EMBEDDED_DEFAULT_ENGINE = "delta-rs"
+def match_table(mapping: Mapping[str, Any], table: str) -> Any:
+    """``mapping``'s value for ``table``: its exact name first, else the first fnmatch pattern
+    (``QASOURCE.*``, ``*``) that matches it, in sorted order; None when none does."""
+    if table in mapping:
+        return mapping[table]
+    for pattern in sorted(mapping):
+        if fnmatch.fnmatchcase(table, pattern):
+            return mapping[pattern]
+    return None
 
 
-def auto_engine(spark: SparkSession) -> str:
-    """The engine ``engine="auto"`` means on ``spark``: delta-spark where Delta Lake runs in a session
-    you (or your platform) built; on lakecdc's own embedded session :data:`EMBEDDED_DEFAULT_ENGINE`
-    (``LAKECDC_ENGINE`` overrides both); delta-rs where Delta's classes are absent."""
-    import os
-
-    from lakecdc.spark.compat import delta_spark_available, is_embedded
-
-    chosen = os.environ.get("LAKECDC_ENGINE", "").strip()
-    if chosen and chosen != "auto":
-        return chosen
-    if not delta_spark_available(spark):
-        return "delta-rs"
-    return EMBEDDED_DEFAULT_ENGINE if is_embedded(spark) else "delta-spark"
+def _column_lists(value: Mapping[str, Sequence[str] | str] | Sequence[str] | str | None, what: str) -> dict[str, tuple[str, ...]]:
+    """``{table: cols}`` as given, or columns for every table (``"*"``) from a plain list or ``"A,B"``."""
+    if value is None:
+        return {}
+    pairs = dict(value.items()) if isinstance(value, Mapping) else {"*": value}
+    out: dict[str, tuple[str, ...]] = {}
+    for table, cols in pairs.items():
+        items = tuple(c.strip() for c in (cols.split(",") if isinstance(cols, str) else cols))
+        if not all(items):
+            raise ConfigError(f"{what} for table {table!r}: an empty column name in {cols!r}")
+        out[table] = items
+    return out
 
 
-def make_engine(engine: str | DeltaRsEngine | None, spark: SparkSession, storage_options: Mapping[str, str] | None) -> DeltaRsEngine:
-    from lakecdc.merge.delta_rs import DeltaRsEngine
-
-    if engine is None or engine == "auto":
-        engine = auto_engine(spark)
-    if engine == "delta-spark":
-        from lakecdc.spark.compat import delta_spark_available
-        from lakecdc.spark.jars import status
-
-        if not delta_spark_available(spark):
-            raise ConfigError(
-                "engine 'delta-spark' needs Delta Lake in the Spark session (spark.sql.extensions="
-                "io.delta.sql.DeltaSparkSessionExtension and Delta's jars, e.g. spark.jars.packages="
-                "io.delta:delta-spark_<spark minor>_2.13:<delta version>); " + status().removeprefix("lakecdc: ")
-            )
-    if engine == "delta-rs":
-        return DeltaRsEngine(storage_options)
-    if engine == "delta-spark":
-        from lakecdc.merge.delta_spark import DeltaSparkEngine
-
-        return DeltaSparkEngine(spark)  # type: ignore[return-value]
-    if isinstance(engine, str):
-        raise ConfigError(f"unknown engine {engine!r}; use 'auto', 'delta-rs' or 'delta-spark'")
-    return engine
+def history_settings(
+    stored_as_scd_type: Mapping[str, int] | int,
+    track_history_column_list: Mapping[str, Sequence[str] | str] | Sequence[str] | str | None,
+    track_history_except_column_list: Mapping[str, Sequence[str] | str] | Sequence[str] | str | None,
+    change_data_feed: bool | Sequence[str] | str,
+) -> dict[str, Any]:
+    """The :class:`~lakecdc.config.settings.ApplySettings` fields of ``apply``'s history arguments, checked."""
+    types = {"*": stored_as_scd_type} if isinstance(stored_as_scd_type, int) else dict(stored_as_scd_type or {})
+    for table, kind in types.items():
+        if kind not in (1, 2):
+            raise ConfigError(f"stored_as_scd_type for {table!r} is {kind!r}; use 1 (current state) or 2 (history)")
+    track = _column_lists(track_history_column_list, "track_history_column_list")
+    but = _column_lists(track_history_except_column_list, "track_history_except_column_list")
+    for table in set(track) & set(but):
+        raise ConfigError(f"table {table!r}: give track_history_column_list or track_history_except_column_list, not both")
+    if isinstance(change_data_feed, bool):
+        cdf: tuple[str, ...] = ("*",) if change_data_feed else ()
+    else:
+        cdf = (change_data_feed,) if isinstance(change_data_feed, str) else tuple(change_data_feed)
+    return {"stored_as_scd_type": types, "track_history_column_list": track,
+            "track_history_except_column_list": but, "change_data_feed": cdf}

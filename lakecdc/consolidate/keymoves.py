@@ -1,4 +1,4 @@
-"""Folding the keys touched by primary-key updates, one table at a time, in an executor.
+"""Primary-key updates: the events that move keys, and the keys they touch folded in an executor.
 
 A primary-key update moves a row: the old key is deleted and the new key's row is built from the
 after image, then the before image for columns missing in after, then the old row's values for
@@ -6,7 +6,7 @@ columns missing in both. The new row therefore depends on another key's state at
 and chains (``k1 -> k2 -> k3``) depend on each other in order. These keys are few; their events,
 their target rows and their tombstones are gathered into one group per table and replayed in seq
 order by :func:`replay`, which applies exactly the rules of ``semantics.md``. The result has the
-same shape as :func:`lakecdc.consolidate.fold`'s, with every column set (the whole row is known).
+same shape as :func:`lakecdc.consolidate.fold.fold`'s, with every column set (the whole row is known).
 """
 
 from __future__ import annotations
@@ -16,12 +16,83 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 from pyspark.sql import functions as F
 
-from lakecdc.consolidate import ARRIVAL, Layout, before_columns, net_schema
+from lakecdc.changes.events import PkUpdate
+from lakecdc.consolidate.fold import (
+    ARRIVAL,
+    Layout,
+    before_columns,
+    drop_stale,
+    fold,
+    net_schema,
+    widen,
+)
+from lakecdc.errors import PrimaryKeyUpdateError
+from lakecdc.spark.versions import arrow_schema
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 Key = tuple[Any, ...]
+
+
+def pk_touched(wide: DataFrame, layout: Layout) -> DataFrame:
+    """Keys (``k0``...) that are the old or new side of a primary-key update in ``wide``."""
+    moved = wide.where("_pku")
+    old = moved.select(*layout.key_cols)
+    new = moved.select(*[F.col(f"n{j}").alias(f"k{j}") for j in range(len(layout.keys))])
+    return old.unionByName(new).distinct()
+
+
+def key_move_events(mine: DataFrame, layout: Layout, stored: DataFrame | None, watermark: str | None) -> DataFrame:
+    """A batch's usable events widened for the primary-key replay (every after value and the
+    before image; see :func:`widen`), stale events and truncates left out, computed **once**.
+
+    The replay reads these events several times (the keys a key change touches, a join back to
+    them, the fold of the others, a count), each query planned over the decoder's whole plan:
+    for a decoder of wide projections (Qlik's masks and versions) planning alone took most of a
+    minute, and the events were decoded again per query. A local checkpoint decodes them once and
+    cuts the lineage; the queries after it plan over a scan of the stored rows (memory, spilling
+    to disk), a few events or millions alike.
+    """
+    full = drop_stale(widen(mine, layout, full=True), layout, stored, watermark).where(F.col("_op") != "T")
+    return full.where(F.col("_error").isNull() & ~F.col("_stale")).localCheckpoint(eager=True)
+
+
+def fold_with_key_moves(
+    wide: DataFrame,
+    layout: Layout,
+    *,
+    pk_update: PkUpdate,
+    table: str,
+    target_rows: DataFrame | None = None,
+    stored: DataFrame | None = None,
+) -> DataFrame:
+    """Net actions for a batch that holds primary-key updates (see :func:`fold`).
+
+    Keys untouched by any key change are folded by :func:`fold`; the others, with their target
+    rows (``k{j}``, ``c{i}``, ``_cdc_seq``) and stored seqs (``k{j}``, ``_stored_seq``), are
+    replayed in order by :func:`fold_pk_keys`. ``wide`` must hold usable events only.
+    """
+    touched = pk_touched(wide, layout).withColumn("_touched", F.lit(True))
+    marked = wide.join(touched, layout.key_cols, "left")
+    simple = marked.where(F.col("_touched").isNull()).drop("_touched")
+    moved = marked.where(F.col("_touched").isNotNull()).drop("_touched")
+    return fold(simple, layout).unionByName(
+        fold_pk_keys(moved, layout, touched, target_rows=target_rows, stored=stored, pk_update=pk_update, table=table)
+    )
+
+
+def raise_abend(table: str, ok: DataFrame, layout: Layout) -> None:
+    """Raise :class:`~lakecdc.errors.PrimaryKeyUpdateError` for the first key change among ``ok``
+    (:func:`key_move_events`), when there is one: the table's ``pk_update`` is ``abend``."""
+    first = ok.where("_pku").orderBy("_seq").limit(1).collect()
+    if not first:
+        return
+    r = first[0]
+    nk = len(layout.keys)
+    old = tuple(r[f"k{j}"] for j in range(nk))
+    new = tuple(r[f"n{j}"] for j in range(nk))
+    raise PrimaryKeyUpdateError(table, old, new, r["_pos"])
 
 
 def fold_pk_keys(
@@ -80,8 +151,6 @@ def fold_pk_keys(
 
 
 def _arrow(schema: Any) -> pa.Schema:
-    from lakecdc.spark.versions import arrow_schema
-
     return arrow_schema(schema)
 
 

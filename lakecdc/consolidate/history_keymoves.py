@@ -1,11 +1,11 @@
 """History tables: the keys touched by primary-key updates, replayed per table in an executor.
 
-The SCD type 2 counterpart of :mod:`lakecdc._pkfold`: a primary-key update closes the old key's
+The SCD type 2 counterpart of :mod:`lakecdc.consolidate.keymoves`: a primary-key update closes the old key's
 open version and opens one for the new key, built from the after image, then the before image,
 then the old key's row; chains (``k1 -> k2 -> k3``) depend on each other in order, so these few
 keys, their open versions and their stored seqs are gathered into one group per table and
 replayed in seq order, together with the batch's truncates. The output has the shape of
-:func:`lakecdc.history.fold_history`'s (versions to insert or update, tombstones); the counts
+:func:`lakecdc.consolidate.history.fold_history`'s (versions to insert or update, tombstones); the counts
 stay those of the first fold, and one row without a version names each key replayed (the first
 fold's rows of those keys are replaced).
 """
@@ -19,8 +19,10 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 from pyspark.sql import functions as F
 
-from lakecdc._pkfold import arrival_key
-from lakecdc.consolidate import ARRIVAL, Layout, before_columns
+from lakecdc.consolidate.fold import ARRIVAL, Layout, before_columns
+from lakecdc.consolidate.history import version_schema
+from lakecdc.consolidate.keymoves import arrival_key
+from lakecdc.spark.versions import arrow_schema
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -41,8 +43,6 @@ def replay_pk_keys(
     table: str,
 ) -> DataFrame:
     """Versions for the keys in ``touched`` (see the module docstring)."""
-    from lakecdc.history import version_schema
-
     n, nk = len(layout.columns), len(layout.keys)
     typed = events.drop(*[c for i in range(n) for c in (f"b{i}", f"q{i}") if c in events.columns])
     typed = typed.selectExpr("*", *before_columns(layout))
@@ -77,8 +77,6 @@ def replay_pk_keys(
     marks = [(s, _EPOCH + dt.timedelta(microseconds=us), at) for s, us, at in truncates]
 
     def run(tbl: pa.Table) -> pa.Table:
-        from lakecdc.spark.versions import arrow_schema
-
         return replay(tbl, n_columns=n, n_keys=nk, tracked=tracked, truncates=marks, arrow_schema=arrow_schema(schema))
 
     return allrows.withColumn("_group", F.lit(table)).groupBy("_group").applyInArrow(run, schema)

@@ -1,0 +1,358 @@
+"""Step 4 of a run (see :mod:`lakecdc.apply`): each table prepared for its merge.
+
+:func:`prepare_table` types a current-state table's events, drops those not newer than the table
+and folds them to one net action per key; :func:`prepare_history` folds a history table's events
+into versions (an ``abend`` key change stops the run in either, before anything is committed).
+:func:`fast_path` prepares a run of the target's one table in a single pass. The prepared table
+is merged by :mod:`lakecdc.merge.commit`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from lakecdc.changes.columns import sql_string
+from lakecdc.changes.sequence import check_basis, resequence
+from lakecdc.consolidate.fold import (
+    ARRIVAL,
+    Layout,
+    before_sql,
+    drop_stale,
+    first_truncate,
+    fold,
+    late_by_file,
+    widen,
+)
+from lakecdc.consolidate.history import COUNT_COLUMNS, Truncate, fold_history, tracked_columns
+from lakecdc.consolidate.history_keymoves import replay_pk_keys
+from lakecdc.consolidate.keymoves import (
+    arrival_key,
+    fold_with_key_moves,
+    key_move_events,
+    pk_touched,
+    raise_abend,
+)
+from lakecdc.merge.history_plan import START_AT, is_history
+from lakecdc.profile import TableShape, table_shape
+from lakecdc.state import (
+    known_tables,
+    read_rows,
+    read_stored,
+    stored_max_seq,
+    table_path,
+    tombstone_path,
+    truncate_watermark,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from lakecdc.config.settings import ApplySettings, Progress
+    from lakecdc.merge.delta_rs import DeltaRsEngine
+
+
+def layout_of(shape: TableShape, inferred: dict[str, T.DataType]) -> tuple[Layout, T.StructType]:
+    """The table's layout (its columns, their types and its keys) and its new columns.
+
+    A new column seen only as NULL is left out for now: the table reads NULL for it anyway, and
+    its type is inferred from the first run that carries a value."""
+    types = {f.name: f.dataType for f in shape.existing.fields}
+    types.update(inferred)
+    columns = tuple(c for c in shape.columns if c in types or c in shape.keys)
+    types.update({k: T.StringType() for k in shape.keys if k not in types})
+    layout = Layout(
+        columns=columns, types=tuple(types[c] for c in columns), keys=shape.keys,
+        aliases=tuple(tuple(shape.spelled[c.lower()][1:]) for c in columns),
+        ignored=tuple(n for c in shape.ignored for n in shape.spelled.get(c.lower(), [c])),
+    )
+    return layout, T.StructType([T.StructField(c, types[c]) for c in shape.new_columns if c in columns])
+
+
+@dataclass
+class Prepared:
+    """One table, ready to merge: its layout, its net actions and its counts."""
+
+    table: str
+    path: str
+    layout: Layout
+    new_fields: T.StructType
+    exists: bool
+    net: pa.Table
+    counts: dict[str, int]
+    truncate_seq: str | None
+    seen_columns: bool
+    #: per input file, its events of this table (all events, as the fold saw them) and those of
+    #: them that were duplicate or late
+    events_by_file: dict[str, int] = field(default_factory=dict)
+    late_by_file: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Speculation:
+    """What the fast path assumes of a batch, checked by the same pass that folds it.
+
+    The fast path skips the profile pass when the target holds exactly one table, recorded by an
+    earlier run with its keys: it assumes the batch holds only that table's events, all decodable,
+    with the same keys, no column the table lacks, no truncate and nothing older than the table.
+    An event that breaks an assumption is marked "unexpected" by :func:`~lakecdc.consolidate.fold.widen`
+    and counted like a bad record by the fold; then the run takes the ordinary path (profile, then
+    fold) and nothing was committed.
+    """
+
+    table: str
+    keys: tuple[str, ...]
+
+    def surprise_sql(self) -> str:
+        """SQL over the canonical events: true for an event the fast path did not assume."""
+        want = sql_string(",".join(k.lower() for k in self.keys))
+        return (
+            f"_error IS NOT NULL OR table IS NULL OR table != {sql_string(self.table)} OR op IS NULL OR op = 'T' "
+            f"OR (keys IS NOT NULL AND lower(array_join(keys, ',')) != {want})"
+        )
+
+
+def fast_path(
+    spark: SparkSession, engine: DeltaRsEngine, settings: ApplySettings, target: str, events: DataFrame,
+    *, run_id: int, say: Progress,
+) -> Prepared | None:
+    """The run's one table prepared in a single pass over the data, or None (see :class:`Speculation`)."""
+    known = known_tables(target)
+    if len(known) != 1:
+        return None
+    ((table, keys),) = known.items()
+    configured = settings.keys.get(table)
+    if configured and [c.lower() for c in configured] != [k.lower() for k in keys]:
+        return None
+    path = table_path(target, table)
+    if not engine.exists(path):
+        return None
+    done = engine.committed_version(path)
+    if done is not None and done >= run_id:
+        return None
+    prof = {"events": 0, "min_seq": None, "max_truncate": None, "columns": [], "keys": list(keys)}
+    shape = table_shape(engine, settings, target, table, prof)
+    if shape.new_columns or settings.scd_type(table) == 2 or is_history(shape.existing):
+        return None  # (a history table, or one applied as the wrong type: the ordinary path says so)
+    fields = settings.sequence_for(table)
+    check_basis(engine, target, table, fields)
+    if fields:  # (an event without a value is an error: unexpected, the ordinary path quarantines it)
+        types = {f.name: f.dataType for f in shape.existing.fields}
+        events = resequence(events, table, fields, types, shape.spelled).drop("_unordered")
+    say(f"{table}: consolidating")
+    out = prepare_table(spark, engine, settings, target, table, {**prof, "columns": list(shape.columns)}, shape, {},
+                   events, speculation=Speculation(table, shape.keys))
+    if out is None:
+        say("the batch holds more than the fast path assumed: profiling it")
+        return None
+    return out[0]
+
+
+def prepare_table(
+    spark: SparkSession, engine: DeltaRsEngine, settings: ApplySettings, target: str, table: str,
+    prof: dict, shape: TableShape, inferred: dict[str, T.DataType], events: DataFrame,
+    *, speculation: Speculation | None = None,
+) -> tuple[Prepared, DataFrame | None] | None:
+    """Fold one table's events into net actions (collected as Arrow) and count what was left out.
+
+    Returns the prepared table and, when some of its records did not fit (a value of the wrong
+    type, a missing key), those records for the quarantine. With a ``speculation`` (the fast
+    path: no profile was made), returns None when the batch turned out not to be what it assumed.
+    """
+    path = table_path(target, table)
+    exists = shape.exists
+    # the fast path folds every event, to find those it did not expect
+    mine = events if speculation is not None else events.where(
+        (F.col("table") == table) & F.col("_error").isNull() & F.col("op").isNotNull()
+    )
+    layout, new_fields = layout_of(shape, inferred)
+
+    watermark = truncate_watermark(engine, target, table)
+    run_truncate = prof["max_truncate"]
+    if run_truncate is not None and watermark is not None and run_truncate <= watermark:
+        run_truncate = None  # a replayed truncate: already applied
+    max_stored = stored_max_seq(engine, target, table)
+    if speculation is not None:
+        need_stored = max_stored is None  # checked against the batch's smallest seq afterwards
+    else:
+        need_stored = max_stored is None or (prof["min_seq"] is not None and prof["min_seq"] <= max_stored)
+    stored = read_stored(spark, engine, target, table, layout) if need_stored else None
+    wide = widen(mine, layout, surprise=speculation.surprise_sql() if speculation is not None else None)
+    marked = drop_stale(wide, layout, stored, watermark)
+    # (the fast path keeps truncates: marked unexpected, they count as errors and make it give up)
+    usable = marked if speculation is not None else marked.where(F.col("_op") != "T")
+    reset = first_truncate(mine, run_truncate) if run_truncate is not None else None
+    net = fold(usable, layout, reset=reset).toArrow()
+    counts = {
+        name: int(pc.sum(net.column(name)).as_py() or 0) for name in ("_events", "_dups", "_stale", "_errors")
+    }
+    events_by_file, late = late_by_file(net)
+    net = net.drop_columns(["_by_file"])
+    if speculation is not None:
+        min_seq = pc.min(net.column("_min_seq")).as_py()
+        if counts["_errors"] or (not need_stored and min_seq is not None and max_stored is not None and min_seq <= max_stored):
+            return None
+        prof = {**prof, "events": counts["_events"]}
+    if pc.any(net.column("_pku")).as_py():
+        # the replay needs whole images: widen again with every after value and the before image
+        ok = key_move_events(mine, layout, stored, watermark)
+        if settings.pk_update_for(table) == "abend":
+            raise_abend(table, ok, layout)
+        target_rows = read_rows(spark, engine, target, table, layout)
+        if reset is not None:  # (rows an earlier run stored at the truncate's seq stay, as in the merge)
+            ok = ok.where(f"NOT {before_sql(reset)}")
+            target_rows = target_rows.where(F.col("_cdc_seq") >= F.lit(reset[0])) if target_rows is not None else None
+        if stored is None:
+            stored = read_stored(spark, engine, target, table, layout)
+        moved = fold_with_key_moves(
+            ok, layout, pk_update=settings.pk_update_for(table), table=table,
+            target_rows=target_rows, stored=stored,
+        ).toArrow()
+        # duplicates stay as the first fold counted them (it also sees events a truncate wiped)
+        counts["_pku"] = int(ok.where("_pku").count())
+        net = moved.drop_columns(["_by_file"])
+    net = net.filter(pc.is_valid(net.column("_action")))
+    bad = None
+    if counts["_errors"]:
+        bad = marked.where(F.col("_error").isNotNull()).select(
+            "_file", "_block", "_row", F.lit(table).alias("table"), "_error"
+        )
+    counts["events"] = prof["events"]
+    prep = Prepared(
+        table=table, path=path, layout=layout, new_fields=new_fields, exists=exists, net=net,
+        counts=counts, truncate_seq=run_truncate, seen_columns=bool(prof["columns"]),
+        events_by_file=events_by_file, late_by_file=late,
+    )
+    return prep, bad
+
+
+@dataclass
+class HistoryPrepared:
+    """One history table, ready to merge: its versions, tombstones, truncates and counts."""
+
+    table: str
+    path: str
+    layout: Layout
+    new_fields: T.StructType
+    exists: bool
+    versions: pa.Table
+    deletes: pa.Table
+    truncates: tuple[tuple[str, dt.datetime], ...]
+    counts: dict[str, int]
+    seen_columns: bool
+    #: per input file, its events of this table that were duplicate or late
+    late_by_file: dict[str, int] = field(default_factory=dict)
+
+
+def _known(
+    spark: SparkSession, engine: DeltaRsEngine, target: str, table: str, layout: Layout, *, exists: bool,
+    min_seq: str | None,
+) -> tuple[DataFrame | None, DataFrame | None]:
+    """Per key the seq the history reflects (``k{j}``, ``_stored_seq``: any version's last event or
+    end, or the key's tombstone), or None when the batch is newer than everything; and the open
+    versions with positional names (None without a table)."""
+    path, stones = table_path(target, table), tombstone_path(target, table)
+    keys = [F.col(f"`{k}`").alias(f"k{j}") for j, k in enumerate(layout.keys)]
+    bounds = [engine.max_stat(path, "_cdc_seq"), engine.max_stat(path, "_cdc_end_seq"), engine.max_stat(stones, "_cdc_seq")]
+    need = min_seq is None or any(b is None for b in bounds) or min_seq <= max(b for b in bounds if b is not None)
+    parts: list[DataFrame] = []
+    open_rows = None
+    if exists:
+        hist = engine.read(spark, path)
+        parts.append(hist.select(*keys, F.greatest("_cdc_seq", "_cdc_end_seq").alias("_stored_seq")))
+        values = [
+            (F.col(f"`{c}`") if c in hist.columns else F.lit(None).cast(layout.types[i])).alias(f"c{i}")
+            for i, c in enumerate(layout.columns)
+        ]
+        open_rows = hist.where(F.col("_cdc_end_seq").isNull()).select(
+            *keys, *values, "_cdc_seq", "_cdc_op", "_cdc_op_ts",
+            F.col("_cdc_start_seq").alias("_t_start_seq"), F.col(START_AT).alias("_t_start_at"),
+        )
+    if not need:
+        return None, open_rows
+    if engine.exists(stones):
+        t = engine.read(spark, stones).where(F.col("_cdc_kind") == "D")
+        if all(k in t.columns for k in layout.keys):
+            parts.append(t.select(*keys, F.col("_cdc_seq").alias("_stored_seq")))
+    if not parts:
+        return None, open_rows
+    stored = parts[0]
+    for p in parts[1:]:
+        stored = stored.unionByName(p)
+    return stored.groupBy(*layout.key_cols).agg(F.max("_stored_seq").alias("_stored_seq")), open_rows
+
+
+def _truncates(mine: DataFrame, prof: dict, watermark: str | None) -> tuple[list[Truncate], int]:
+    """The batch's truncates newer than ``watermark`` (:data:`Truncate`), one per seq (the first
+    to arrive: one of equal seq arriving later is its copy), in the order (seq, arrival); and how
+    many were older than the watermark (late)."""
+    if prof.get("max_truncate") is None:
+        return [], 0
+    rows = mine.where(F.col("op") == "T").select("seq", F.unix_micros("op_ts").alias("us"), *ARRIVAL).collect()
+    first: dict[str, Truncate] = {}
+    for r in rows:
+        if watermark is not None and r["seq"] <= watermark:
+            continue
+        t = (r["seq"], int(r["us"]), tuple(r[c] for c in ARRIVAL))
+        if r["seq"] not in first or [*map(arrival_key, t[2])] < [*map(arrival_key, first[r["seq"]][2])]:
+            first[r["seq"]] = t
+    live = [first[s] for s in sorted(first)]
+    return live, sum(1 for r in rows if watermark is not None and r["seq"] < watermark)
+
+
+def prepare_history(
+    spark: SparkSession, engine: DeltaRsEngine, settings: ApplySettings, target: str, table: str,
+    prof: dict, shape: TableShape, inferred: dict[str, T.DataType], events: DataFrame,
+) -> tuple[HistoryPrepared, DataFrame | None]:
+    """Fold one history table's events into versions (collected as Arrow) and count what was left
+    out; also returns the records that did not fit (for the quarantine), or None."""
+    path = table_path(target, table)
+    mine = events.where((F.col("table") == table) & F.col("_error").isNull() & F.col("op").isNotNull())
+    layout, new_fields = layout_of(shape, inferred)
+    tracked = tracked_columns(settings, table, layout)
+    watermark = truncate_watermark(engine, target, table)
+    truncates, late_truncates = _truncates(mine, prof, watermark)
+    stored, open_rows = _known(spark, engine, target, table, layout, exists=shape.exists, min_seq=prof["min_seq"])
+    marked = drop_stale(widen(mine, layout), layout, stored, watermark)
+    usable = marked.where(F.col("_op") != "T")
+    out = fold_history(usable, layout, open_rows=open_rows, truncates=truncates, tracked=tracked).toArrow()
+    counts = {name: int(pc.sum(out.column(name)).as_py() or 0) for name in COUNT_COLUMNS}
+    counts["_stale"] += late_truncates
+    _, late = late_by_file(out)
+    out = out.drop_columns(["_by_file"])
+    if pc.any(out.column("_pku")).as_py():
+        # keys touched by a primary-key update depend on each other: replay them in order
+        ok = key_move_events(mine, layout, stored, watermark)
+        if settings.pk_update_for(table) == "abend":
+            raise_abend(table, ok, layout)
+        touched = pk_touched(ok, layout)
+        moved = ok.join(touched, layout.key_cols, "left_semi")
+        replayed = replay_pk_keys(moved, layout, touched, open_rows=open_rows, stored=stored, truncates=truncates,
+                                  tracked=tracked, table=table).toArrow()
+        # the other keys' versions do not depend on the moved ones: keep the first fold's
+        key_cols = layout.key_cols
+        moved_keys = replayed.group_by(key_cols).aggregate([])
+        kept = out.join(moved_keys, keys=key_cols, join_type="left anti").select(out.column_names)
+        nullable = pa.schema([f.with_nullable(True) for f in out.schema])
+        out = pa.concat_tables([kept.cast(nullable), replayed.select(out.column_names).cast(nullable)])
+    bad = None
+    if counts["_errors"]:
+        bad = marked.where(F.col("_error").isNotNull()).select("_file", "_block", "_row", F.lit(table).alias("table"), "_error")
+    counts["events"] = prof["events"]
+    versions = out.filter(pc.is_valid(out.column("_kind")))
+    ends = out.filter(pc.is_valid(out.column("_tomb_seq")))
+    deletes = ends.select([f"k{j}" for j in range(len(layout.keys))] + ["_tomb_seq"]).rename_columns(
+        [f"k{j}" for j in range(len(layout.keys))] + ["_cdc_seq"])
+    epoch = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+    prep = HistoryPrepared(
+        table=table, path=path, layout=layout, new_fields=new_fields, exists=shape.exists, versions=versions,
+        deletes=deletes, truncates=tuple((s, epoch + dt.timedelta(microseconds=us)) for s, us, _ in truncates),
+        counts=counts, seen_columns=bool(prof["columns"]), late_by_file=late,
+    )
+    return prep, bad
