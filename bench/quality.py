@@ -8,10 +8,10 @@ Issue 7's benchmark: run the suites lakecdc generates from a data contract on th
 
 The workload is bench.run's (same cache under ``--workdir``). A lakecdc target preloaded with
 its keys is built once (untimed) as ``<workdir>/targets/<workload>/quality-template``. Each run
-copies it, applies ``events.json`` (timed: the merge), then runs :func:`lakecdc.quality.check_tables` on
+copies it, applies ``events.json`` (timed: the merge), then runs :func:`lakecdc.check.quality.check_tables` on
 the result with the table's contract, twice (each timed): with the GX Data Docs (the default;
 ``lakecdc check`` and jobs do this) and validating in memory (``data_docs=False``). The contract
-is :func:`lakecdc.contracts.infer_contract`'s draft of the merged table plus the accepted values
+is :func:`lakecdc.check.contracts.infer_contract`'s draft of the merged table plus the accepted values
 and ranges a reviewer would add (:data:`RULES`), so the suite holds: every column exists (12),
 key not null, key unique, the rules (2 ranges, 1 strictly positive, 1 pattern, 2 value sets, row
 count) and, outside GX, the schema check and the row-count reconciliation with the merge's run.
@@ -80,7 +80,7 @@ class Outcome:
 
 def contract_yaml(path: Path, spark: SparkSession) -> str:
     """The merged table's inferred ODCS contract with :data:`RULES` added."""
-    from lakecdc.contracts import infer_contract
+    from lakecdc.check.contracts import infer_contract
     from lakecdc.merge.delta_rs import DeltaRsEngine
 
     contract = infer_contract(TABLE, DeltaRsEngine().schema(str(path)), (KEY,))
@@ -101,8 +101,8 @@ def measure(spark: SparkSession, workload: Workload, scratch: Path, warmup: int,
             say: Any = print) -> Outcome:
     """Preload the template once, then ``warmup + repeat`` runs of merge, checks with Data Docs,
     checks in memory; only the last ``repeat`` count."""
-    from lakecdc.contracts import load_contracts
-    from lakecdc.quality import check_tables
+    from lakecdc.check.contracts import load_contracts
+    from lakecdc.check.quality import check_tables
 
     template, target, contracts_dir = scratch / "quality-template", scratch / "quality-run", scratch / "contracts"
     if not (template / ".preloaded").exists():

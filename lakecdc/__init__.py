@@ -1,11 +1,12 @@
 """lakecdc: change streams from GoldenGate, Debezium, DTS and Qlik, merged exactly once into Delta.
 
-The data's path, module by module: :mod:`lakecdc.decoders` (vendor formats to canonical events),
-:mod:`lakecdc.changes.events` (the canonical event, ops- and rows-style), :mod:`lakecdc.consolidate.fold`
-(one net action per key), :mod:`lakecdc.merge` (one MERGE plan, two Delta engines), and
-:mod:`lakecdc.apply` which runs them exactly once per input (:mod:`lakecdc.streaming`: the same as
-a Structured Streaming query over a landing directory); then :mod:`lakecdc.maintain` keeps the
-tables fast (compaction, Z-order, vacuum, checkpoints).
+The data's path, package by package: :mod:`lakecdc.decoders` (vendor formats to canonical
+events), :mod:`lakecdc.changes` (the canonical event, ops- and rows-style), :mod:`lakecdc.consolidate`
+(one net action per key, or SCD type 2 versions), :mod:`lakecdc.merge` (each table prepared and
+MERGEd exactly once, two Delta engines), :mod:`lakecdc.maintenance` (compaction, Z-order, vacuum,
+checkpoints) and :mod:`lakecdc.check` (data contracts, Great Expectations); :mod:`lakecdc.run` runs
+them exactly once per input (:func:`apply`; :mod:`lakecdc.streaming`: the same as a Structured
+Streaming query over a landing directory).
 
 Example (a notebook with a ``spark`` session)::
 
@@ -19,9 +20,7 @@ Example (a notebook with a ``spark`` session)::
 from lakecdc.spark.versions import PYSPARK as _PYSPARK  # noqa: F401
 
 # isort: split
-from lakecdc.apply import apply, read_changes, read_table
 from lakecdc.changes.events import to_ops, to_rows
-from lakecdc.doctor import TargetDamaged
 from lakecdc.errors import (
     CommitConflict,
     ConfigError,
@@ -32,11 +31,13 @@ from lakecdc.errors import (
     PrimaryKeyUpdateError,
     UnknownFormatError,
 )
-from lakecdc.lease import TargetBusy
-from lakecdc.maintain import MaintenanceReport, maintain
+from lakecdc.maintenance.doctor import TargetDamaged
+from lakecdc.maintenance.maintain import MaintenanceReport, maintain
+from lakecdc.run.apply import apply, read_changes, read_table
+from lakecdc.run.lease import TargetBusy
+from lakecdc.run.summary import RunSummary, TableSummary
 from lakecdc.spark.session import get_spark
 from lakecdc.streaming import BatchFailed, ChangeStream, StreamBatch, stream
-from lakecdc.summary import RunSummary, TableSummary
 
 __version__ = "0.1.0"
 

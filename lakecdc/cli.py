@@ -10,21 +10,22 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from lakecdc.apply import apply, read_changes
+from lakecdc.check.contracts import check_contract, infer_contract, load_contracts
+from lakecdc.check.quality import check_changes, check_tables, data_docs_index, results_json, unblock
 from lakecdc.config.durations import parse_duration, parse_size
-from lakecdc.contracts import check_contract, infer_contract, infer_contracts_from_changes, load_contracts
 from lakecdc.decoders import DECODERS
-from lakecdc.doctor import diagnose, render, repair, to_json
 from lakecdc.errors import ConfigError, LakecdcError
 from lakecdc.ggprops import read_gg_properties
 from lakecdc.jobs import Job, JobResult, load_job, run_job, stream_job, watch
-from lakecdc.lease import current_holder, hold
-from lakecdc.maintain import maintain
+from lakecdc.maintenance.doctor import diagnose, render, repair, to_json
+from lakecdc.maintenance.maintain import maintain
 from lakecdc.merge.delta_rs import DeltaRsEngine
-from lakecdc.quality import check_changes, check_tables, data_docs_index, results_json, unblock
-from lakecdc.runs import render_status, status
+from lakecdc.run.apply import apply, read_changes
+from lakecdc.run.infer import infer_contracts_from_changes
+from lakecdc.run.lease import current_holder, hold
+from lakecdc.run.runs import render_status, status
+from lakecdc.run.state import known_tables, table_dir, table_path
 from lakecdc.spark.session import get_spark
-from lakecdc.state import known_tables, table_dir, table_path
 from lakecdc.streaming import BatchFailed, StreamBatch, stream
 
 _EPILOG_APPLY = """\
@@ -695,7 +696,7 @@ def _contract(args: argparse.Namespace) -> int:
 
 
 def _write_contracts(drafts: dict[str, dict], out: str | None) -> None:
-    """Each draft as ``<out>/<table dir>.yaml`` (:func:`lakecdc.state.table_dir`: one file per
+    """Each draft as ``<out>/<table dir>.yaml`` (:func:`lakecdc.run.state.table_dir`: one file per
     table, whatever its name holds), or printed."""
     import yaml
 

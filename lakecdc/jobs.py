@@ -68,19 +68,19 @@ from typing import Any
 
 import yaml
 
-from lakecdc.apply import apply
 from lakecdc.changes.sequence import parse_sequence_by
+from lakecdc.check.contracts import load_contracts
+from lakecdc.check.quality import check_tables
 from lakecdc.config.durations import parse_duration, parse_size, parse_trigger
 from lakecdc.config.where import Where
-from lakecdc.contracts import load_contracts
 from lakecdc.decoders import DECODERS
 from lakecdc.errors import ConfigError
 from lakecdc.ggprops import read_gg_properties
-from lakecdc.maintain import maintain
+from lakecdc.maintenance.maintain import maintain
 from lakecdc.merge.delta_rs import DeltaRsEngine
-from lakecdc.quality import check_tables
+from lakecdc.run.apply import apply
+from lakecdc.run.state import known_tables, table_path
 from lakecdc.spark.session import get_spark
-from lakecdc.state import known_tables, table_path
 from lakecdc.streaming import ChangeStream, StreamBatch, stream
 
 _TOP = {"name", "target", "sources", "tables", "pk_update", "tombstone_retention", "apply_as_truncates",
@@ -155,7 +155,7 @@ class Job:
     table_paths: dict[str, str] = field(default_factory=dict)
     pk_update_by_table: dict[str, str] = field(default_factory=dict)
     retention_by_table: dict[str, dt.timedelta] = field(default_factory=dict)
-    #: run the contracts' data-quality checks on the tables a run changed (lakecdc.quality)
+    #: run the contracts' data-quality checks on the tables a run changed (lakecdc.check.quality)
     checks: bool = False
     #: fields ordering the changes (lakecdc.changes.sequence): every table's, and per table over it
     sequence_by: tuple[str, ...] = ()
@@ -367,7 +367,7 @@ def run_job(job: Job, *, spark: Any = None, progress: Callable[[str], None] | No
 
 def _check_if_asked(job: Job, summaries: list[Any], *, spark: Any, progress: Callable[[str], None] | None) -> list[Any]:
     """The contracts' checks on the tables this run changed (a failed 'fail' check blocks the
-    table's next merge: see lakecdc.quality)."""
+    table's next merge: see lakecdc.check.quality)."""
     if not job.checks or job.contracts is None:
         return []
     contracts = load_contracts(job.contracts)

@@ -19,9 +19,9 @@ A batch in which a table failed (``summary.ok`` is False) stops the query with
 :class:`BatchFailed`; the batch is not committed to the checkpoint, so the next start runs it
 again, and ``apply`` resumes the unfinished run on its files (fix the cause first, e.g. a key).
 
-Each batch's ``apply`` holds the target's lease (:mod:`lakecdc.lease`) while it runs: between
+Each batch's ``apply`` holds the target's lease (:mod:`lakecdc.run.lease`) while it runs: between
 batches, a ``maintain``, ``check`` or ``apply`` of another process can take its turn, and a batch
-that meets one of them stops the query with :class:`~lakecdc.lease.TargetBusy` unless the stream
+that meets one of them stops the query with :class:`~lakecdc.run.lease.TargetBusy` unless the stream
 was given ``wait=`` seconds (``--wait``) to wait for it.
 
 On a Spark Connect session, Spark runs ``foreachBatch``'s function in a Python process of the
@@ -53,16 +53,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lakecdc.apply import apply, combine_summaries
 from lakecdc.changes.events import PK_UPDATE_MODES
+from lakecdc.check.contracts import load_contracts
 from lakecdc.config.durations import parse_trigger
-from lakecdc.contracts import load_contracts
 from lakecdc.decoders import get_decoder
 from lakecdc.errors import ConfigError, LakecdcError
-from lakecdc.ledger import Ledger, list_inputs
+from lakecdc.run.apply import apply, combine_summaries
+from lakecdc.run.ledger import Ledger, list_inputs
+from lakecdc.run.summary import RunSummary
 from lakecdc.spark.compat import is_spark_connect
 from lakecdc.spark.session import get_spark
-from lakecdc.summary import RunSummary
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -88,7 +88,7 @@ APPLY_SETTINGS: tuple[str, ...] = tuple(
 )
 
 # apply sets session settings for its duration (lakecdc.spark.conf.job_conf), and a target has one
-# writer at a time (lakecdc.lease): batches of all the streams of this process apply one at a time.
+# writer at a time (lakecdc.run.lease): batches of all the streams of this process apply one at a time.
 _APPLY_LOCK = threading.Lock()
 
 @dataclass(frozen=True)

@@ -135,7 +135,7 @@ runs.select("run_id", "source_table", "events", "inserted", "updated", "deleted"
             "seconds", "last_op_ts", "lag_seconds").orderBy("run_id", "source_table").show(truncate=False)'''),
     ("md", "## Status per table\nThe last run and how far behind the source each table is now (what `lakecdc status --target ...` prints)."),
     ("code", '''from lakecdc.merge.delta_rs import DeltaRsEngine
-from lakecdc.runs import render_status, status
+from lakecdc.run.runs import render_status, status
 
 print(render_status(status(DeltaRsEngine(), TARGET)))'''),
     ("md", "## Throughput and lag per run\nCharts from `_lakecdc_runs`: events per second of each run, and each table's lag behind its source."),
@@ -343,8 +343,8 @@ table `<target>/_lakecdc_checks`; a failed `fail` check blocks that table's next
     ("code", SETUP + '''
 CONTRACTS = next(str(p) for p in (Path("../data_contracts"), Path("data_contracts")) if p.exists())'''),
     ("md", "## Apply with the contracts, then check the tables"),
-    ("code", '''from lakecdc.contracts import load_contracts
-from lakecdc.quality import blocked_tables, check_changes, check_tables
+    ("code", '''from lakecdc.check.contracts import load_contracts
+from lakecdc.check.quality import blocked_tables, check_changes, check_tables
 
 contracts = load_contracts(CONTRACTS)
 summary = lakecdc.apply(LANDING, TARGET, format="ogg-json", contracts=CONTRACTS, spark=spark)

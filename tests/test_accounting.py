@@ -117,9 +117,8 @@ def _by_name(summary) -> dict[str, dict[str, int]]:
 
 def _spy_fast_path(monkeypatch) -> list:
     """The fast path's results, one per run (None: the run took the ordinary path)."""
-    import importlib
+    from lakecdc.run import apply as api
 
-    api = importlib.import_module("lakecdc.apply")  # (the package's ``apply`` is the function)
     taken: list = []
     real = api.fast_path
 
@@ -264,8 +263,8 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from lakecdc.decoders import DECODERS  # noqa: E402
-from lakecdc.profile import NO_ROW_CHANGE, profile_events  # noqa: E402
-from lakecdc.summary import FILE_ACCOUNTS  # noqa: E402
+from lakecdc.run.profile import NO_ROW_CHANGE, profile_events  # noqa: E402
+from lakecdc.run.summary import FILE_ACCOUNTS  # noqa: E402
 
 try:
     from tests.test_property import API_EXAMPLES, SLOW_SETTINGS

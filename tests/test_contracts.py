@@ -10,8 +10,8 @@ from deltalake import DeltaTable
 from pyspark.sql import types as T
 
 import lakecdc
+from lakecdc.check.contracts import load_contract, load_contracts, spark_type
 from lakecdc.cli import main
-from lakecdc.contracts import load_contract, load_contracts, spark_type
 from lakecdc.errors import ConfigError
 from tests.helpers import ogg, write_jsonl
 

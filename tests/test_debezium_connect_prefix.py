@@ -121,12 +121,11 @@ def test_apply_caches_the_events_only_when_python_decoded_them_or_the_run_is_sma
     Spark decodes are not (parsing again is cheaper), unless the run is small (its input at most
     ``SMALL_RUN_BYTES``: then every format is cached, Spark's per-query work being most of the
     time); the cache is gone after the run."""
-    import importlib
-
     import lakecdc
+    from lakecdc.run import apply as run_apply
 
-    if not small:  # (lakecdc.apply is the function; the module is imported by name)
-        monkeypatch.setattr(importlib.import_module("lakecdc.apply"), "SMALL_RUN_BYTES", 0)
+    if not small:
+        monkeypatch.setattr(run_apply, "SMALL_RUN_BYTES", 0)
 
     landing = tmp_path / "in"
     landing.mkdir()

@@ -21,7 +21,7 @@ from lakecdc.decoders import DECODERS, get_decoder
 from lakecdc.decoders._records import locate
 from lakecdc.decoders.ogg_xml import escape_record, split_operations, unescape_record
 from lakecdc.errors import ConfigError
-from lakecdc.state import table_path
+from lakecdc.run.state import table_path
 
 try:
     from tests.helpers import rows

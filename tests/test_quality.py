@@ -14,12 +14,12 @@ from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import types as T
 
 import lakecdc
-from lakecdc import _gx
 from lakecdc.changes.events import EVENT_SCHEMA
+from lakecdc.check import gx
+from lakecdc.check.contracts import load_contract, load_contracts
+from lakecdc.check.quality import blocked_tables, check_changes, check_tables, data_docs_index
 from lakecdc.cli import main
-from lakecdc.contracts import load_contract, load_contracts
 from lakecdc.errors import ConfigError
-from lakecdc.quality import blocked_tables, check_changes, check_tables, data_docs_index
 from tests.helpers import ogg, write_jsonl
 
 pytestmark = pytest.mark.spark
@@ -41,7 +41,7 @@ def by_check(results):
 
 
 def test_contract_checks_quiet_on_a_good_table_and_firing_on_a_bad_one(spark, tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(_gx, "DOCS_KEEP", 2)
+    monkeypatch.setattr(gx, "DOCS_KEEP", 2)
     contract_dir = tmp_path / "contracts"
     contract_dir.mkdir()
     (contract_dir / "t.yaml").write_text(CONTRACT)
@@ -354,7 +354,7 @@ def test_great_expectations_that_cannot_import_is_an_import_error_not_an_exit(mo
     import importlib.abc
     import sys
 
-    from lakecdc import _gx
+    from lakecdc.check import gx
 
     class Exits(importlib.abc.MetaPathFinder):
         def find_spec(self, name, path=None, target=None):  # noqa: ANN001
@@ -366,5 +366,5 @@ def test_great_expectations_that_cannot_import_is_an_import_error_not_an_exit(mo
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setattr(sys, "meta_path", [Exits(), *sys.meta_path])
     with pytest.raises(ImportError, match=r"lakecdc\[quality\]"):
-        _gx.load()
+        gx.load()
     assert "great_expectations" not in sys.modules

@@ -17,7 +17,7 @@ from pyspark.sql import types as T
 
 import lakecdc
 from lakecdc.changes.events import EVENT_SCHEMA
-from lakecdc.quality import check_changes
+from lakecdc.check.quality import check_changes
 
 try:
     from tests.qlik_render import json_envelope

@@ -77,8 +77,8 @@ def main() -> None:
         query.await_termination()
     result["streamed"] = tables(Path("lake/streamed"))
     # the data contracts checked on the sample's tables (Great Expectations on Spark)
-    from lakecdc.contracts import load_contracts
-    from lakecdc.quality import check_tables
+    from lakecdc.check.contracts import load_contracts
+    from lakecdc.check.quality import check_tables
 
     checked = check_tables("lake", load_contracts("data_contracts"), spark=spark, record=False, data_docs=False)
     result["checks"] = sorted((c.source_table, c.check, c.success, c.unexpected) for c in checked)

@@ -57,7 +57,7 @@ from pyspark.sql import types as T
 
 from lakecdc.changes.events import sortable_micros, sortable_position, zero_pad
 from lakecdc.errors import ConfigError
-from lakecdc.state import stored_max_seq, table_path
+from lakecdc.run.state import stored_max_seq, table_path
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -106,7 +106,7 @@ def parse_sequence_by(value: str | Sequence[str], *, what: str = "sequence_by") 
 
 
 def per_table_sequence_by(value: Any) -> tuple[tuple[SeqField, ...], dict[str, tuple[SeqField, ...]]]:
-    """lakecdc.apply's ``sequence_by``: fields for every table, or ``{table: fields}`` with an
+    """lakecdc.run.apply's ``sequence_by``: fields for every table, or ``{table: fields}`` with an
     optional ``"*"`` entry for the others. Returns (default, by table); () is the format's order."""
     if value is None:
         return (), {}

@@ -18,7 +18,7 @@ from lakecdc.errors import ConfigError
 if TYPE_CHECKING:
     from lakecdc.changes.events import PkUpdate
     from lakecdc.changes.sequence import SeqField
-    from lakecdc.contracts import Contract
+    from lakecdc.check.contracts import Contract
 
 #: How long a deleted key blocks late events when the run does not say (its tombstone's life).
 DEFAULT_TOMBSTONE_RETENTION = dt.timedelta(days=7)
@@ -46,7 +46,7 @@ class ApplySettings:
     #: source-table name patterns (fnmatch) to apply / to leave out; the others' events are skipped
     include_tables: tuple[str, ...] = ()
     exclude_tables: tuple[str, ...] = ()
-    #: data contracts by source table: declared keys and column types (lakecdc.contracts)
+    #: data contracts by source table: declared keys and column types (lakecdc.check.contracts)
     contracts: Mapping[str, Contract] = field(default_factory=dict)
     #: per source table, a ``pk_update`` / tombstone retention other than the run's
     pk_update_by_table: Mapping[str, PkUpdate] = field(default_factory=dict)

@@ -73,7 +73,7 @@ class Decoder(ABC):
     TRANSACTION_MARKERS: ClassVar[bool] = False
 
     #: One message per line (``\n``): a file that grows after it was applied can be read on from
-    #: its new complete lines (see :meth:`lakecdc.ledger.Ledger.plan`).
+    #: its new complete lines (see :meth:`lakecdc.run.ledger.Ledger.plan`).
     LINES: ClassVar[bool] = False
 
     @property

@@ -63,7 +63,7 @@ shows null. ``changeMask`` only informs: LOB columns are outside it, so it never
 Decoded, they are ``source['present_columns']`` / ``source['changed_columns']`` (names,
 comma-separated, in ordinal order; absent when the mask is); ``source['version_mask']`` is the
 mask of every ordinal the message's table version has (``0FFF`` for 12 columns), so that
-:func:`lakecdc.quality.check_changes` can tell a mask that names a column the version does not have. Decisions: a mask shorter than the
+:func:`lakecdc.check.quality.check_changes` can tell a mask that names a column the version does not have. Decisions: a mask shorter than the
 column count is still a number (its missing high digits are 0: those columns are not present /
 not changed), and so is a mask of an odd number of digits (a leading 0 implied: ``B`` is ``0B``); a
 null or empty mask means every column is present; a mask with a bit above the last ordinal or

@@ -1,4 +1,4 @@
-"""Step 5 of a run (see :mod:`lakecdc.apply`): each prepared table merged exactly once.
+"""Step 5 of a run (see :mod:`lakecdc.run.apply`): each prepared table merged exactly once.
 
 :func:`merge_one` commits a table prepared by :mod:`lakecdc.merge.prepare`: :func:`commit_table`
 MERGEs a current-state table's net actions, :func:`commit_history` a history table's versions,
@@ -26,8 +26,8 @@ from lakecdc.merge.history_plan import HISTORY_COLUMNS, HistoryPlan
 from lakecdc.merge.plan import CDC_COLUMNS, MergePlan
 from lakecdc.merge.prepare import HistoryPrepared, Prepared
 from lakecdc.merge.source import BatchSource
-from lakecdc.state import expire_tombstones, tombstone_path, tombstone_rows, write_table_info
-from lakecdc.summary import TableSummary
+from lakecdc.run.state import expire_tombstones, tombstone_path, tombstone_rows, write_table_info
+from lakecdc.run.summary import TableSummary
 
 if TYPE_CHECKING:
     from lakecdc.config.settings import ApplySettings, Progress

@@ -1,4 +1,4 @@
-"""Step 4 of a run (see :mod:`lakecdc.apply`): each table prepared for its merge.
+"""Step 4 of a run (see :mod:`lakecdc.run.apply`): each table prepared for its merge.
 
 :func:`prepare_table` types a current-state table's events, drops those not newer than the table
 and folds them to one net action per key; :func:`prepare_history` folds a history table's events
@@ -40,8 +40,8 @@ from lakecdc.consolidate.keymoves import (
     raise_abend,
 )
 from lakecdc.merge.history_plan import START_AT, is_history
-from lakecdc.profile import TableShape, table_shape
-from lakecdc.state import (
+from lakecdc.run.profile import TableShape, table_shape
+from lakecdc.run.state import (
     known_tables,
     read_rows,
     read_stored,

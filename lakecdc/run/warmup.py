@@ -12,7 +12,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from lakecdc.apply import apply, read_table
+from lakecdc.run.apply import apply, read_table
 from lakecdc.spark.classarchive import recording_options
 from lakecdc.spark.session import get_spark
 

@@ -2,18 +2,18 @@
 
 The path of one run, top to bottom:
 
-1. **plan**: take the target's lease (one writer at a time, :mod:`lakecdc.lease`), list the
+1. **plan**: take the target's lease (one writer at a time, :mod:`lakecdc.run.lease`), list the
    inputs, leave out those an earlier run applied, check that the ledger and the tables agree
-   (:mod:`lakecdc.doctor`), write the run manifest (:mod:`lakecdc.ledger`);
+   (:mod:`lakecdc.maintenance.doctor`), write the run manifest (:mod:`lakecdc.run.ledger`);
 2. **decode** the files with the format's decoder into canonical events (cached once);
 3. **profile** the events per table in one aggregation: counts, seq range, truncates, the
-   columns seen and the keys the messages carry (:mod:`lakecdc.profile`);
-4. per table, **prepare** (:mod:`lakecdc.merge.prepare`, several tables at once): the table's columns and types (target schema, then inference for new
-   columns), typed wide events, records that do not fit go to the quarantine, events not newer
+   columns seen and the keys the messages carry (:mod:`lakecdc.run.profile`);
+4. per table, **prepare** (:mod:`lakecdc.merge.prepare`, several tables at once): the table's
+   columns and types (target schema, then inference for new columns), typed wide events, records that do not fit go to the quarantine, events not newer
    than the table (rule 6) are dropped and counted; an ``abend`` primary-key update stops the run
    here, before anything was committed;
 5. per table, **consolidate** to one net action per key and **merge** with the run's transaction
-   version, then record tombstones (:mod:`lakecdc.merge.prepare`);
+   version, then record tombstones (:mod:`lakecdc.merge.commit`);
 6. write the quarantine, mark the manifest committed, return the summary.
 
 The settings of a run are :class:`lakecdc.config.settings.ApplySettings`.
@@ -52,6 +52,8 @@ from lakecdc.changes.transactions import (
     split_open_transactions,
     write_held,
 )
+from lakecdc.check.contracts import Contract, load_contracts
+from lakecdc.check.quality import blocked_tables
 from lakecdc.config.settings import (
     DEFAULT_TOMBSTONE_RETENTION,
     ApplySettings,
@@ -60,17 +62,17 @@ from lakecdc.config.settings import (
     normalise_keys,
     per_table,
 )
-from lakecdc.contracts import Contract, load_contracts
 from lakecdc.decoders import get_decoder
 from lakecdc.decoders._records import EXACT_STRINGS
-from lakecdc.doctor import verify
 from lakecdc.errors import ConfigError, LakecdcError, MissingKeyError, PrimaryKeyUpdateError, explain
-from lakecdc.lease import hold
-from lakecdc.ledger import Ledger, Manifest, list_inputs
+from lakecdc.maintenance.doctor import verify
 from lakecdc.merge.commit import merge_one
+from lakecdc.merge.delta_rs import DeltaRsEngine
 from lakecdc.merge.pick import make_engine
 from lakecdc.merge.prepare import HistoryPrepared, Prepared, fast_path, prepare_history, prepare_table
-from lakecdc.profile import (
+from lakecdc.run.lease import hold
+from lakecdc.run.ledger import Ledger, Manifest, list_inputs
+from lakecdc.run.profile import (
     Accounts,
     TableShape,
     declared_columns,
@@ -82,17 +84,17 @@ from lakecdc.profile import (
     table_shape,
     with_declared,
 )
-from lakecdc.runs import record_run
+from lakecdc.run.runs import record_run
+from lakecdc.run.state import catalog_routes, check_table_owner, record_table_paths, table_path
+from lakecdc.run.summary import RunSummary, TableSummary, add_kinds, unreadable, unreadable_message
+from lakecdc.spark.compat import delta_spark_available
 from lakecdc.spark.conf import job_conf, run_conf
 from lakecdc.spark.session import active_spark, get_spark
-from lakecdc.state import catalog_routes, check_table_owner, record_table_paths, table_path
-from lakecdc.summary import RunSummary, TableSummary, add_kinds, unreadable, unreadable_message
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
     from lakecdc.decoders.base import Decoder
-    from lakecdc.merge.delta_rs import DeltaRsEngine
 
 
 def apply(
@@ -194,9 +196,9 @@ def apply(
             :data:`DEFAULT_PARALLEL_TABLES`, at most the number of tables); 1 merges one at a time.
         progress: called with a short message at each step (the CLI shows them).
         wait: seconds to wait for another writer of ``target`` to finish (default: none). One
-            writer per target at a time (see :mod:`lakecdc.lease`): while another run, ``stream``
+            writer per target at a time (see :mod:`lakecdc.run.lease`): while another run, ``stream``
             batch, ``maintain`` or ``check`` holds the target, this run raises
-            :class:`~lakecdc.lease.TargetBusy` (who holds it, since when) once ``wait`` has passed.
+            :class:`~lakecdc.run.lease.TargetBusy` (who holds it, since when) once ``wait`` has passed.
         reapply: files applied before to read again in this run, by path or pattern (``fnmatch``,
             on the whole path or on the file name: ``"landing/2024-06-*.json"``, ``"*.avro"``):
             for files an earlier run read with the wrong ``format`` and quarantined (the summary's
@@ -206,7 +208,7 @@ def apply(
             as duplicate or late (nothing is applied twice).
 
     Returns:
-        A :class:`~lakecdc.summary.RunSummary`; ``summary.ok`` is False when a table failed
+        A :class:`~lakecdc.run.summary.RunSummary`; ``summary.ok`` is False when a table failed
         (its error is in the summary; the other tables were applied).
 
     Raises:
@@ -447,7 +449,7 @@ def _as_skipped(events: DataFrame, where: Column, kind: str) -> DataFrame:
 def _file_accounts(
     accounts: Accounts | None, quarantined: list[Quarantined], failed: Collection[str] = (),
 ) -> dict[str, dict[str, int]]:
-    """Per file, what became of its records (:data:`~lakecdc.summary.FILE_ACCOUNTS`): the
+    """Per file, what became of its records (:data:`~lakecdc.run.summary.FILE_ACCOUNTS`): the
     profile's accounts, with the row changes a later step quarantined (a value that does not fit
     its column, ...) moved to ``quarantined``, those of ``failed`` tables to ``failed`` (the next
     run applies them), and the others split into ``applied`` and ``duplicate_or_late`` as the
@@ -483,8 +485,6 @@ def _run_tables(
 ) -> tuple[dict[str, TableSummary], list[Quarantined], dict[str | None, int], Accounts | None]:
     """``cached``: the decoded events ``events`` is made from are in Spark's cache already (a small
     run): then ``events`` (maybe a filter of them) is not cached a second time."""
-    from lakecdc.quality import blocked_tables
-
     blocked = blocked_tables(target)  # a 'fail' data-quality check stops these tables' merges
     fast = None if blocked else fast_path(spark, engine, settings, target, events, run_id=run_id, say=say)
     if fast is not None:
@@ -648,9 +648,6 @@ def read_table(
         >>> s = lakecdc.apply("landing/", "lake/")                                      # doctest: +SKIP
         >>> lakecdc.read_table(s.table("QASOURCE.TCUSTORD").target, version=1).show()   # doctest: +SKIP
     """
-    from lakecdc.merge.delta_rs import DeltaRsEngine
-    from lakecdc.spark.compat import delta_spark_available
-
     spark = spark or get_spark()
     if delta_spark_available(spark):
         reader = spark.read.format("delta")

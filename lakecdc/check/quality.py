@@ -22,7 +22,7 @@ schema matches the contract               warn      retyped or undeclared column
 row count reconciles with the last run    fail      rows before + inserted - deleted != rows after
 ========================================  ========  ==================================================
 
-(:mod:`lakecdc.contracts` describes the ODCS fields.) :func:`check_changes` validates an
+(:mod:`lakecdc.check.contracts` describes the ODCS fields.) :func:`check_changes` validates an
 incoming change stream (``lakecdc.read_changes``):
 
 ========================================  ========  ==================================================
@@ -77,14 +77,15 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from lakecdc import _gx
-from lakecdc._gx import DOCS_DIR, Suite, Validator
-from lakecdc.contracts import Contract, check_contract
+from lakecdc.check import gx
+from lakecdc.check.contracts import Contract, check_contract
+from lakecdc.check.gx import DOCS_DIR, Suite, Validator
+from lakecdc.merge.delta_rs import DeltaRsEngine
+from lakecdc.run.runs import runs_path
+from lakecdc.run.state import known_tables, table_dir_in, table_path
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
-
-    from lakecdc.merge.delta_rs import DeltaRsEngine
 
 CHECKS_APP_ID = "lakecdc-checks"
 CHANGES = "changes"
@@ -110,7 +111,7 @@ class CheckResult:
 
 def table_suite(name: str, contract: Contract) -> Suite:
     """The GX suite for a merged table (see the module docstring)."""
-    _gx.load()
+    gx.load()
     import great_expectations.expectations as gxe
 
     suite = Suite(name)
@@ -138,8 +139,6 @@ def _validate(validator: Validator, df: DataFrame, suite: Suite, table: str) -> 
 
 def _reconcile(engine: DeltaRsEngine, target: str, table: str, path: str) -> CheckResult | None:
     """Rows before the table's last merge + inserted - deleted == rows after it."""
-    from lakecdc.runs import runs_path
-
     if not engine.exists(runs_path(target)):
         return None
     runs = engine.read_arrow(runs_path(target)).to_pylist()
@@ -176,9 +175,6 @@ def check_tables(
     checked table is blocked or unblocked (:func:`blocked_tables`) and, with ``data_docs``, the
     Data Docs under ``<target>/_lakecdc/data_docs/`` are updated. ``record=False`` writes nothing.
     """
-    from lakecdc.merge.delta_rs import DeltaRsEngine
-    from lakecdc.state import known_tables, table_path
-
     engine = DeltaRsEngine()
     known = known_tables(target)
     validator = Validator(_root(target) if record and data_docs else None)
@@ -260,7 +256,7 @@ def _mask_within(mask: Column, version: Column) -> Column:
 
 def changes_suite(now: dt.datetime, *, ordered: bool, masks: bool) -> Suite:
     """The GX suite for a change stream prepared by :func:`_stream_columns`."""
-    _gx.load()
+    gx.load()
     import great_expectations.expectations as gxe
 
     suite = Suite(CHANGES)
@@ -287,7 +283,7 @@ def changes_suite(now: dt.datetime, *, ordered: bool, masks: bool) -> Suite:
 
 
 def _not_truncate() -> object:
-    _gx.load()
+    gx.load()
     from great_expectations.expectations.row_conditions import Column as GxColumn
 
     return GxColumn("op") != "T"
@@ -319,8 +315,6 @@ def check_changes(
             out[i] = CheckResult(r.source_table, r.check, r.severity, False, r.unexpected,
                                  "keys must come from --key or a contract")
     if target and record:
-        from lakecdc.merge.delta_rs import DeltaRsEngine
-
         _record(DeltaRsEngine(), target, out)
         validator.build_docs()
     return out
@@ -334,8 +328,6 @@ def _root(target: str) -> Path:
 
 
 def _blocked_file(target: str, table: str) -> Path:
-    from lakecdc.state import table_dir_in
-
     return _root(target) / "blocked" / f"{table_dir_in(target, table)}.json"
 
 
@@ -375,8 +367,6 @@ def blocked_tables(target: str) -> dict[str, str]:
 def unblock(target: str, table: str) -> bool:
     """Accept ``table`` as it is: its next merge runs. False when it was not blocked. Recorded in
     ``_lakecdc_checks`` as the check ``unblocked by hand``."""
-    from lakecdc.merge.delta_rs import DeltaRsEngine
-
     reason = blocked_tables(target).get(table)
     if reason is None:
         return False

@@ -35,7 +35,7 @@ integer: bigint, number: decimal(38,9), boolean, date, timestamp; object and arr
 A declared type wins over inference for every decoder, so a delimited file's text or a Canal
 string is typed as the contract says (a value that does not fit is quarantined, never rounded).
 
-**Accepted values and ranges** (checked by ``lakecdc check``, :mod:`lakecdc.quality`), per property:
+**Accepted values and ranges** (checked by ``lakecdc check``, :mod:`lakecdc.check.quality`), per property:
 
 * ``logicalTypeOptions``: ``minimum`` / ``maximum`` (numbers; ISO dates or timestamps for date and
   timestamp columns), ``exclusiveMinimum`` / ``exclusiveMaximum`` (a bound, as in ODCS v3.1, or
@@ -67,23 +67,19 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 from pyspark.sql import types as T
 
-from lakecdc._rules import Rule, distinct_checks, property_rules, table_rules
 from lakecdc.changes.events import PK_UPDATE_MODES
 from lakecdc.changes.sequence import SeqField, parse_sequence_by
+from lakecdc.check.rules import Rule, distinct_checks, property_rules, table_rules
 from lakecdc.config.durations import parse_duration
 from lakecdc.config.where import Where
 from lakecdc.errors import ConfigError
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
 
 _DECIMAL = re.compile(r"(?:decimal|numeric|number|dec)\s*\(\s*(\d+)\s*(?:,\s*(-?\d+)\s*)?\)", re.I)
 _SIMPLE: dict[str, T.DataType] = {
@@ -293,41 +289,6 @@ def infer_contract(source_table: str, schema: T.StructType, keys: tuple[str, ...
         "schema": [{"name": short, "physicalName": source_table, "physicalType": "table", "logicalType": "object",
                     "properties": props}],
     }
-
-
-def infer_contracts_from_changes(
-    inputs: str | Sequence[str], *, format: str, options: Mapping[str, str] | None = None,
-    keys: Mapping[str, Sequence[str]] | None = None, tables: Sequence[str] | None = None,
-    spark: SparkSession | None = None,
-) -> dict[str, dict[str, Any]]:
-    """Draft contracts from a sample of change messages: the tables ``lakecdc.apply`` would build
-    from them (the format's declared types, else types inferred from the values; keys from the
-    messages, else ``keys``), built in a scratch directory that is removed afterwards.
-
-    Example:
-        >>> drafts = infer_contracts_from_changes("landing/", format="debezium-json")   # doctest: +SKIP
-        >>> sorted(drafts)                                                               # doctest: +SKIP
-        ['inventory.customers', 'inventory.orders']
-    """
-    import shutil
-    import tempfile
-
-    from lakecdc.apply import apply
-    from lakecdc.merge.delta_rs import DeltaRsEngine
-    from lakecdc.state import known_tables, table_path
-
-    scratch = tempfile.mkdtemp(prefix="lakecdc-contract-")
-    try:
-        apply(inputs, scratch, format=format, options=dict(options or {}), keys=keys, spark=spark, progress=None)
-        known, engine = known_tables(scratch), DeltaRsEngine()
-        wanted = list(tables) if tables else sorted(known)
-        missing = [t for t in wanted if t not in known]
-        if missing:
-            raise ConfigError(f"the change files hold no rows of table {missing[0]!r}; they hold {sorted(known) or 'none'}")
-        return {t: infer_contract(t, engine.schema(table_path(scratch, t)), known[t]) for t in wanted
-                if engine.exists(table_path(scratch, t))}
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _bookkeeping(column: str) -> bool:

@@ -25,9 +25,9 @@ import pyarrow.compute as pc
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from lakecdc.ledger import InputFile
     from lakecdc.merge.delta_rs import DeltaRsEngine
-    from lakecdc.summary import RunSummary
+    from lakecdc.run.ledger import InputFile
+    from lakecdc.run.summary import RunSummary
 
 RUNS_APP_ID = "lakecdc-runs"
 

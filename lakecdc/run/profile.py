@@ -1,4 +1,4 @@
-"""Step 3 of a run (see :mod:`lakecdc.apply`): the events profiled per table, each table's shape.
+"""Step 3 of a run (see :mod:`lakecdc.run.apply`): the events profiled per table, each table's shape.
 
 One aggregation over the decoded events gives, per table, counts, the seq range, truncates, the
 columns seen and the keys the messages carry; with the target's schema that gives the table's
@@ -21,10 +21,7 @@ from lakecdc.changes.transactions import HELD
 from lakecdc.decoders._records import source_of
 from lakecdc.errors import ConfigError, LakecdcError, MissingKeyError
 from lakecdc.merge.history_plan import HISTORY_COLUMNS, is_history
-from lakecdc.state import (
-    known_tables,
-    table_path,
-)
+from lakecdc.run.state import known_tables, table_path
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -5,7 +5,7 @@ Under a target root::
     <target>/<table dir>/                one Delta table per source table (visible rows only;
                                          :func:`table_dir` names the directory)
     <target>/_lakecdc/tombstones/<t>/    Delta table: deleted keys (+ seq) and truncate marks
-    <target>/_lakecdc/runs/              run manifests (see lakecdc.ledger)
+    <target>/_lakecdc/runs/              run manifests (see lakecdc.run.ledger)
     <target>/_lakecdc/tables/<t>.json    what a later run needs to know of a table before reading
                                          its batch: its source name and key columns
     <target>/_lakecdc/routes.json        source tables whose Delta table lives elsewhere
@@ -33,9 +33,9 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakecdc.errors import ConfigError, LakecdcError
-from lakecdc.ledger import Ledger
 from lakecdc.merge.arrow_types import to_arrow_type
 from lakecdc.merge.engine import CATALOG, catalog_ref, catalog_table_for
+from lakecdc.run.ledger import Ledger
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -1,4 +1,4 @@
-"""Great Expectations plumbing for :mod:`lakecdc.quality`: suites, contexts, runs and Data Docs.
+"""Great Expectations plumbing for :mod:`lakecdc.check.quality`: suites, contexts, runs and Data Docs.
 
 A :class:`Suite` is a GX expectation suite plus, per expectation (by its description, the check's
 name), lakecdc's severity and the ODCS limits its metric is judged by. :class:`Validator` runs
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from lakecdc._rules import Rule, Severity, meets
+from lakecdc.check.rules import Rule, Severity, meets
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

@@ -1,6 +1,6 @@
 """A data contract's accepted values, ranges and quality rules (ODCS v3), as :class:`Rule` objects.
 
-What each ODCS field becomes is described in :mod:`lakecdc.contracts`; this module reads them
+What each ODCS field becomes is described in :mod:`lakecdc.check.contracts`; this module reads them
 from the parsed YAML and points every mistake at its line. It knows nothing of Great
 Expectations: a rule names its expectation by ``kind`` and carries the expectation's arguments.
 """
@@ -25,7 +25,7 @@ RuleKind = Literal["between", "pattern", "length", "in_set", "not_null", "unique
 
 @dataclass(frozen=True)
 class Rule:
-    """One accepted-values, range or quality rule of a contract, as :mod:`lakecdc.quality` checks it.
+    """One accepted-values, range or quality rule of a contract, as :mod:`lakecdc.check.quality` checks it.
 
     ``options`` are the Great Expectations expectation's own arguments (``min_value``,
     ``value_set``, ``regex``, ...); ``limits`` the ODCS operators the rule's metric (rows breaking
