@@ -15,6 +15,7 @@ import lakecdc
 from lakecdc.cli import main
 from lakecdc.config.durations import parse_size
 from lakecdc.errors import ConfigError
+from lakecdc.run.state import table_path
 from tests.helpers import ogg, write_jsonl
 
 pytestmark = [pytest.mark.spark, pytest.mark.engines]
@@ -52,7 +53,7 @@ def small_runs(spark, tmp_path: Path, runs: int = 5) -> tuple[Path, Path]:
 
 def test_compaction_keeps_every_row_and_the_exactly_once_marks(spark, tmp_path):
     landing, target = small_runs(spark, tmp_path)
-    path = Path(lakecdc.maintenance.maintain.__globals__["table_path"](str(target), T))
+    path = Path(table_path(str(target), T))
     before = snapshot(path)
     marks = DeltaTable(str(path)).transaction_version("lakecdc")
     (report,) = lakecdc.maintain(str(target), vacuum_retention=None)
@@ -71,7 +72,7 @@ def test_compaction_keeps_every_row_and_the_exactly_once_marks(spark, tmp_path):
 
 def test_zorder_by_keys_and_by_columns(spark, tmp_path):
     _, target = small_runs(spark, tmp_path, runs=3)
-    path = lakecdc.maintenance.maintain.__globals__["table_path"](str(target), T)
+    path = table_path(str(target), T)
     before = snapshot(path)
     (report,) = lakecdc.maintain(str(target), zorder="keys", vacuum_retention=None, checkpoint=False)
     assert report.zorder == ("ID",) and report.files_after == 1
@@ -86,7 +87,7 @@ def test_zorder_by_keys_and_by_columns(spark, tmp_path):
 
 def test_vacuum_keeps_readers_within_the_retention_and_refuses_less_without_force(spark, tmp_path):
     _, target = small_runs(spark, tmp_path, runs=3)
-    path = lakecdc.maintenance.maintain.__globals__["table_path"](str(target), T)
+    path = table_path(str(target), T)
     old_version = DeltaTable(path).version()
     old = snapshot(path, old_version)
     (report,) = lakecdc.maintain(str(target))  # compaction, then vacuum keeping 7 days
@@ -162,6 +163,6 @@ def test_maintenance_running_beside_merges_loses_nothing(spark, tmp_path):
         stop.set()
         worker.join()
     assert not errors and passes[0] >= 1
-    path = lakecdc.maintenance.maintain.__globals__["table_path"](str(target), T)
+    path = table_path(str(target), T)
     got = {r["ID"]: r["N"] for r in snapshot(path)}
     assert got == {0: 6, **{r: r for r in range(1, 7)}}

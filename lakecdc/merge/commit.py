@@ -64,9 +64,7 @@ def change_data_feed(engine: DeltaRsEngine, settings: ApplySettings, prep: Prepa
         return
     has_rows = bool(prep.net.num_rows) and bool(pc.any(pc.equal(prep.net.column("_action"), "upsert")).as_py())
     if has_rows or prep.seen_columns:  # the tables commit_table creates
-        layout = prep.layout
-        schema = table_schema(layout)
-        engine.create(prep.path, schema, name=prep.table, properties=CHANGE_DATA_FEED)
+        engine.create(prep.path, table_schema(prep.layout), name=prep.table, properties=CHANGE_DATA_FEED)
 
 
 T_ = TypeVar("T_")
@@ -97,6 +95,9 @@ def retry_conflicts(action: Callable[[], T_], *, what: str, say: Progress | None
 def commit_table(
     engine: DeltaRsEngine, settings: ApplySettings, target: str, prep: Prepared, *, run_id: int, now: dt.datetime,
 ) -> TableSummary:
+    """MERGE one current-state table's net actions exactly once (the run's app transaction),
+    creating the table or adding its new columns first, then record its tombstones and truncate
+    mark and expire the old tombstones."""
     layout = prep.layout
     source = BatchSource.from_arrow(prep.net, n_columns=len(layout.columns), n_keys=len(layout.keys))
     schema = table_schema(layout)

@@ -11,7 +11,6 @@ from lakecdc.errors import ConfigError
 from lakecdc.merge.delta_rs import DeltaRsEngine
 from lakecdc.merge.delta_spark import DeltaSparkEngine
 from lakecdc.spark.compat import delta_spark_available, is_embedded
-from lakecdc.spark.jars import status
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -40,6 +39,8 @@ def make_engine(engine: str | DeltaRsEngine | None, spark: SparkSession, storage
     if engine is None or engine == "auto":
         engine = auto_engine(spark)
     if engine == "delta-spark" and not delta_spark_available(spark):
+        from lakecdc.spark.jars import status  # (not at the top: `python -m lakecdc.spark.jars` runs it)
+
         raise ConfigError(
             "engine 'delta-spark' needs Delta Lake in the Spark session (spark.sql.extensions="
             "io.delta.sql.DeltaSparkSessionExtension and Delta's jars, e.g. spark.jars.packages="

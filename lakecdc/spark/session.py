@@ -8,9 +8,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from lakecdc.errors import LakecdcError
-from lakecdc.spark.classarchive import java_options
 from lakecdc.spark.conf import EMBEDDED_CONF, JVM_OPTIONS
-from lakecdc.spark.jars import session_conf
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -69,6 +67,11 @@ def get_spark(*, master: str | None = None, conf: dict[str, str] | None = None) 
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder.master(master or os.environ.get("LAKECDC_SPARK_MASTER", "local[2]"))
     builder = builder.appName("lakecdc")
+    # (imported here: `python -m lakecdc.spark.jars` and `python -m lakecdc.spark.classarchive` run
+    # these modules as programs, which importing lakecdc must not have loaded already)
+    from lakecdc.spark.classarchive import java_options
+    from lakecdc.spark.jars import session_conf
+
     settings = {**LOCAL_CONF, **session_conf(), EMBEDDED_CONF: "true", **(conf or {})}
     if settings["spark.driver.extraJavaOptions"] == JVM_OPTIONS:
         # Spark's classes mapped from an archive written after installation, when there is one
