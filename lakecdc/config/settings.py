@@ -163,7 +163,7 @@ def history_settings(
     track_history_except_column_list: Mapping[str, Sequence[str] | str] | Sequence[str] | str | None,
     change_data_feed: bool | Sequence[str] | str,
 ) -> dict[str, Any]:
-    """The :class:`~lakecdc.config.settings.ApplySettings` fields of ``apply``'s history arguments, checked."""
+    """The :class:`ApplySettings` fields of ``apply``'s history arguments, checked."""
     types = {"*": stored_as_scd_type} if isinstance(stored_as_scd_type, int) else dict(stored_as_scd_type or {})
     for table, kind in types.items():
         if kind not in (1, 2):

@@ -4,8 +4,8 @@ A history table holds every version of every row: the source columns, the validi
 ``__START_AT`` / ``__END_AT`` (``NULL`` end: the open, current version) and the exact seqs that
 opened and closed the version (``_cdc_start_seq`` / ``_cdc_end_seq``), plus the ``_cdc_`` columns of
 the last event applied to the version. The batch's source rows come from
-:func:`lakecdc.consolidate.history.fold_history`: each is a whole version (``k{j}``, ``c{i}``, validity, ``_cdc_``
-values), of one of two kinds:
+:func:`lakecdc.consolidate.history.fold_history`: each is a whole version (``k{j}``, ``c{i}``,
+validity, ``_cdc_`` values), of one of two kinds:
 
 * ``update``: the key's open version in the table, changed in place (columns not tracked by the
   history) and/or closed (its ``__END_AT`` set);

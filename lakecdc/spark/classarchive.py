@@ -137,7 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m lakecdc.spark.classarchive [--force]``: write the archive unless it is there already."""
     args = sys.argv[1:] if argv is None else argv
     if args not in ([], ["--force"]):
-        print("usage: python -m lakecdc.spark.classarchive [--force]   (writes the Spark class archive)", file=sys.stderr)
+        print("usage: python -m lakecdc.spark.classarchive [--force]   (writes the Spark class archive)",
+              file=sys.stderr)
         return 2
     path = archive_path()
     if path is None:
