@@ -84,7 +84,9 @@ SMALL_DIVISOR = 10  # the small table has rows / 10 rows
 BOOTSTRAP_ROWS = 50  # rows lakecdc.apply writes to create its target (every column non-null in some)
 READ_REPEAT = 3
 KINDS = ("clustered", "uniform")
-CONTENDERS = ("lakecdc", "peer")
+CONTENDERS = ("lakecdc", "lakecdc-delta-spark", "peer")
+#: lakecdc contenders and the Delta engine each merges with
+ENGINES = {"lakecdc": "delta-rs", "lakecdc-delta-spark": "delta-spark"}
 MIB = 2**20
 
 # lakecdc's default seq, "<micros + 10**16, 17 digits>|<pos, 20 digits>|<idx, 6 digits>"
@@ -482,28 +484,43 @@ def _peer_merge(batch: Batch, table: Path) -> int:
     return int(metrics["num_target_rows_updated"])
 
 
-def _lakecdc_merge(spark: SparkSession, batch: Batch, root: Path) -> int:
+def _lakecdc_merge(spark: SparkSession, batch: Batch, root: Path, engine: str = "delta-rs") -> int:
     import lakecdc
 
-    summary = lakecdc.apply(str(batch.path), str(root), format="ogg-json", spark=spark)
+    summary = lakecdc.apply(str(batch.path), str(root), format="ogg-json", spark=spark, engine=engine)
     result = summary.table(TABLE)
     if not summary.ok or result.inserted or result.deleted:
         raise RuntimeError(f"lakecdc did not just update: {summary.render()}")
     return result.updated
 
 
+def _spark_merge_metrics(table: Path) -> MergeMetrics:
+    """Delta's own engine reports its MERGE in the commit (operationMetrics), as delta-rs's names."""
+    commit = DeltaTable(str(table)).history(1)[0]
+    if commit.get("operation") != "MERGE":
+        raise RuntimeError(f"expected a MERGE commit, saw {commit.get('operation')}")
+    m = {k: int(v) for k, v in (commit.get("operationMetrics") or {}).items() if str(v).lstrip("-").isdigit()}
+    return MergeMetrics(m.get("executionTimeMs", 0) / 1000, {
+        "num_target_files_removed": m.get("numTargetFilesRemoved", 0),
+        "num_target_files_added": m.get("numTargetFilesAdded", 0),
+        "num_target_rows_copied": m.get("numTargetRowsCopied", 0),
+        "scan_time_ms": m.get("scanTimeMs", 0),
+    })
+
+
 def merge_once(spark: SparkSession, spy: MergeSpy, contender: str, batch: Batch, copy: Path) -> Run:
     """Merge ``batch`` into ``copy`` (a lakecdc root or a plain table) and measure it."""
-    table = lakecdc_table(copy) if contender == "lakecdc" else copy
+    engine = ENGINES.get(contender)
+    table = lakecdc_table(copy) if engine else copy
     before = len(_actions(table))
     in_range = files_in_range(table, batch.low, batch.high)
     gc.collect()
     started, cpu = time.perf_counter(), TreeCpu()
-    updated = _lakecdc_merge(spark, batch, copy) if contender == "lakecdc" else _peer_merge(batch, table)
+    updated = _lakecdc_merge(spark, batch, copy, engine) if engine else _peer_merge(batch, table)
     seconds, cpu = time.perf_counter() - started, cpu.since()
     if updated != batch.keys:
         raise RuntimeError(f"{contender}: {updated:,} rows updated, {batch.keys:,} expected")
-    run = Run(seconds, cpu, spy.take(), before, in_range)
+    run = Run(seconds, cpu, _spark_merge_metrics(table) if engine == "delta-spark" else spy.take(), before, in_range)
     _drop_removed(table)
     return run
 
@@ -514,16 +531,16 @@ def _fresh_copy(template: Path, copy: Path) -> None:
 
 
 def _template(tables: Tables, contender: str) -> Path:
-    return tables.lakecdc_root if contender == "lakecdc" else tables.plain
+    return tables.lakecdc_root if contender in ENGINES else tables.plain
 
 
 def compact(contender: str, copy: Path, target_size: int) -> float:
     """Compact ``copy`` to ``target_size`` files as its contender's user would; seconds."""
     started = time.perf_counter()
-    if contender == "lakecdc":
+    if contender in ENGINES:
         import lakecdc
 
-        lakecdc.maintain(str(copy), target_file_size=target_size)
+        lakecdc.maintain(str(copy), target_file_size=target_size, engine=ENGINES[contender])
     else:
         table = DeltaTable(str(copy))
         table.optimize.compact(target_size=target_size)
@@ -577,7 +594,7 @@ def run_series(
 ) -> Series:
     copy = scratch / f"a-{contender}-{kind}"
     _fresh_copy(_template(tables, contender), copy)
-    table = lakecdc_table(copy) if contender == "lakecdc" else copy
+    table = lakecdc_table(copy) if contender in ENGINES else copy
     before = table_layout(table)
     runs: list[Run] = []
     step = max(1, len(batches) // 10)
@@ -793,12 +810,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/lakecdc-bench"))
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--contenders", default="lakecdc,peer",
+                        help=f"comma-separated, of {', '.join(CONTENDERS)} (lakecdc-delta-spark needs Delta's jars)")
     parser.add_argument("--write-results", action="store_true", help="record the tables in bench/RESULTS.md")
     args = parser.parse_args(argv)
     parts = set(args.part.split(","))
     if not parts or parts - {"a", "b"}:
         parser.error("--part: a, b or a,b")
     args.parts = parts
+    args.contenders = tuple(c for c in args.contenders.split(",") if c)
+    if set(args.contenders) - set(CONTENDERS) or "peer" not in args.contenders:
+        parser.error(f"--contenders: of {', '.join(CONTENDERS)}, with peer (the ratios are against it)")
     if args.rows % (BIG_FILES * SMALL_DIVISOR):
         parser.error(f"--rows must be a multiple of {BIG_FILES * SMALL_DIVISOR}")
     return args
@@ -857,7 +879,7 @@ def main(argv: list[str] | None = None, spark: SparkSession | None = None) -> di
                         batches = series_batches(
                             args.workdir, kind, args.merges, args.batch_keys, big.rows, args.seed
                         )
-                        for contender in CONTENDERS:
+                        for contender in args.contenders:
                             out["series"].append(
                                 run_series(
                                     spark, spy, big, contender, kind, batches, scratch, target_size, say
@@ -883,7 +905,7 @@ def main(argv: list[str] | None = None, spark: SparkSession | None = None) -> di
                             batch = sweep_batch(
                                 args.workdir, kind, args.sweep_keys, tables.rows, small.rows, args.seed
                             )
-                            for contender in CONTENDERS:
+                            for contender in args.contenders:
                                 sweep = run_sweep(
                                     spark, spy, tables, contender, kind, batch, scratch, args.repeat
                                 )

@@ -81,7 +81,7 @@ def spark():
     from lakecdc.spark.session import get_spark
 
     session = get_spark(conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2",
-                              "spark.driver.memory": "2g"})
+                              "spark.databricks.delta.snapshotPartitions": "2", "spark.driver.memory": "2g"})
     yield session
 
 

@@ -29,6 +29,9 @@ LOCAL_CONF: dict[str, str] = {
     # Python workers forked from a daemon that keeps zip importers from re-reading pyspark.zip and
     # Spark's core jar at every task (0.25-1 s of CPU per task: see lakecdc/spark/pyworker.py).
     "spark.python.daemon.module": "lakecdc.spark.pyworker",
+    # Delta's engine rebuilds a table's state from its log in this many tasks (default 50, sized
+    # for clusters): on a local session a small table's MERGE ran ~180 tasks, 3x its time
+    "spark.databricks.delta.snapshotPartitions": "8",
 }
 
 
