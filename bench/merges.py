@@ -85,6 +85,8 @@ BOOTSTRAP_ROWS = 50  # rows lakecdc.apply writes to create its target (every col
 READ_REPEAT = 3
 KINDS = ("clustered", "uniform")
 CONTENDERS = ("lakecdc", "lakecdc-delta-spark", "peer")
+#: the contenders a run measures unless --contenders says otherwise
+DEFAULT_CONTENDERS = ("lakecdc", "peer")
 #: lakecdc contenders and the Delta engine each merges with
 ENGINES = {"lakecdc": "delta-rs", "lakecdc-delta-spark": "delta-spark"}
 MIB = 2**20
@@ -810,7 +812,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/lakecdc-bench"))
     parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--contenders", default="lakecdc,peer",
+    parser.add_argument("--contenders", default=",".join(DEFAULT_CONTENDERS),
                         help=f"comma-separated, of {', '.join(CONTENDERS)} (lakecdc-delta-spark needs Delta's jars)")
     parser.add_argument("--write-results", action="store_true", help="record the tables in bench/RESULTS.md")
     args = parser.parse_args(argv)

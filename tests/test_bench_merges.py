@@ -74,7 +74,7 @@ def test_generated_tables_hold_one_key_range_per_file(outcome: dict[str, Any]) -
 
 def test_part_a_series(outcome: dict[str, Any]) -> None:
     series = {(s.contender, s.kind): s for s in outcome["series"]}
-    assert set(series) == {(c, k) for c in merges.CONTENDERS for k in merges.KINDS}
+    assert set(series) == {(c, k) for c in merges.DEFAULT_CONTENDERS for k in merges.KINDS}
     for s in series.values():
         assert len(s.runs) == MERGES
         assert s.before.files == merges.BIG_FILES
@@ -105,7 +105,7 @@ def test_part_a_series(outcome: dict[str, Any]) -> None:
 def test_part_b_sweeps(outcome: dict[str, Any]) -> None:
     sweeps = {(s.rows, s.kind, s.contender): s for s in outcome["sweeps"]}
     sizes = (ROWS // merges.SMALL_DIVISOR, ROWS)
-    assert set(sweeps) == {(r, k, c) for r in sizes for k in merges.KINDS for c in merges.CONTENDERS}
+    assert set(sweeps) == {(r, k, c) for r in sizes for k in merges.KINDS for c in merges.DEFAULT_CONTENDERS}
     for (rows, kind, contender), s in sweeps.items():
         assert s.files == (merges.BIG_FILES if rows == ROWS else merges.SMALL_FILES)
         (r,) = s.runs
