@@ -113,7 +113,7 @@ def noop_counts(df: DataFrame, *counts: Column) -> dict[str, int]:
 
 def lakecdc_decode(spark: SparkSession, decoder: str, files: list[str], options: dict[str, str], staging: Path) -> Decoded:
     """Decode ``files`` with lakecdc, evaluating every column (``noop`` sink); count rows and errors."""
-    from lakecdc.decoders import get_decoder
+    from lakecdc.decode import get_decoder
     from lakecdc.spark.conf import job_conf
 
     shutil.rmtree(staging, ignore_errors=True)

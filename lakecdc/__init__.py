@@ -1,6 +1,6 @@
 """lakecdc: change streams from GoldenGate, Debezium, DTS and Qlik, merged exactly once into Delta.
 
-The data's path, package by package: :mod:`lakecdc.decoders` (vendor formats to canonical
+The data's path, package by package: :mod:`lakecdc.decode` (vendor formats to canonical
 events), :mod:`lakecdc.changes` (the canonical event, ops- and rows-style), :mod:`lakecdc.consolidate`
 (one net action per key, or SCD type 2 versions), :mod:`lakecdc.merge` (each table prepared and
 MERGEd exactly once, two Delta engines), :mod:`lakecdc.maintenance` (compaction, Z-order, vacuum,

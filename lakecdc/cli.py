@@ -13,7 +13,7 @@ from typing import Any
 from lakecdc.check.contracts import check_contract, infer_contract, load_contracts
 from lakecdc.check.quality import check_changes, check_tables, data_docs_index, results_json, unblock
 from lakecdc.config.durations import parse_duration, parse_size
-from lakecdc.decoders import DECODERS
+from lakecdc.decode import DECODERS
 from lakecdc.errors import ConfigError, LakecdcError
 from lakecdc.ggprops import read_gg_properties
 from lakecdc.jobs import Job, JobResult, load_job, run_job, stream_job, watch

@@ -73,7 +73,7 @@ from lakecdc.check.contracts import load_contracts
 from lakecdc.check.quality import check_tables
 from lakecdc.config.durations import parse_duration, parse_size, parse_trigger
 from lakecdc.config.where import Where
-from lakecdc.decoders import DECODERS
+from lakecdc.decode import DECODERS
 from lakecdc.errors import ConfigError
 from lakecdc.ggprops import read_gg_properties
 from lakecdc.maintenance.maintain import maintain

@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any
 from lakecdc.changes.events import PK_UPDATE_MODES
 from lakecdc.check.contracts import load_contracts
 from lakecdc.config.durations import parse_trigger
-from lakecdc.decoders import get_decoder
+from lakecdc.decode import get_decoder
 from lakecdc.errors import ConfigError, LakecdcError
 from lakecdc.run.apply import apply, combine_summaries
 from lakecdc.run.ledger import Ledger, list_inputs

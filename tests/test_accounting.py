@@ -262,7 +262,7 @@ def test_reapply_names_no_file_applied_before(spark, tmp_path):
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from lakecdc.decoders import DECODERS  # noqa: E402
+from lakecdc.decode import DECODERS  # noqa: E402
 from lakecdc.run.profile import NO_ROW_CHANGE, profile_events  # noqa: E402
 from lakecdc.run.summary import FILE_ACCOUNTS  # noqa: E402
 

@@ -330,7 +330,7 @@ class _MarkerJson(lakecdc.decoders.ogg_json.OggJsonDecoder):
 def test_marker_records_are_skipped_and_counted_not_quarantined(spark, tmp_path, monkeypatch, first_run):
     """Records a decoder marks as no row change (op NULL, no error) are counted as skipped per
     table (or unrouted without a table), never applied nor quarantined; the one-pass path gives way."""
-    monkeypatch.setitem(lakecdc.decoders.DECODERS, "test-markers", _MarkerJson)
+    monkeypatch.setitem(lakecdc.decode.DECODERS, "test-markers", _MarkerJson)
     landing, target = tmp_path / "landing", tmp_path / "lake"
     t = "S.T"
     if first_run == "one pass":  # a first run records the table, so the next run tries one pass
@@ -379,7 +379,7 @@ def test_complete_transactions_hold_open_ones_until_their_end_marker_and_every_e
     """complete_transactions=True: a transaction applies once its END marker and event_count
     distinct events (a consumer restart's duplicate does not count twice) have been read; until
     then its events are held, counted, and never half-applied."""
-    monkeypatch.setitem(lakecdc.decoders.DECODERS, "test-markers", _MarkerJson)
+    monkeypatch.setitem(lakecdc.decode.DECODERS, "test-markers", _MarkerJson)
     landing, target = tmp_path / "landing", tmp_path / "lake"
 
     def ev(op, pos, *, tx=None, status=None, count=None, **images):

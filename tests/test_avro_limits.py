@@ -19,7 +19,7 @@ from deltalake import DeltaTable
 
 import lakecdc
 from lakecdc.changes.quarantine import quarantine_path
-from lakecdc.decoders import get_decoder
+from lakecdc.decode import get_decoder
 from lakecdc.decoders._avro import (
     BlockLimits,
     BlockTooLarge,

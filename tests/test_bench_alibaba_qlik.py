@@ -91,7 +91,7 @@ def expected(name: str, m: dict[str, Any], present: list[str] | None) -> View:
 def test_encoding_decodes_to_the_workload_events(spark: Any, encodings: dict[str, Encoded],
                                                   messages: dict[int, dict[str, Any]], name: str,
                                                   tmp_path: Path) -> None:
-    from lakecdc.decoders import get_decoder
+    from lakecdc.decode import get_decoder
     from lakecdc.spark.conf import job_conf
 
     e = encodings[name]

@@ -52,7 +52,7 @@ def _normal(image: Image) -> Image:
 
 def _decode(spark: Any, decoder: str, files: list[str], options: dict[str, str], staging: Path, by: str) -> dict:
     """``position -> (op, before, after)`` of every event lakecdc decodes; asserts no ``_error``."""
-    from lakecdc.decoders import get_decoder
+    from lakecdc.decode import get_decoder
     from lakecdc.spark.conf import job_conf
 
     with job_conf(spark):

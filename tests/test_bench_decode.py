@@ -45,7 +45,7 @@ def encodings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, formats.Enc
 
 def _decode(spark: Any, encoded: formats.Encoded, staging: Path) -> dict[str, tuple[str, Image, Image]]:
     """``pos -> (op, before, after)`` of every event lakecdc decodes; asserts no ``_error``."""
-    from lakecdc.decoders import get_decoder
+    from lakecdc.decode import get_decoder
     from lakecdc.spark.conf import job_conf
 
     with job_conf(spark):

@@ -102,7 +102,7 @@ def test_op_ts_cast_as_it_is_in_a_utc_session_reads_what_the_z_form_reads(spark)
     appended. Both read the same instants (times with their own zone keep it)."""
     from pyspark.sql import functions as F
 
-    from lakecdc.decoders.base import parse_op_ts, session_is_utc
+    from lakecdc.decode.times import parse_op_ts, session_is_utc
     from lakecdc.spark.conf import job_conf
 
     texts = ["2017-06-16T14:24:34", "2017-06-16 14:24:34.123456", "2017-06-16T14:24:34+08:00", "2017-06-16T14:24:34Z",

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 import lakecdc
 from lakecdc.changes.quarantine import quarantine_path
-from lakecdc.decoders import DECODERS, get_decoder
+from lakecdc.decode import DECODERS, get_decoder
 from lakecdc.decoders._debezium import sortable
 from lakecdc.decoders.debezium_avro import connect_schema, load_registry, message_splits
 from lakecdc.errors import ConfigError

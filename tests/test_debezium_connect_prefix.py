@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from pyspark.sql import functions as F
 
-from lakecdc.decoders import get_decoder
+from lakecdc.decode import get_decoder
 from lakecdc.decoders._debezium_ddl import merge_declared
 from lakecdc.decoders._debezium_fastjson import connect_prefixes
 from lakecdc.decoders._debezium_lines import PARSED_SCHEMA, LineReader, decode_batches

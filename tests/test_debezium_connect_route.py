@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
-from lakecdc.decoders import get_decoder
+from lakecdc.decode import get_decoder
 from lakecdc.decoders._debezium_connect import _beyond, _decimal_stages, connect_file, plan
 from lakecdc.decoders._debezium_fastjson import connect_prefixes
 from lakecdc.decoders._kafka_connect import decimal_text

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import lakecdc
-from lakecdc.decoders import get_decoder
+from lakecdc.decode import get_decoder
 from lakecdc.decoders._records import exact_json_strings
 
 try:

@@ -20,7 +20,7 @@ from pyspark.sql import types as T
 
 import lakecdc
 from lakecdc.changes.quarantine import quarantine_path
-from lakecdc.decoders import DECODERS, get_decoder
+from lakecdc.decode import DECODERS, get_decoder
 from lakecdc.decoders._dts_values import codec_of, datetime_text, zone_offset
 from lakecdc.decoders.dts_avro import Reader, RecordReader, position
 from lakecdc.errors import ConfigError

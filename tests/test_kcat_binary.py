@@ -16,7 +16,7 @@ from deltalake import DeltaTable
 
 import lakecdc
 from lakecdc.changes.quarantine import quarantine_path
-from lakecdc.decoders import get_decoder
+from lakecdc.decode import get_decoder
 from lakecdc.decoders._kafka_files import Split, kcat_delimiter, kcat_kv_messages
 from lakecdc.errors import ConfigError
 

@@ -167,12 +167,12 @@ def test_fingerprint_is_avro_crc64_of_the_parsing_canonical_form():
 
 def test_options_are_checked():
     with pytest.raises(ConfigError, match="unknown option.*lineDelimeter.*known: .*lineDelimiter"):
-        lakecdc.decoders.get_decoder("ogg-avro-op", {"lineDelimeter": "x"})
+        lakecdc.decode.get_decoder("ogg-avro-op", {"lineDelimeter": "x"})
     with pytest.raises(ConfigError, match="framing 'lines' is not one of"):
-        lakecdc.decoders.get_decoder("ogg-avro-row", {"framing": "lines"})
+        lakecdc.decode.get_decoder("ogg-avro-row", {"framing": "lines"})
     with pytest.raises(ConfigError, match="framing 'delimited' needs lineDelimiter"):
-        lakecdc.decoders.get_decoder("ogg-avro-row", {"framing": "delimited"})
-    d = lakecdc.decoders.get_decoder("ogg-avro-op", {"lineDelimiter": "CDATA[\\n~\\u0001]", "pkUpdateHandling": "abend",
+        lakecdc.decode.get_decoder("ogg-avro-row", {"framing": "delimited"})
+    d = lakecdc.decode.get_decoder("ogg-avro-op", {"lineDelimiter": "CDATA[\\n~\\u0001]", "pkUpdateHandling": "abend",
                                                      "versionSchemas": "true", "iso8601Format": "false"})
     assert d.framing == "delimited" and d.delimiter == b"\n~\x01"
     assert unescape("a\\tb\\\\n") == "a\tb\\n"
@@ -431,7 +431,7 @@ def test_logical_types_become_exact_text_and_declared_column_types(spark, tmp_pa
     assert found["after"] == {"ID": "7", "AMOUNT": "1234567890.10", "BIG": "-12345678901234567890123456789012.500",
                               "RATIO": "0.1", "OK": "true", "BLOB": "AP8=", "DAY": "2020-02-29",
                               "AT": "2020-01-02 03:04:05.000006", "TAGS": '["a","b"]'}
-    decoder = lakecdc.decoders.get_decoder("ogg-avro-row", opts)
+    decoder = lakecdc.decode.get_decoder("ogg-avro-row", opts)
     assert decoder.column_types(spark, [str(landing / "a.bin")], staging=str(tmp_path)) == {"GG.TYPES": {
         "ID": T.IntegerType(), "AMOUNT": T.DecimalType(12, 2), "BIG": T.StringType(), "RATIO": T.DoubleType(),
         "OK": T.BooleanType(), "BLOB": T.StringType(), "DAY": T.StringType(), "AT": T.StringType(),

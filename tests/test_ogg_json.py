@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lakecdc.decoders import DECODERS, get_decoder
+from lakecdc.decode import DECODERS, get_decoder
 from lakecdc.decoders._records import exact_json_strings, locate, split_documents
 from lakecdc.errors import ConfigError, UnknownFormatError
 

@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from pyspark.sql import types as T
 
 import lakecdc
-from lakecdc.decoders import DECODERS, _records, get_decoder
+from lakecdc.decode import DECODERS, get_decoder
+from lakecdc.decoders import _records
 from lakecdc.decoders._records import exact_json_strings, locate
 from lakecdc.decoders.ogg_json_row import json_schema_type, read_table_schema
 from lakecdc.errors import ConfigError

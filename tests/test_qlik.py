@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from pyspark.sql import types as T
 
 import lakecdc
-from lakecdc.decoders import get_decoder
+from lakecdc.decode import get_decoder
 from lakecdc.decoders._qlik import BadRecord, Column, TableVersion, mask_columns, parse_mask, spark_type
 from lakecdc.errors import ConfigError
 

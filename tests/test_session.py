@@ -91,7 +91,7 @@ def test_settings_are_read_without_a_default_spark_would_check(spark) -> None:
     try:
         with pytest.raises(Exception, match="TIME_ZONE"):  # what the decoders used to do
             spark.conf.get("spark.sql.session.timeZone", "")
-        from lakecdc.decoders.base import session_is_utc
+        from lakecdc.decode.times import session_is_utc
 
         assert session_is_utc(spark) in (True, False)  # answers instead of failing
     finally:

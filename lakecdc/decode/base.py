@@ -1,69 +1,81 @@
 """What every decoder shares: options, the record flow, and how a bad record is marked.
 
-A vendor module subclasses :class:`Decoder`, names its options with their defaults, and writes
-only :meth:`Decoder.decode`: raw records in, canonical change events out (see
-:mod:`lakecdc.changes.events`). A record that cannot be decoded is not dropped and does not stop the
-batch: the decoder sets ``_error`` to a reason a person can act on and keeps ``_raw``; the
-pipeline sends such rows to the quarantine table and applies the rest.
+A vendor module subclasses :class:`Decoder` and states its format as a
+:class:`~lakecdc.decode.spec.VendorSpec` (``spec``); the base flow (:meth:`Decoder.read`) then
+reads the files, asks the vendor what each parsed record is (:meth:`Decoder.parts`) and makes the
+canonical change events of it with the one projection, :func:`lakecdc.decode.event.project` (see
+:mod:`lakecdc.changes.events` for the columns). A record that cannot be decoded is not dropped and
+does not stop the batch: its ``_error`` is a reason a person can act on; the pipeline sends such
+rows to the quarantine table and applies the rest.
+
+Decoders not yet on a spec set :attr:`Decoder.OPTIONS` and override :meth:`Decoder.read` whole.
 """
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from pyspark.sql import Column
-from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakecdc.errors import ConfigError
-from lakecdc.spark.conf import conf_value
+from lakecdc.changes.events import last_wins
+from lakecdc.decode.event import Parts, empty_events, project
+from lakecdc.decode.spec import VendorSpec, flag_value, parse_options
+from lakecdc.decode.times import session_is_utc
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-_TRUE = {"true", "yes", "1", "on"}
-_FALSE = {"false", "no", "0", "off"}
+
+@dataclass(frozen=True)
+class Context:
+    """One :meth:`Decoder.read`: its session, its scratch directory and the session's settings
+    that decide how a plan is written (read when the plan is made, so the plan must run under
+    them): ``last_win`` (:func:`lakecdc.changes.events.last_wins`) and ``utc``
+    (:func:`lakecdc.decode.times.session_is_utc`). ``state``: what :meth:`Decoder.prepare` found."""
+
+    spark: SparkSession
+    staging: str
+    last_win: bool
+    utc: bool
+    state: object = None
 
 
-def unwrap_cdata(value: str) -> str:
-    """GoldenGate property values may be wrapped as ``CDATA[...]`` to keep whitespace."""
-    if value.startswith("CDATA[") and value.endswith("]"):
-        return value[len("CDATA[") : -1]
-    return value
-
-
-class Decoder(ABC):
+class Decoder:
     """Base of every format decoder.
 
-    Subclasses set :attr:`name` (the registry key, e.g. ``ogg-json``), :attr:`OPTIONS` (option
-    name to default, as strings, the way a properties file gives them) and implement
-    :meth:`decode`.
+    A decoder on the base flow sets :attr:`spec` (its name, options and the rest come from it) and
+    writes :meth:`parse` and :meth:`parts`, and :meth:`prepare`, :meth:`inputs` or :meth:`finish`
+    when it needs them. A decoder not yet on it sets :attr:`name`, :attr:`OPTIONS` (option name to
+    default, as strings, the way a properties file gives them) and overrides :meth:`read`.
     """
 
+    #: The format, for decoders on the base flow (an instance may narrow it by its options).
+    spec: VendorSpec
+    #: The registry key, e.g. ``ogg-json``.
     name: ClassVar[str]
     OPTIONS: ClassVar[Mapping[str, str]] = {}
     #: Options accepted for compatibility that do not change how lakecdc reads the data.
     IGNORED_OPTIONS: ClassVar[frozenset[str]] = frozenset()
 
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        spec = cls.__dict__.get("spec")
+        if spec is not None:
+            cls.name = spec.name
+            cls.OPTIONS = {o.name: o.default for o in spec.options}
+            cls.IGNORED_OPTIONS = spec.ignored
+            cls.LINES = spec.lines
+            cls.TRANSACTION_MARKERS = spec.transaction_markers
+
     def __init__(self, options: Mapping[str, str] | None = None) -> None:
-        given = dict(options or {})
-        unknown = sorted(set(given) - set(self.OPTIONS) - self.IGNORED_OPTIONS)
-        if unknown:
-            known = ", ".join(sorted({*self.OPTIONS, *self.IGNORED_OPTIONS}))
-            raise ConfigError(f"{self.name}: unknown option(s) {', '.join(unknown)}; known: {known}")
-        self.options: dict[str, str] = {
-            k: unwrap_cdata(str(v)) for k, v in {**self.OPTIONS, **given}.items()
-        }
+        kinds = self.spec.options if hasattr(type(self), "spec") else ()
+        self.options: dict[str, str] = parse_options(self.name, self.OPTIONS, self.IGNORED_OPTIONS, options, kinds)
 
     def flag(self, name: str) -> bool:
-        value = self.options[name].strip().lower()
-        if value in _TRUE:
-            return True
-        if value in _FALSE:
-            return False
-        raise ConfigError(f"{self.name}: option {name}={self.options[name]!r} is not true/false")
+        """The option ``name`` as true/false (:class:`~lakecdc.errors.ConfigError` when it is neither)."""
+        return flag_value(self.name, name, self.options[name])
 
     #: True when every column is to be typed as a string (GoldenGate ``treatAllColumnsAsStrings``).
     all_strings: bool = False
@@ -110,49 +122,41 @@ class Decoder(ABC):
         type inference; None when the format's values carry no type (plain text)."""
         return None
 
-    @abstractmethod
+    # -- the flow --------------------------------------------------------------------------------
     def read(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
         """Decode ``files`` into canonical events plus ``_error`` (NULL for good records).
 
         Must run inside :func:`lakecdc.decoders._records.exact_json_strings` for JSON formats.
         ``staging`` is a scratch directory the decoder may write normalised copies into.
         """
+        inputs = self.inputs(files)
+        if not inputs:
+            return empty_events(spark, binary=self.spec.binary)
+        ctx = Context(spark, staging, last_win=last_wins(spark), utc=session_is_utc(spark))
+        ctx = self.prepare(ctx, inputs)
+        parsed = self.parse(ctx, inputs)
+        events = project(parsed, self.parts(parsed, ctx), self.spec)
+        return self.finish(events, ctx)
+
+    def inputs(self, files: Sequence[str]) -> list[str]:
+        """The files that hold records (a format may take schema files or sidecars among them)."""
+        return list(files)
+
+    def prepare(self, ctx: Context, inputs: Sequence[str]) -> Context:
+        """What the driver learns before parsing (schemas, a registry, a catalog), in ``ctx.state``."""
+        return ctx
+
+    def parse(self, ctx: Context, inputs: Sequence[str]) -> DataFrame:
+        """The records of ``inputs`` parsed, one row each, with ``_file``, ``_block`` and ``_row``."""
+        raise NotImplementedError(f"{self.name}: parse")
+
+    def parts(self, parsed: DataFrame, ctx: Context) -> Parts:
+        """What each parsed record is (:class:`~lakecdc.decode.event.Parts`), as columns of ``parsed``."""
+        raise NotImplementedError(f"{self.name}: parts")
+
+    def finish(self, events: DataFrame, ctx: Context) -> DataFrame:
+        """The events after the projection (e.g. split key changes joined again)."""
+        return events
 
 
-def first_error(*checks: tuple[Column, Column | str]) -> Column:
-    """The reason of the first failing check, NULL when all pass.
-
-    Each check is ``(condition_that_means_bad, reason)``; reasons may be columns so that they can
-    quote the offending value.
-    """
-    out: Column | None = None
-    for bad, reason in checks:
-        reason_col = F.lit(reason) if isinstance(reason, str) else reason
-        out = F.when(bad, reason_col) if out is None else out.when(bad, reason_col)
-    assert out is not None
-    return out.otherwise(F.lit(None).cast("string"))
-
-
-#: Names of the UTC zone a session may give (``spark.sql.session.timeZone``).
-UTC_ZONES = frozenset({"UTC", "ETC/UTC", "Z", "GMT", "ETC/GMT", "UCT", "ETC/UCT", "ZULU", "ETC/ZULU",
-                       "UNIVERSAL", "ETC/UNIVERSAL", "+00:00", "GMT0", "ETC/GMT0", "ETC/GMT+0", "ETC/GMT-0"})
-
-
-def session_is_utc(spark: SparkSession) -> bool:
-    """Whether ``spark`` reads a time without a zone as UTC (its session time zone is UTC, as in
-    lakecdc's own sessions). A cast takes the zone when its DataFrame is made, not when it runs."""
-    return (conf_value(spark, "spark.sql.session.timeZone") or "").strip().upper() in UTC_ZONES
-
-
-def parse_op_ts(text: Column, *, utc_session: bool = False) -> Column:
-    """A source timestamp string (``2015-11-05 18:45:36.000000`` or ISO-8601) read as UTC.
-
-    A string without a zone is read as UTC explicitly (``Z`` appended), so a notebook whose
-    session time zone differs still reads the same instant; a string with its own zone keeps it.
-    With ``utc_session`` (:func:`session_is_utc` of the session making the DataFrame) the string
-    is cast as it is: the session reads a time without a zone as UTC already, and the ``Z`` would
-    cost a zone lookup per value.
-    """
-    if utc_session:
-        return text.try_cast("timestamp")
-    return F.coalesce(F.concat(text, F.lit("Z")).try_cast("timestamp"), text.try_cast("timestamp"))
+__all__ = ["Context", "Decoder"]

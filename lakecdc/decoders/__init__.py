@@ -1,57 +1,7 @@
-"""Format decoders, one module per vendor format, looked up by name.
+"""The vendor formats not yet moved into :mod:`lakecdc.decode`, which holds the registry.
 
->>> sorted(DECODERS)          # doctest: +SKIP
-['ogg-json']
->>> get_decoder("ogg-json", {"flatten": "true"}).name
-'ogg-json'
+Importing one of these modules loads :mod:`lakecdc.decode` first: the registry imports every
+module here, and each of them imports :mod:`lakecdc.decode.base`.
 """
 
-from __future__ import annotations
-
-from collections.abc import Mapping
-
-from lakecdc.decoders.base import Decoder
-from lakecdc.decoders.canal_json import CanalJsonDecoder
-from lakecdc.decoders.debezium_avro import DebeziumAvroDecoder
-from lakecdc.decoders.debezium_json import DebeziumJsonDecoder
-from lakecdc.decoders.dts_avro import DtsAvroDecoder
-from lakecdc.decoders.ogg_avro import OggAvroOpDecoder, OggAvroRowDecoder
-from lakecdc.decoders.ogg_delimited import OggDelimitedDecoder
-from lakecdc.decoders.ogg_json import OggJsonDecoder
-from lakecdc.decoders.ogg_json_row import OggJsonRowDecoder
-from lakecdc.decoders.ogg_xml import OggXmlDecoder
-from lakecdc.decoders.qlik import QlikAvroDecoder, QlikJsonDecoder
-from lakecdc.decoders.shareplex_json import SharePlexJsonDecoder
-from lakecdc.errors import UnknownFormatError
-
-DECODERS: dict[str, type[Decoder]] = {
-    CanalJsonDecoder.name: CanalJsonDecoder,
-    SharePlexJsonDecoder.name: SharePlexJsonDecoder,
-    OggJsonDecoder.name: OggJsonDecoder,
-    OggAvroRowDecoder.name: OggAvroRowDecoder,
-    OggAvroOpDecoder.name: OggAvroOpDecoder,
-    OggJsonRowDecoder.name: OggJsonRowDecoder,
-    OggDelimitedDecoder.name: OggDelimitedDecoder,
-    OggXmlDecoder.name: OggXmlDecoder,
-    DebeziumJsonDecoder.name: DebeziumJsonDecoder,
-    DebeziumAvroDecoder.name: DebeziumAvroDecoder,
-    QlikJsonDecoder.name: QlikJsonDecoder,
-    QlikAvroDecoder.name: QlikAvroDecoder,
-    DtsAvroDecoder.name: DtsAvroDecoder,
-}
-
-
-def get_decoder(name: str, options: Mapping[str, str] | None = None) -> Decoder:
-    """The decoder registered as ``name``, configured with ``options``.
-
-    Raises:
-        UnknownFormatError: ``name`` is not registered; the message lists the known names.
-    """
-    try:
-        cls = DECODERS[name]
-    except KeyError:
-        raise UnknownFormatError(name, sorted(DECODERS)) from None
-    return cls(options)
-
-
-__all__ = ["DECODERS", "Decoder", "get_decoder"]
+import lakecdc.decode  # noqa: F401

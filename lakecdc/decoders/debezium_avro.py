@@ -110,6 +110,7 @@ from fastavro import parse_schema, schemaless_reader
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from lakecdc.decode.base import Decoder
 from lakecdc.decoders._avro import (
     LIMIT_OPTIONS,
     MAGIC,
@@ -178,7 +179,6 @@ from lakecdc.decoders._kafka_files import (
     type_batches,
     variant_batches,
 )
-from lakecdc.decoders.base import Decoder
 from lakecdc.decoders.debezium_json import DebeziumJsonDecoder, _same_table, canonical, parse_json
 from lakecdc.errors import ConfigError
 from lakecdc.spark.compat import default_parallelism

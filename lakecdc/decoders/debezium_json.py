@@ -79,6 +79,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakecdc.changes.events import default_seq
+from lakecdc.decode.base import Decoder
 from lakecdc.decoders._debezium import (
     UNAVAILABLE,
     Settings,
@@ -116,7 +117,6 @@ from lakecdc.decoders._kafka_connect import (
     spark_type,
 )
 from lakecdc.decoders._records import split_documents
-from lakecdc.decoders.base import Decoder
 from lakecdc.errors import ConfigError
 
 if TYPE_CHECKING:

@@ -130,12 +130,12 @@ from typing import TYPE_CHECKING, Any, BinaryIO, ClassVar
 from fastavro import parse_schema, schemaless_reader
 from pyspark.sql import types as T
 
+from lakecdc.decode.base import Decoder
 from lakecdc.decoders._avro import LIMIT_OPTIONS, MAGIC, BlockLimits, plan_ocf_splits, read_ocf_header
 from lakecdc.decoders._debezium import Row, failed, skipped
 from lakecdc.decoders._dts_values import MYSQL_LONG, MYSQL_WIDE, Values
 from lakecdc.decoders._kafka_connect import MISSING, Pairs, RecordError
 from lakecdc.decoders._kafka_files import KCAT_KV_OPTIONS, kcat_kv_framing
-from lakecdc.decoders.base import Decoder
 from lakecdc.decoders.debezium_avro import (
     _MIN_SPLIT,
     DECODED_SCHEMA,

@@ -84,6 +84,9 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakecdc.changes.events import IMAGE_TYPE
+from lakecdc.decode.base import Decoder
+from lakecdc.decode.checks import first_error
+from lakecdc.decode.times import parse_op_ts, session_is_utc
 from lakecdc.decoders._avro import (
     DEFAULT_LIMITS,
     LIMIT_OPTIONS,
@@ -116,7 +119,6 @@ from lakecdc.decoders._goldengate import (
     rejoin_split_key_changes,
     source_map,
 )
-from lakecdc.decoders.base import Decoder, first_error, parse_op_ts, session_is_utc
 from lakecdc.errors import ConfigError
 from lakecdc.spark.compat import default_parallelism
 

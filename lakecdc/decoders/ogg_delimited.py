@@ -97,6 +97,9 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakecdc.changes.events import IMAGE_TYPE, default_seq
+from lakecdc.decode.base import Decoder
+from lakecdc.decode.checks import first_error
+from lakecdc.decode.times import parse_op_ts, session_is_utc
 from lakecdc.decoders._goldengate import (
     check_pk_update_handling,
     op_column,
@@ -104,7 +107,6 @@ from lakecdc.decoders._goldengate import (
     rejoin_split_key_changes,
 )
 from lakecdc.decoders._records import JSON_LIMITS, detect_layout, read_text
-from lakecdc.decoders.base import Decoder, first_error, parse_op_ts, session_is_utc
 from lakecdc.decoders.ogg_json_row import (
     TableSchema,
     data_files,

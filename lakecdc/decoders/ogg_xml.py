@@ -86,8 +86,10 @@ import pyarrow as pa
 from pyspark.sql import functions as F
 
 from lakecdc.changes.events import default_seq
+from lakecdc.decode.base import Decoder
+from lakecdc.decode.checks import first_error
+from lakecdc.decode.times import parse_op_ts, session_is_utc
 from lakecdc.decoders._records import on_executors
-from lakecdc.decoders.base import Decoder, first_error, parse_op_ts, session_is_utc
 from lakecdc.errors import ConfigError
 
 if TYPE_CHECKING:

@@ -119,6 +119,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakecdc.changes.events import IMAGE_TYPE, sortable_position
+from lakecdc.decode.base import Decoder
+from lakecdc.decode.times import parse_op_ts
 from lakecdc.decoders import _qlik_spark
 from lakecdc.decoders._debezium import gc_paused
 from lakecdc.decoders._qlik import (
@@ -138,7 +140,6 @@ from lakecdc.decoders._qlik_messages import (
     load_metadata_directory,
 )
 from lakecdc.decoders._records import on_executors, read_text
-from lakecdc.decoders.base import Decoder, parse_op_ts
 from lakecdc.decoders.debezium_avro import SPLIT_BYTES, Split, message_splits, read_messages
 from lakecdc.errors import ConfigError
 from lakecdc.spark.compat import default_parallelism

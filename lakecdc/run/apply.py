@@ -62,7 +62,7 @@ from lakecdc.config.settings import (
     normalise_keys,
     per_table,
 )
-from lakecdc.decoders import get_decoder
+from lakecdc.decode import get_decoder
 from lakecdc.decoders._records import EXACT_STRINGS
 from lakecdc.errors import ConfigError, LakecdcError, MissingKeyError, PrimaryKeyUpdateError, explain
 from lakecdc.maintenance.doctor import verify
@@ -94,7 +94,7 @@ from lakecdc.spark.session import active_spark, get_spark
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
-    from lakecdc.decoders.base import Decoder
+    from lakecdc.decode.base import Decoder
 
 
 def apply(

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from lakecdc.config.settings import ApplySettings, Progress
-    from lakecdc.decoders.base import Decoder
+    from lakecdc.decode.base import Decoder
     from lakecdc.merge.delta_rs import DeltaRsEngine
 
 #: The kind a skipped record is counted under when its decoder names none.

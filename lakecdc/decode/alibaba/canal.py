@@ -29,7 +29,7 @@ One message per line, one message per statement (several rows)::
   which is the binlog's commit order even for long statements that started before a change they
   commit after.
 * **Types** (:meth:`CanalJsonDecoder.column_types`): from ``mysqlType``, else ``sqlType``; see
-  :mod:`lakecdc.decoders._mysql_types` (exact decimals, unsigned bigint as decimal(20,0), dates,
+  :mod:`lakecdc.decode.alibaba.mysql_types` (exact decimals, unsigned bigint as decimal(20,0), dates,
   ``timestamp_ntz`` for datetime/timestamp). ``treatAllColumnsAsStrings=true`` types every column
   as a string.
 
@@ -49,31 +49,27 @@ the reason; the other records of the file apply.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, ClassVar
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakecdc.changes.columns import widest
-from lakecdc.changes.events import (
-    IMAGE_TYPE,
-    default_seq,
-    last_wins,
-    overlay,
-    sortable_position,
-    zero_pad,
-)
-from lakecdc.decoders._mysql_types import mysql_type, sql_type
+from lakecdc.changes.events import IMAGE_TYPE, overlay, zero_pad
+from lakecdc.decode.alibaba.mysql_types import mysql_type, sql_type
+from lakecdc.decode.base import Context, Decoder
+from lakecdc.decode.checks import Check, bad_json, blank_as_null, first_error, missing, op_missing, unknown_op
+from lakecdc.decode.event import Parts, source_map
+from lakecdc.decode.spec import Images, Names, Op, OpTable, Option, Ordering, VendorSpec
 from lakecdc.decoders._records import CORRUPT, read_json
-from lakecdc.decoders.base import Decoder, first_error
-from lakecdc.errors import ConfigError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 #: Canal ``type`` of a row message -> canonical op.
-ROW_TYPES: dict[str, str] = {"INSERT": "I", "UPDATE": "U", "DELETE": "D", "INIT": "R"}
+ROW_TYPES: dict[str, Op] = {"INSERT": "I", "UPDATE": "U", "DELETE": "D", "INIT": "R"}
 #: DDL types (skipped as ``ddl`` even when ``isDdl`` is absent); TRUNCATE is the truncate op.
 DDL_TYPES = ("DDL", "CREATE", "ALTER", "ERASE", "DROP", "RENAME", "CINDEX", "DINDEX", "QUERY", "INIT_DDL")
 #: Non-row messages skipped with their type (lower case) as the reason.
@@ -84,6 +80,27 @@ SEQUENCES = ("es", "id")
 
 _TEXT = ("database", "table", "type", "isDdl", "es", "ts", "id", "sql", "gtid")
 _DIGITS = "^[0-9]{1,18}$"
+
+CANAL = VendorSpec(
+    name="canal-json",
+    ops=OpTable(
+        {**ROW_TYPES, "TRUNCATE": "T"},
+        skipped={**{t: "ddl" for t in DDL_TYPES}, **{t: t.lower() for t in MARKER_TYPES}},
+        normal="upper-trim",
+        expected="INSERT, UPDATE, DELETE or INIT; DDL messages carry isDdl true",
+    ),
+    images=Images(whole="always"),
+    ordering=Ordering("default"),
+    names=Names(table="table", op="type", op_ts="es"),
+    options=(
+        Option("layout", "standard", "choice", LAYOUTS),
+        Option("sequenceBy", "es", "choice", SEQUENCES),
+        Option("treatAllColumnsAsStrings", "false", "flag"),
+    ),
+    lines=True,
+)
+#: ``sequenceBy=id``: ``id`` (20 digits), then the row's index in ``data``.
+BY_ID = Ordering("pos-idx", pos_width=20)
 
 
 def message_schema() -> T.StructType:
@@ -106,36 +123,22 @@ def _types_schema() -> T.StructType:
     )
 
 
-
 def qualified_table(database: Column, table: Column) -> Column:
     """``database.table`` (``table`` alone without a database; NULL without a table)."""
-    db = F.when(F.trim(database) != "", database)
-    tb = F.when(F.trim(table) != "", table)
-    return F.when(tb.isNotNull(), F.concat_ws(".", db, tb))
-
-
-def _lookup(mapping: dict[str, str], key: Column) -> Column:
-    return F.element_at(F.create_map(*[F.lit(x) for kv in mapping.items() for x in kv]), key)
+    return F.when(blank_as_null(table).isNotNull(), F.concat_ws(".", blank_as_null(database), table))
 
 
 class CanalJsonDecoder(Decoder):
     """Canal JSON messages (Canal, Alibaba DTS) to canonical change events, one per row."""
 
-    name: ClassVar[str] = "canal-json"
-    LINES: ClassVar[bool] = True
-    OPTIONS: ClassVar[dict[str, str]] = {
-        "layout": "standard",
-        "sequenceBy": "es",
-        "treatAllColumnsAsStrings": "false",
-    }
+    spec = CANAL
 
     def __init__(self, options: dict[str, str] | None = None) -> None:
         super().__init__(options)
-        for option, allowed in (("layout", LAYOUTS), ("sequenceBy", SEQUENCES)):
-            if self.options[option] not in allowed:
-                raise ConfigError(f"{self.name}: {option}={self.options[option]!r} is not one of {', '.join(allowed)}")
         self.all_strings = self.flag("treatAllColumnsAsStrings")
         self.legacy = self.options["layout"] == "dts-before-2022-03-20"
+        if self.options["sequenceBy"] == "id":
+            self.spec = replace(CANAL, ordering=BY_ID)
 
     # -- types -----------------------------------------------------------------------------------
     def column_types(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> dict[str, dict[str, T.DataType]]:
@@ -165,45 +168,45 @@ class CanalJsonDecoder(Decoder):
         }
 
     # -- decoding --------------------------------------------------------------------------------
-    def read(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
-        m = read_json(spark, files, message_schema(), staging=staging)
-        kind = F.upper(F.trim("type"))
-        # (never NULL: a message without 'type' must meet the check that says so, not slip through
-        # every check as NULL and come out a skipped record)
-        ddl = F.coalesce(F.lower(F.trim("isDdl")) == "true", F.lit(False)) | F.coalesce(kind.isin(*DDL_TYPES), F.lit(False))
-        row_op = F.when(~ddl, _lookup(ROW_TYPES, kind))
-        truncate = F.coalesce(kind == "TRUNCATE", F.lit(False))
-        marker = ~ddl & F.coalesce(kind.isin(*MARKER_TYPES), F.lit(False))
-        skipped = F.when(truncate, None).when(ddl, F.lit("ddl")).when(marker, F.lower(kind))
-        rows = self._rows_array(row_op)
-        table = qualified_table(F.col("database"), F.col("table"))
-        needs_position = row_op.isNotNull() | truncate
+    def parse(self, ctx: Context, inputs: Sequence[str]) -> DataFrame:
+        """Messages with their op, skipped kind and message-level reason, one row per row of
+        ``data`` (``_i`` its index, ``_r`` the row; one row with ``_r`` NULL for a message
+        without rows)."""
+        ops = CANAL.op_table(self.options)
+        m = read_json(ctx.spark, inputs, message_schema(), staging=ctx.staging)
+        m = m.select("*", ops.code(F.col("type")).alias("_code"),
+                     F.coalesce(F.lower(F.trim("isDdl")) == "true", F.lit(False)).alias("_ddl"),
+                     qualified_table(F.col("database"), F.col("table")).alias("_table"))
+        op, skipped, _ = ops.sql(F.col("type"), F.col("_code"))
+        ddl = F.col("_ddl")
+        # TRUNCATE is the truncate op even when the message says isDdl (Canal does)
+        truncate = F.coalesce(op == "T", F.lit(False))
+        m = m.select("*", F.when(truncate, op).when(~ddl, op).alias("_op"),
+                     F.when(truncate, None).when(ddl, F.lit("ddl")).otherwise(skipped).alias("_skipped"))
+        row_op = F.when(F.col("_op") != "T", F.col("_op"))
+        m = m.select("*", row_op.alias("_row_op"))
+        m = m.select("*", self._message_error(ops, F.col("_row_op"), self._rows_array(F.col("_row_op"))).alias("_msg_error"))
+        rows = F.when(F.col("_row_op").isNotNull() & F.col("_msg_error").isNull(), self._rows_array(F.col("_row_op")))
+        return m.select("*", F.posexplode(F.coalesce(rows, F.array(F.lit(None).cast(IMAGE_TYPE)))).alias("_i", "_r"))
+
+    def _message_error(self, ops: OpTable, row_op: Column, rows: Column) -> Column:
+        """The reason a whole message is bad (NULL when it is not)."""
+        names = self.spec.names
+        event = F.col("_op").isNotNull()
         es_ok = F.coalesce(F.trim("es").rlike(_DIGITS), F.lit(False))
         id_text = F.trim("id")
-        message_error = first_error(
-            (F.col(CORRUPT).isNotNull(), "not valid JSON, or a member of the wrong type (expected 'data' and "
-             "'old' arrays of objects, 'pkNames' an array of names, 'mysqlType'/'sqlType' objects)"),
-            (F.col("type").isNull() & ~ddl, "'type' missing"),
-            (row_op.isNull() & ~truncate & skipped.isNull(), F.format_string(
-                "unknown type '%s' (expected INSERT, UPDATE, DELETE or INIT; DDL messages carry isDdl true)",
-                F.col("type"))),
-            (needs_position & table.isNull(), "'table' missing or empty"),
-            (needs_position & ~es_ok, F.format_string(
+        return first_error(
+            bad_json(F.col(CORRUPT), "'data' and 'old' arrays of objects, 'pkNames' an array of names, "
+                     "'mysqlType'/'sqlType' objects"),
+            op_missing(F.col("type"), names.op, where=~F.col("_ddl")),
+            unknown_op(F.col("type"), event | F.col("_skipped").isNotNull(), ops, names.op),
+            missing(F.col("_table"), names.table, where=event),
+            (event & ~es_ok, F.format_string(
                 "'es' missing or not a whole number of milliseconds: '%s'", F.coalesce("es", F.lit("")))),
-            (needs_position & id_text.isNotNull() & ~F.coalesce(id_text.rlike(_DIGITS), F.lit(False)),
+            (event & id_text.isNotNull() & ~F.coalesce(id_text.rlike(_DIGITS), F.lit(False)),
              F.format_string("'id' is not a whole number: '%s'", F.col("id"))),
             *self._row_message_checks(row_op, rows),
         )
-        events = m.select("*", table.alias("_table"), row_op.alias("_op"), truncate.alias("_truncate"),
-                          skipped.alias("_skipped"), message_error.alias("_msg_error"))
-        exploded = events.select(
-            "*",
-            F.posexplode(
-                F.when(F.col("_op").isNotNull() & F.col("_msg_error").isNull(), rows)
-                .otherwise(F.array(F.lit(None).cast(IMAGE_TYPE)))
-            ).alias("_i", "_r"),
-        )
-        return self._canonical(exploded, last_win=last_wins(spark))
 
     def _rows_array(self, row_op: Column) -> Column:
         """The array whose elements are the message's rows (legacy deletes: ``old``)."""
@@ -212,10 +215,10 @@ class CanalJsonDecoder(Decoder):
                 F.col("data"))
         return F.col("data")
 
-    def _row_message_checks(self, row_op: Column, rows: Column) -> list[tuple[Column, Column | str]]:
+    def _row_message_checks(self, row_op: Column, rows: Column) -> list[Check]:
         has_rows = F.coalesce(F.size(rows) > 0, F.lit(False))
         old_rows = F.coalesce(F.size("old") > 0, F.lit(False))
-        checks: list[tuple[Column, Column | str]] = []
+        checks: list[Check] = []
         if not self.legacy:
             checks.append((
                 (row_op == "D") & ~has_rows & old_rows,
@@ -235,58 +238,40 @@ class CanalJsonDecoder(Decoder):
         return checks
 
     def _images(self, op: Column, row: Column, old: Column, *, last_win: bool) -> tuple[Column, Column]:
-        """(before, after) of one row of a row message."""
+        """(before, after) of one row of a row message (kept only for the ops whose images they
+        are: :attr:`VendorSpec.images`)."""
+        changed = overlay(row, old, last_win=last_win)
         if self.legacy:
-            before = F.when(op.isin("U", "D"), row)
-            after = F.when(op == "U", overlay(row, old, last_win=last_win)).when(op.isin("I", "R"), row)
-        else:
-            before = F.when(op == "U", overlay(row, old, last_win=last_win)).when(op == "D", row)
-            after = F.when(op.isin("I", "U", "R"), row)
-        return before, after
+            return row, F.when(op == "U", changed).otherwise(row)
+        return F.when(op == "U", changed).otherwise(row), row
 
-    def _canonical(self, p: DataFrame, *, last_win: bool) -> DataFrame:
-        i = F.col("_i")
-        row = F.col("_r")
-        old = F.try_element_at(F.col("old"), i + 1)
-        is_rows = F.col("_op").isNotNull() & F.col("_msg_error").isNull()
+    def parts(self, parsed: DataFrame, ctx: Context) -> Parts:
+        i, row = F.col("_i"), F.col("_r")
+        is_rows = F.col("_row_op").isNotNull() & F.col("_msg_error").isNull()
         # a JSON null among the rows (a legacy delete's rows may come from 'old')
         where = "row %d of the message" if self.legacy else "'data[%d]'"
-        row_error = F.when(is_rows & row.isNull(), F.format_string(f"{where} is null (expected a row object)", i))
-        error = F.coalesce(F.col("_msg_error"), row_error)
-        op = F.when(F.col("_truncate"), F.lit("T")).otherwise(F.col("_op"))
-        event = op.isNotNull()
-        op_ts = F.when(event, F.timestamp_millis(F.trim("es").try_cast("long")))
-        pos = F.when(event & (F.trim("id") != ""), zero_pad(F.trim("id"), 20))
-        idx = F.when(event, F.when(is_rows, i).otherwise(F.lit(0)))
-        if self.options["sequenceBy"] == "id":
-            seq = F.concat_ws("|", sortable_position(pos), zero_pad(idx.cast("string"), 6))
-        else:
-            seq = default_seq(op_ts, pos, idx)
-        before, after = self._images(F.col("_op"), row, old, last_win=last_win)
-        keys = F.when(F.size("pkNames") > 0, F.col("pkNames"))
-        gtid = F.when(F.trim("gtid") != "", F.col("gtid"))
-        source = F.map_filter(
-            F.create_map(
-                F.lit("database"), F.col("database"), F.lit("type"), F.col("type"), F.lit("es"), F.col("es"),
-                F.lit("ts"), F.col("ts"), F.lit("id"), F.col("id"), F.lit("gtid"), gtid,
-                F.lit("skipped"), F.col("_skipped"),
-                F.lit("sql"), F.when(F.col("_skipped") == "ddl", F.col("sql")),
-            ),
-            lambda _k, v: v.isNotNull(),
+        event = F.col("_op").isNotNull()
+        before, after = self._images(F.col("_op"), row, F.try_element_at(F.col("old"), i + 1), last_win=ctx.last_win)
+        gtid = blank_as_null(F.col("gtid"))
+        return Parts(
+            table=F.col("_table"),
+            op=F.col("_op"),
+            op_ts=F.when(event, F.timestamp_millis(F.trim("es").try_cast("long"))),
+            pos=F.when(event & (F.trim("id") != ""), zero_pad(F.trim("id"), 20)),
+            idx=i,
+            txid=gtid,
+            keys=F.when(event & (F.size("pkNames") > 0), F.col("pkNames")),
+            before=before,
+            after=after,
+            source=source_map(("database", F.col("database")), ("type", F.col("type")), ("es", F.col("es")),
+                              ("ts", F.col("ts")), ("id", F.col("id")), ("gtid", gtid),
+                              ("sql", F.when(F.col("_skipped") == "ddl", F.col("sql")))),
+            skipped=F.col("_skipped"),
+            checks=[
+                (F.col("_msg_error").isNotNull(), F.col("_msg_error")),
+                (is_rows & row.isNull(), F.format_string(f"{where} is null (expected a row object)", i)),
+            ],
         )
-        good = error.isNull()
-        return p.select(
-            F.col("_table").alias("table"),
-            F.when(good, op).alias("op"),
-            op_ts.alias("op_ts"),
-            pos.alias("pos"),
-            idx.cast("int").alias("idx"),
-            F.when(event, seq).alias("seq"),
-            gtid.alias("txid"),
-            F.when(event, keys).alias("keys"),
-            F.when(is_rows, before).alias("before"),
-            F.when(is_rows, after).alias("after"),
-            source.alias("source"),
-            "_file", "_block", "_row",
-            error.alias("_error"),
-        )
+
+
+__all__ = ["CANAL", "CanalJsonDecoder", "message_schema", "qualified_table"]

@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from pyspark.sql import types as T
 
 import lakecdc
-from lakecdc.decoders import get_decoder
-from lakecdc.decoders._mysql_types import mysql_type, sql_type
+from lakecdc.decode import get_decoder
+from lakecdc.decode.alibaba.mysql_types import mysql_type, sql_type
 from lakecdc.errors import ConfigError
 
 try:
@@ -41,7 +41,7 @@ except ModuleNotFoundError:  # tests/ is on sys.path, not the repository root
     from helpers import rows  # type: ignore[no-redef]
     from test_property import scenarios  # type: ignore[no-redef]
 
-FIX = Path(__file__).parent / "fixtures" / "canal-json"
+FIX = Path(__file__).parents[2] / "fixtures" / "canal-json"
 LEGACY = {"layout": "dts-before-2022-03-20"}
 
 

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import lakecdc
-from lakecdc.decoders import get_decoder
+from lakecdc.decode import get_decoder
 from lakecdc.errors import ConfigError
 
 try:
@@ -27,7 +27,7 @@ except ModuleNotFoundError:  # tests/ is on sys.path, not the repository root
     from shareplex_render import ddl_message, shareplex_messages  # type: ignore[no-redef]
     from test_property import scenarios  # type: ignore[no-redef]
 
-FIX = Path(__file__).parent / "fixtures" / "shareplex-json"
+FIX = Path(__file__).parents[2] / "fixtures" / "shareplex-json"
 
 
 def decode(spark, paths, **options) -> list:
@@ -140,8 +140,8 @@ def test_either_map_key_policy_and_any_meta_order_decode_alike(spark, tmp_path, 
     """Maps built with a key twice fail (Spark's default) or keep the last value (lakecdc's jobs):
     an update's after image is built either way (a lambda, or map_concat alone). meta's members in
     DTS's order are read by position, in any other order (or with others) by name: same events."""
+    from lakecdc.decode.alibaba.shareplex import META_ORDER
     from lakecdc.decoders._records import exact_json_strings
-    from lakecdc.decoders.shareplex_json import META_ORDER
     from lakecdc.spark.conf import MAP_KEY_DEDUP, job_conf
 
     def lines(reverse: bool) -> list[str]:
@@ -240,7 +240,7 @@ def test_transaction_ids_are_padded_part_by_part(spark):
     """Each part of ``meta.trans`` left-padded to 10 characters, longer parts whole, any number of parts."""
     from pyspark.sql import functions as F
 
-    from lakecdc.decoders.shareplex_json import transaction_position, with_transaction_position
+    from lakecdc.decode.alibaba.shareplex import transaction_position, with_transaction_position
 
     ids = ["7.0.411499", "", None, "1..2", "..", ".1", "1.2.", "x", "007", "a.b.c.d.e", "12345678901.007",
            "0000000000012.1", "0000000000.0", "123456789.1234567890.12345678901", "1.2\n", "é.ü€𝄞.1",
@@ -280,7 +280,7 @@ def test_transaction_ids_of_any_shape_are_padded_part_by_part(spark, ids):
     """The three-part fast path and the general path agree with the rule for any text."""
     from pyspark.sql import functions as F
 
-    from lakecdc.decoders.shareplex_json import transaction_position, with_transaction_position
+    from lakecdc.decode.alibaba.shareplex import transaction_position, with_transaction_position
 
     df = spark.createDataFrame([(t,) for t in ids], "t string")
     got = [r[0] for r in df.select(transaction_position(F.col("t"))).collect()]

@@ -1,0 +1,1 @@
+"""Alibaba's formats: Canal JSON (Canal, DTS), SharePlex JSON (DTS, Quest SharePlex), DTS Avro."""
