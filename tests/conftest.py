@@ -43,6 +43,13 @@ def user_session(*, time_zone: str = "America/Los_Angeles", ansi: str = "true"):
 ENGINES = tuple(e.strip() for e in os.environ.get("LAKECDC_TEST_ENGINES", "delta-rs,delta-spark").split(",") if e.strip())
 
 
+def pytest_addoption(parser):
+    """``--update-goldens``: the golden-file tests write what the decoders give today instead of
+    comparing (review the diff before committing it)."""
+    parser.addoption("--update-goldens", action="store_true", default=False,
+                     help="rewrite the decoders' golden .events files from today's output")
+
+
 def pytest_generate_tests(metafunc):
     """Tests marked ``engines`` (or asking for ``delta_engine``) run once per Delta engine."""
     if metafunc.definition.get_closest_marker("engines") and "delta_engine" not in metafunc.fixturenames:
