@@ -20,7 +20,7 @@ from typing import Any
 from pyspark.sql import functions as F
 
 import lakecdc
-from lakecdc.decoders import DECODERS as _REGISTRY
+from lakecdc.decode import DECODERS as _REGISTRY
 
 #: Every registered format name, sorted.
 FORMATS: tuple[str, ...] = tuple(sorted(_REGISTRY))
