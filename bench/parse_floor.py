@@ -56,8 +56,8 @@ from bench.decode import lakecdc_decode, noop_counts, timed
 from bench.fold_floor import rounds_parser
 from bench.formats import Encoded
 from bench.run import ensure_workload, start_spark
+from lakecdc.decode.jsontext import Num
 from lakecdc.decoders import _qlik_spark, _records, get_decoder
-from lakecdc.decoders._kafka_connect import Num
 from lakecdc.decoders._qlik import Catalog
 
 FORMAT = "qlik-json"

@@ -19,8 +19,7 @@ from deltalake import DeltaTable
 
 import lakecdc
 from lakecdc.changes.quarantine import quarantine_path
-from lakecdc.decoders import get_decoder
-from lakecdc.decoders._avro import (
+from lakecdc.decode.avro.containers import (
     BlockLimits,
     BlockTooLarge,
     decompress,
@@ -29,6 +28,7 @@ from lakecdc.decoders._avro import (
     plan_ocf_splits,
     read_ocf_header,
 )
+from lakecdc.decoders import get_decoder
 from lakecdc.errors import ConfigError
 
 try:

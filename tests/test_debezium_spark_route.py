@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
+from lakecdc.decode.files.lines import exact_json_strings
 from lakecdc.decoders import get_decoder
 from lakecdc.decoders._debezium_spark import Shape, shape_of, spark_file
-from lakecdc.decoders._records import exact_json_strings
 from lakecdc.errors import ConfigError
 
 

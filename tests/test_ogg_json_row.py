@@ -14,8 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from pyspark.sql import types as T
 
 import lakecdc
-from lakecdc.decoders import DECODERS, _records, get_decoder
-from lakecdc.decoders._records import exact_json_strings, locate
+from lakecdc.decode.files import staging as _records
+from lakecdc.decode.files.lines import exact_json_strings
+from lakecdc.decode.files.reread import locate
+from lakecdc.decoders import DECODERS, get_decoder
 from lakecdc.decoders.ogg_json_row import json_schema_type, read_table_schema
 from lakecdc.errors import ConfigError
 
@@ -121,7 +123,7 @@ def test_seed_examples_apply_typed_by_the_schema(spark, tmp_path):
     the update leaves the columns its after image lacks as they were."""
     from decimal import Decimal
 
-    from lakecdc.decoders._records import split_documents
+    from lakecdc.decode.files.staging import split_documents
 
     docs = [doc for _line, doc in split_documents((FIX / "seed-13.3.4.3-row.json").read_text())]
     bill = {"table": "QASOURCE.TCUSTORD", "op_type": "I", "op_ts": "2015-11-05 18:45:30.000000", "pos": "1",
@@ -220,7 +222,6 @@ def test_apply_quarantines_bad_records_and_applies_the_rest(spark, tmp_path):
 def test_a_staging_cut_short_leaves_the_earlier_copy_whole(tmp_path, monkeypatch):
     """A staged copy is written aside and moved over the old one once whole: a staging that fails
     half-way (or a second one running at the same time) never leaves a part of a copy behind."""
-    from lakecdc.decoders import _records
 
     src, staging = tmp_path / "in.json", tmp_path / "staging"
     src.write_text("".join(f'{{"table":"S.T","n":{i}}}\n' for i in range(50)))

@@ -8,8 +8,8 @@ import json
 import pytest
 from pyspark.sql import functions as F
 
+from lakecdc.decode.files.reread import locate, source_of
 from lakecdc.decoders import get_decoder
-from lakecdc.decoders._records import locate, source_of
 from lakecdc.spark.conf import JOB_CONF, job_conf
 
 try:

@@ -140,7 +140,7 @@ def test_either_map_key_policy_and_any_meta_order_decode_alike(spark, tmp_path, 
     """Maps built with a key twice fail (Spark's default) or keep the last value (lakecdc's jobs):
     an update's after image is built either way (a lambda, or map_concat alone). meta's members in
     DTS's order are read by position, in any other order (or with others) by name: same events."""
-    from lakecdc.decoders._records import exact_json_strings
+    from lakecdc.decode.files.lines import exact_json_strings
     from lakecdc.decoders.shareplex_json import META_ORDER
     from lakecdc.spark.conf import MAP_KEY_DEDUP, job_conf
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 from pyspark.sql import functions as F
 
-from lakecdc.decoders._records import locate, source_of
+from lakecdc.decode.files.reread import locate, source_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

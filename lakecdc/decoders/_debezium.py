@@ -78,29 +78,23 @@ so the table keeps what it has.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from lakecdc.decoders._debezium_ddl import declared_rows, history, order_of, table_changes, table_of
-from lakecdc.decoders._kafka_connect import (
-    MISSING,
+from lakecdc.decode.jsontext import Num, compact_json, plain_text
+from lakecdc.decode.kafka.connect_values import (
     ImageReader,
-    Num,
-    Pairs,
-    RecordError,
     column_name,
     column_text,
-    compact_json,
     image_fields,
     image_pairs,
     placeholder_forms,
-    plain_text,
 )
+from lakecdc.decode.rows import MISSING, Pairs, RecordError
+from lakecdc.decoders._debezium_ddl import declared_rows, history, order_of, table_changes, table_of
 from lakecdc.errors import ConfigError
 
 #: Debezium's default ``unavailable.value.placeholder``.
@@ -189,24 +183,6 @@ class Row(NamedTuple):
     after: Pairs | None = None
     source: Pairs | None = None
     error: str | None = None
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """The cyclic garbage collector off meanwhile (a ``mapInArrow`` body decoding one batch).
-
-    Decoding allocates millions of small acyclic objects (freed by reference counting) while a
-    batch of rows is held; the collector's passes over them cost about a third of the decoding
-    (measured on the Debezium benchmark, JSON and Avro alike). Keep it off only while a batch is
-    built, not while Spark holds the generator suspended.
-    """
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def transaction_marker(payload: Mapping[str, Any], extra: Sequence[tuple[str, str | None]] = ()) -> Row:

@@ -38,13 +38,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from lakecdc.decoders._avro import expand_names
+from lakecdc.decode.avro.schemas import expand_names
+from lakecdc.decode.jsontext import compact_json, slow_loads
+from lakecdc.decode.rows import Pairs, RecordError
 from lakecdc.decoders._debezium import Key, Row, Settings, decode_value
-from lakecdc.decoders._debezium_fastjson import slow_loads
-from lakecdc.decoders._kafka_connect import Pairs, RecordError, compact_json
 
 if TYPE_CHECKING:
-    from lakecdc.decoders._debezium_registry import Registry
+    from lakecdc.decode.avro.registry import Registry
     from lakecdc.decoders.debezium_avro import Plan
 
 _PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})

@@ -42,8 +42,9 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakecdc.changes.events import IMAGE_TYPE
+from lakecdc.decode.files.lines import CORRUPT, JSON_LIMITS, read_json
+from lakecdc.decode.files.reread import Rereader
 from lakecdc.decoders._qlik import HEADER_NAMES, OPERATIONS, Catalog, Row, TableVersion, failed
-from lakecdc.decoders._records import CORRUPT, JSON_LIMITS, Rereader, read_json
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -64,8 +64,8 @@ from lakecdc.changes.events import (
     sortable_position,
     zero_pad,
 )
+from lakecdc.decode.files.lines import CORRUPT, read_json
 from lakecdc.decoders._mysql_types import mysql_type, sql_type
-from lakecdc.decoders._records import CORRUPT, read_json
 from lakecdc.decoders.base import Decoder, first_error
 from lakecdc.errors import ConfigError
 

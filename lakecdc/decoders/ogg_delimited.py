@@ -83,13 +83,9 @@ from __future__ import annotations
 
 import codecs
 import datetime as dt
-import hashlib
-import json
-import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from pyspark.sql import Column
@@ -97,13 +93,14 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakecdc.changes.events import IMAGE_TYPE, default_seq
+from lakecdc.decode.files.lines import JSON_LIMITS, read_text
+from lakecdc.decode.files.staging import detect_layout, stage, text_records
 from lakecdc.decoders._goldengate import (
     check_pk_update_handling,
     op_column,
     op_keys,
     rejoin_split_key_changes,
 )
-from lakecdc.decoders._records import JSON_LIMITS, detect_layout, read_text
 from lakecdc.decoders.base import Decoder, first_error, parse_op_ts, session_is_utc
 from lakecdc.decoders.ogg_json_row import (
     TableSchema,
@@ -134,7 +131,6 @@ TEXT_OPTIONS = (
     "nullValueRepresentation", "missingValueRepresentation",
 )
 _NEWLINES = ("\n", "\r\n")  # what both Spark's line reader and locate() split on
-_BLANK = " \t\r\n"
 _JAVA_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|.)", re.DOTALL)
 _SIMPLE_ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "f": "\f"}
 _EPOCH = dt.datetime(1970, 1, 1)
@@ -202,27 +198,9 @@ def stage_records(path: str, staging: str, *, line_delimiter: str, encoding: str
 
     Blank records (whitespace only) are skipped, as blank lines are. A sidecar
     ``<staged>.lines.json`` holds each record's original line (where its first non-blank
-    character is), which :func:`~lakecdc.decoders._records.locate` reports.
+    character is), which :func:`~lakecdc.decode.files.reread.locate` reports.
     """
-    digest = hashlib.sha1(os.path.abspath(path).encode()).hexdigest()[:16]
-    out = Path(staging) / f"{Path(path).name}.{digest}.records.jsonl"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    text = Path(path).read_bytes().decode(encoding, errors="replace")
-    lines: list[int] = []
-    line, scanned = 1, 0
-    with open(out, "w", encoding="utf-8") as fh:
-        start = 0
-        for record in text.split(line_delimiter):
-            stripped = record.lstrip(_BLANK)
-            if stripped.rstrip(_BLANK):
-                first = start + len(record) - len(stripped)
-                line += text.count("\n", scanned, first)
-                scanned = first
-                fh.write(json.dumps(record, ensure_ascii=False) + "\n")
-                lines.append(line)
-            start += len(record) + len(line_delimiter)
-    Path(f"{out}.lines.json").write_text(json.dumps({"source": path, "lines": lines}))
-    return str(out)
+    return stage(path, staging, text_records(line_delimiter, encoding))
 
 
 class OggDelimitedDecoder(Decoder):

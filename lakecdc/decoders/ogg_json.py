@@ -26,8 +26,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakecdc.changes.events import IMAGE_TYPE
+from lakecdc.decode.files.lines import CORRUPT, JSON_LIMITS, read_json, read_text
 from lakecdc.decoders._goldengate import canonical_events, op_column, op_keys, source_map
-from lakecdc.decoders._records import CORRUPT, JSON_LIMITS, read_json, read_text
 from lakecdc.decoders.base import Decoder, first_error, parse_op_ts, session_is_utc
 from lakecdc.errors import ConfigError
 

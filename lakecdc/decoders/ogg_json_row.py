@@ -74,6 +74,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakecdc.changes.events import EVENT_SCHEMA
+from lakecdc.decode.files.lines import CORRUPT, JSON_LIMITS, read_json, read_text
 from lakecdc.decoders._goldengate import (
     canonical_events,
     check_pk_update_handling,
@@ -82,7 +83,6 @@ from lakecdc.decoders._goldengate import (
     rejoin_split_key_changes,
     source_map,
 )
-from lakecdc.decoders._records import CORRUPT, JSON_LIMITS, read_json, read_text
 from lakecdc.decoders.base import Decoder, first_error, parse_op_ts, session_is_utc
 from lakecdc.errors import ConfigError
 

@@ -59,7 +59,7 @@ from lakecdc.changes.events import (
     with_padded_parts,
     zero_pad,
 )
-from lakecdc.decoders._records import CORRUPT, read_json
+from lakecdc.decode.files.lines import CORRUPT, read_json
 from lakecdc.decoders.base import Decoder, first_error, parse_op_ts, session_is_utc
 
 if TYPE_CHECKING:

@@ -62,8 +62,8 @@ from lakecdc.config.settings import (
     normalise_keys,
     per_table,
 )
+from lakecdc.decode.files.lines import EXACT_STRINGS
 from lakecdc.decoders import get_decoder
-from lakecdc.decoders._records import EXACT_STRINGS
 from lakecdc.errors import ConfigError, LakecdcError, MissingKeyError, PrimaryKeyUpdateError, explain
 from lakecdc.maintenance.doctor import verify
 from lakecdc.merge.commit import merge_one

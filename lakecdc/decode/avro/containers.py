@@ -1,333 +1,40 @@
-"""Avro plumbing the Avro decoders share: fingerprints, schema directories, OCF blocks, framing, text.
+"""Avro Object Container Files: header, blocks, codecs, limits, splits and records.
 
-Nothing here knows a vendor's record layout; the vendor modules build on it.
-
-* **Fingerprints.** :func:`parsing_fingerprint` is Avro's 64-bit Rabin fingerprint (CRC-64-AVRO,
-  Avro specification "Schema Fingerprints") of a schema's Parsing Canonical Form, as Java's
-  ``SchemaNormalization.parsingFingerprint64`` returns it: a *signed* 64-bit number (``"null"``
-  gives 7195948357588979594). fastavro's ``fingerprint(..., "CRC-64-AVRO")`` gives the same
-  value as the hex of its little-endian bytes.
-* **Schema directories.** :func:`load_schema_directory` reads every ``*.avsc`` of a directory.
-  A schema belongs to the table named by its record's full name (``namespace.name``: GoldenGate
-  writes ``GG.TCUSTORD`` as namespace ``GG``, name ``TCUSTORD``). ``<table>.avsc`` is the current
-  version; ``<table>_<timestamp>.avsc`` are older copies (GoldenGate ``versionSchemas=true``).
-  :meth:`SchemaDirectory.versions` lists a table's versions newest first: the current file, then
-  the timestamped ones by descending file name (GoldenGate's timestamp suffix sorts by time).
-* **Object Container Files** (OCF, Avro specification "Object Container Files"): a header
-  (magic ``Obj\\x01``, metadata map with ``avro.schema`` and ``avro.codec``, a 16-byte sync
-  marker) followed by blocks: record count, byte size, the (compressed) records, the sync marker.
-  :func:`iter_ocf_blocks` walks the blocks itself, so a corrupt block is reported with its byte
-  offset and reading resumes at the next sync marker; a block past its :class:`BlockLimits`
-  (uncompressed bytes, claimed records) is reported the same way, never inflated past the limit. Codecs: ``null``, ``deflate``, ``bzip2``,
-  ``xz``, and ``snappy``/``zstandard`` through ``cramjam``.
-* **Exact decoding.** :func:`read_at` decodes one binary-encoded datum and returns where it
-  ended, so a caller can demand that a message decodes to exactly its last byte: the test that
-  tells which schema version wrote a message.
-* **Text.** :func:`text_converter` renders an Avro value as the exact text lakecdc keeps in its
-  images: ``long``/``int`` as digits, ``double`` as the shortest text that reads back to the same
-  double (``17520.0``; ``NaN``, ``Infinity``, ``-Infinity``), ``float`` as the shortest text of
-  the 32-bit value (``0.1``, not ``0.10000000149011612``), ``boolean`` as ``true``/``false``,
-  ``decimal`` exactly in plain notation with its scale (``1.10``), ``bytes``/``fixed`` as base64,
-  ``date`` as ``YYYY-MM-DD``, ``time-*`` as ``HH:MM:SS.ffffff``, ``timestamp-*`` (UTC) and
-  ``local-timestamp-*`` as ``YYYY-MM-DD HH:MM:SS.ffffff``, ``uuid`` and ``enum`` as their text,
-  records, arrays and maps as compact JSON text (inside which decimals, dates and bytes are JSON
-  strings as above).
-* **Types.** :func:`spark_type`: ``long`` bigint, ``int`` int, ``double``/``float`` double,
-  ``boolean``, ``string``, ``decimal(p, s)`` exactly (as string when ``p > 38``); everything else
-  (bytes, fixed, enums, dates, times, timestamps, records, arrays, maps, unions of several
-  types) string.
+An Object Container File (OCF, Avro specification "Object Container Files") is a header (magic
+``Obj\\x01``, metadata map with ``avro.schema`` and ``avro.codec``, a 16-byte sync marker)
+followed by blocks: record count, byte size, the (compressed) records, the sync marker.
+:func:`iter_ocf_blocks` walks the blocks itself, so a corrupt block is reported with its byte
+offset and reading resumes at the next sync marker; a block past its :class:`BlockLimits`
+(uncompressed bytes, claimed records) is reported the same way, never inflated past the limit.
+Codecs: ``null``, ``deflate``, ``bzip2``, ``xz``, and ``snappy``/``zstandard`` through ``cramjam``.
+:func:`plan_ocf_splits` cuts a large file at block boundaries (reading only the block headers),
+:func:`ocf_records` reads the records of one split.
 """
 
 from __future__ import annotations
 
-import base64
 import bz2
-import datetime as dt
-import decimal
 import io
 import json
 import lzma
-import math
 import os
 import struct
-import uuid
 import zlib
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, BinaryIO
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from fastavro import parse_schema, schemaless_reader
-from fastavro.schema import to_parsing_canonical_form
-from pyspark.sql import types as T
 
+from lakecdc.decode.avro.schemas import expand_names, read_long
 from lakecdc.errors import ConfigError
+
+if TYPE_CHECKING:
+    from lakecdc.decode.files.splits import Split
 
 MAGIC = b"Obj\x01"
 SYNC_SIZE = 16
-_EMPTY64 = 0xC15D213AA4D7A795
-_MASK64 = (1 << 64) - 1
 
-
-def _rabin_table() -> tuple[int, ...]:
-    table = []
-    for i in range(256):
-        fp = i
-        for _ in range(8):
-            fp = (fp >> 1) ^ (_EMPTY64 & -(fp & 1))
-        table.append(fp & _MASK64)
-    return tuple(table)
-
-
-_RABIN = _rabin_table()
-
-
-def rabin64(data: bytes) -> int:
-    """CRC-64-AVRO of ``data`` as a signed 64-bit number (Java's ``long``)."""
-    fp = _EMPTY64
-    for byte in data:
-        fp = (fp >> 8) ^ _RABIN[(fp ^ byte) & 0xFF]
-    return fp - (1 << 64) if fp >= 1 << 63 else fp
-
-
-def parsing_fingerprint(schema: Any) -> int:
-    """Avro's 64-bit parsing fingerprint of ``schema`` (JSON text, or its parsed JSON)."""
-    if isinstance(schema, str) and schema.lstrip()[:1] in ("{", "["):
-        schema = json.loads(schema)
-    return rabin64(to_parsing_canonical_form(schema).encode("utf-8"))
-
-
-# -- schema directories --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SchemaFile:
-    """One ``.avsc`` file of a schema directory."""
-
-    file: str
-    table: str
-    label: str  # "" for the current ``<table>.avsc``, else the version suffix
-    schema: Any
-    fingerprint: int
-
-    @property
-    def parsed(self) -> dict[str, Any]:
-        return _parsed(self.file, self.fingerprint, self.schema)
-
-
-_PARSED: dict[tuple[str, int], Any] = {}
-
-
-def _parsed(name: str, fingerprint: int, schema: Any) -> Any:
-    key = (name, fingerprint)
-    if key not in _PARSED:
-        _PARSED[key] = parse_schema(schema, _write_hint=False)
-    return _PARSED[key]
-
-
-def full_name(schema: Any) -> str | None:
-    """The full name (``namespace.name``) of a named schema, None for an unnamed one."""
-    if not isinstance(schema, dict) or "name" not in schema:
-        return None
-    name = str(schema["name"])
-    namespace = schema.get("namespace")
-    return name if "." in name or not namespace else f"{namespace}.{name}"
-
-
-_PRIMITIVE_NAMES = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})
-_NAMED_KINDS = frozenset({"record", "error", "enum", "fixed"})
-
-
-def qualified(name: str, namespace: str | None) -> str:
-    """A name as the Avro specification resolves it in ``namespace``: a name with a dot is full
-    already; otherwise the namespace (the type's own, else the enclosing one's) comes first."""
-    return name if "." in name or not namespace else f"{namespace}.{name}"
-
-
-def expand_names(schema: Any) -> tuple[Any, dict[str, Any]]:
-    """``schema`` (parsed JSON) with every named type's ``name`` its full name (no ``namespace``
-    left) and every reference to a named type written with that full name, and the named types by
-    full name (Avro specification, "Names": a name without a dot takes the namespace of its own
-    ``namespace`` attribute, else of the innermost enclosing named type; a reference without a
-    dot is looked up in the enclosing namespace first, then in the null namespace)."""
-    named: dict[str, Any] = {}
-
-    def walk(node: Any, namespace: str) -> Any:
-        if isinstance(node, list):
-            return [walk(b, namespace) for b in node]
-        if isinstance(node, str):
-            if node in _PRIMITIVE_NAMES or "." in node:
-                return node
-            inner = qualified(node, namespace)
-            return inner if inner in named else node
-        if not isinstance(node, dict):
-            return node
-        kind = node.get("type")
-        if kind in _NAMED_KINDS:
-            space = node.get("namespace", namespace)
-            full = qualified(str(node.get("name", "")), space if isinstance(space, str) else namespace)
-            out = {k: v for k, v in node.items() if k != "namespace"}
-            out["name"] = full
-            named[full] = out  # before its fields: a field may refer to its own record
-            if kind in ("record", "error"):
-                inner = full.rpartition(".")[0]
-                out["fields"] = [{**f, "type": walk(f.get("type"), inner)} if isinstance(f, dict) else f
-                                 for f in node.get("fields") or ()]
-            return out
-        if kind == "array":
-            return {**node, "items": walk(node.get("items"), namespace)}
-        if kind == "map":
-            return {**node, "values": walk(node.get("values"), namespace)}
-        if isinstance(kind, (dict, list)) or (isinstance(kind, str) and kind not in _PRIMITIVE_NAMES):
-            return {**node, "type": walk(kind, namespace)}
-        return node
-
-    return walk(schema, ""), named
-
-
-@dataclass(frozen=True)
-class SchemaDirectory:
-    """The schemas of a directory, by table and by fingerprint."""
-
-    path: str
-    files: tuple[SchemaFile, ...] = ()
-    wrapper: SchemaFile | None = None
-    by_table: dict[str, tuple[SchemaFile, ...]] = field(default_factory=dict)
-    by_fingerprint: dict[int, SchemaFile] = field(default_factory=dict)
-
-    def versions(self, table: str) -> tuple[SchemaFile, ...]:
-        """The table's schema versions, newest first (exact name, else ignoring case)."""
-        found = self.by_table.get(table)
-        if found is None:
-            lower = table.lower()
-            found = next((v for t, v in self.by_table.items() if t.lower() == lower), ())
-        return found
-
-
-def load_schema_directory(path: str, *, encoding: str = "utf-8") -> SchemaDirectory:
-    """Every ``*.avsc`` of ``path`` (not recursive); ``generic_wrapper.avsc`` kept apart.
-
-    Raises ValueError naming the file when one is not a valid Avro schema.
-    """
-    files: list[SchemaFile] = []
-    wrapper = None
-    for p in sorted(Path(path).glob("*.avsc")):
-        try:
-            schema = json.loads(p.read_text(encoding=encoding))
-            parse_schema(schema, _write_hint=False)
-            fp = parsing_fingerprint(schema)
-        except (ValueError, TypeError, KeyError) as exc:
-            raise ValueError(f"{p}: not a valid Avro schema: {exc}") from exc
-        table = full_name(schema) or p.stem
-        stem = p.stem
-        label = "" if stem == table else stem[len(table) + 1 :] if stem.startswith(table + "_") else stem
-        sf = SchemaFile(p.name, table, label, schema, fp)
-        if table == "oracle.goldengate.generic_wrapper":
-            wrapper = sf
-        else:
-            files.append(sf)
-    by_table: dict[str, list[SchemaFile]] = {}
-    for sf in files:
-        by_table.setdefault(sf.table, []).append(sf)
-    ordered: dict[str, tuple[SchemaFile, ...]] = {}
-    for table, group in by_table.items():
-        group.sort(key=lambda s: s.label, reverse=True)
-        group.sort(key=lambda s: s.label != "")
-        seen: set[int] = set()
-        ordered[table] = tuple(s for s in group if not (s.fingerprint in seen or seen.add(s.fingerprint)))  # type: ignore[func-returns-value]
-    by_fp: dict[int, SchemaFile] = {}
-    for group in ordered.values():
-        for sf in group:
-            by_fp.setdefault(sf.fingerprint, sf)
-    return SchemaDirectory(path, tuple(files), wrapper, ordered, by_fp)
-
-
-# -- binary decoding -----------------------------------------------------------------------------
-
-
-class Mismatch(ValueError):
-    """Bytes that do not decode (exactly) with a schema."""
-
-
-def read_at(data: bytes, pos: int, parsed: Any) -> tuple[Any, int]:
-    """Decode one datum of ``parsed`` starting at ``data[pos]``; return it and where it ended."""
-    bio = io.BytesIO(data)
-    bio.seek(pos)
-    try:
-        value = schemaless_reader(bio, parsed, None)
-    except Exception as exc:  # fastavro raises EOFError, ValueError, IndexError, UnicodeError...
-        raise Mismatch(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__) from None
-    return value, bio.tell()
-
-
-def read_exact(data: bytes, parsed: Any) -> Any:
-    """Decode ``data`` as exactly one datum of ``parsed`` (every byte used, none missing)."""
-    value, end = read_at(data, 0, parsed)
-    if end != len(data):
-        raise Mismatch(f"the schema reads {end} of the message's {len(data)} bytes")
-    return value
-
-
-def read_long(data: bytes, pos: int) -> tuple[int, int] | None:
-    """An Avro ``long`` (zig-zag varint) at ``pos``: ``(value, end)``, None when cut short."""
-    shift = result = 0
-    while pos < len(data) and shift < 70:
-        b = data[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-    return None
-
-
-def peek_string(data: bytes, pos: int = 0) -> str | None:
-    """The Avro ``string`` at ``pos`` (a GoldenGate message starts with its table name)."""
-    got = read_long(data, pos)
-    if got is None:
-        return None
-    n, start = got
-    if n < 0 or start + n > len(data):
-        return None
-    try:
-        return data[start : start + n].decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-
-
-# -- framing of single-message files --------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Frame:
-    """One message of a file: where it starts, its bytes, and why it is bad (None when whole)."""
-
-    offset: int
-    payload: bytes
-    error: str | None = None
-
-
-def iter_length_prefixed(fo: BinaryIO, start: int = 0) -> Iterator[Frame]:
-    """Messages each preceded by its length as 4 bytes, big-endian (streamed, not read whole)."""
-    fo.seek(start)
-    offset = start
-    while True:
-        head = fo.read(4)
-        if not head:
-            return
-        if len(head) < 4:
-            yield Frame(offset, head, f"truncated length prefix: {len(head)} of 4 bytes at the end of the file")
-            return
-        (n,) = struct.unpack(">I", head)
-        payload = fo.read(n)
-        if len(payload) < n:
-            yield Frame(offset, payload, f"truncated: the length prefix gives {n} bytes, only {len(payload)} remain")
-            return
-        yield Frame(offset, payload)
-        offset += 4 + n
-
-
-# -- object container files ----------------------------------------------------------------------
 
 _HEADER = parse_schema(
     {
@@ -350,11 +57,6 @@ class OcfHeader:
     codec: str
     sync: bytes
     length: int
-
-
-def is_ocf(path: str) -> bool:
-    with open(path, "rb") as fh:
-        return fh.read(4) == MAGIC
 
 
 def read_ocf_header(fo: BinaryIO) -> OcfHeader:
@@ -677,166 +379,40 @@ def plan_ocf_splits(path: str, split_bytes: int,
         return header, splits
 
 
-# -- values as text and Spark types --------------------------------------------------------------
+def is_ocf(path: str) -> bool:
+    """Whether ``path`` starts with the OCF magic."""
+    with open(path, "rb") as fh:
+        return fh.read(4) == MAGIC
 
 
-def _branches(avro_type: Any) -> list[Any]:
-    """The non-null branches of a (possibly union) type."""
-    if isinstance(avro_type, list):
-        return [b for b in avro_type if b != "null" and not (isinstance(b, dict) and b.get("type") == "null")]
-    return [avro_type]
+def ocf_records(fh: Any, header: OcfHeader, parsed: Any, split: Split, *,
+                return_record_name: bool = False) -> Iterator[tuple[int, int, Any, str | None, bytes]]:
+    """``(row, block offset, record, error, raw)`` of the records of an OCF split, read with the
+    fastavro schema ``parsed`` (``return_record_name``: union branches that are records as
+    ``(name, value)``); a bad block (or the rest of a block that stops reading) is one record with
+    ``error`` set."""
+    row = split.first_row
+    for block in iter_ocf_blocks(fh, header, split.start, split.end, split.limits or DEFAULT_LIMITS):
+        if block.error is not None:
+            yield row, block.offset, None, f"OCF block at byte offset {block.offset}: {block.error}", block.data
+            row += max(block.count, 1)
+            continue
+        bio = io.BytesIO(block.data)
+        for k in range(block.count):
+            at = bio.tell()
+            try:
+                record = schemaless_reader(bio, parsed, None, return_record_name=return_record_name)
+            except Exception as exc:
+                yield (row, block.offset, None, f"records {k}..{block.count - 1} of the OCF block at byte offset "
+                       f"{block.offset} cannot be read: {type(exc).__name__}: {exc}", block.data[at:])
+                row += block.count - k
+                break
+            yield row, block.offset, record, None, block.data[at : bio.tell()]
+            row += 1
 
 
-def _base(avro_type: Any) -> tuple[str, dict[str, Any]]:
-    """``(type name, attributes)`` of a single (non-union) type."""
-    if isinstance(avro_type, dict):
-        inner = avro_type.get("type")
-        if isinstance(inner, (dict, list)):
-            return _base(inner)
-        return str(inner), avro_type
-    return str(avro_type), {}
-
-
-def spark_type(avro_type: Any) -> T.DataType:
-    """The Spark type of a column declared as ``avro_type`` (see the module docstring)."""
-    branches = _branches(avro_type)
-    if len(branches) != 1:
-        return T.StringType()
-    name, attrs = _base(branches[0])
-    if attrs.get("logicalType") == "decimal" and name in ("bytes", "fixed"):
-        precision, scale = int(attrs.get("precision", 0)), int(attrs.get("scale", 0))
-        if 0 < precision <= 38 and 0 <= scale <= precision:
-            return T.DecimalType(precision, scale)
-        return T.StringType()
-    if attrs.get("logicalType"):
-        return T.StringType()
-    return {
-        "long": T.LongType(),
-        "int": T.IntegerType(),
-        "double": T.DoubleType(),
-        "float": T.DoubleType(),
-        "boolean": T.BooleanType(),
-        "string": T.StringType(),
-    }.get(name, T.StringType())
-
-
-def _double_text(v: float) -> str:
-    if math.isnan(v):
-        return "NaN"
-    if math.isinf(v):
-        return "Infinity" if v > 0 else "-Infinity"
-    return repr(v)
-
-
-def _float32_text(v: float) -> str:
-    if math.isnan(v) or math.isinf(v):
-        return _double_text(v)
-    # the shortest decimal text that reads back to the same 32-bit float
-    for digits in range(1, 18):
-        text = f"{v:.{digits}g}"
-        if struct.unpack("<f", struct.pack("<f", float(text)))[0] == v:
-            return repr(float(text))
-    return repr(v)
-
-
-def _jsonable(v: Any) -> Any:
-    if isinstance(v, dict):
-        return {str(k): _jsonable(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_jsonable(x) for x in v]
-    if isinstance(v, float):
-        return v if math.isfinite(v) else _double_text(v)
-    if v is None or isinstance(v, (bool, int, str)):
-        return v
-    return value_text(v)
-
-
-def value_text(v: Any) -> str | None:
-    """Any decoded Avro value as text, by its Python type (``float`` as a double)."""
-    if v is None:
-        return None
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        return _double_text(v)
-    if isinstance(v, str):
-        return v
-    if isinstance(v, decimal.Decimal):
-        return format(v, "f")
-    if isinstance(v, (bytes, bytearray)):
-        return base64.b64encode(bytes(v)).decode("ascii")
-    if isinstance(v, dt.datetime):
-        if v.tzinfo is not None:
-            v = v.astimezone(dt.timezone.utc).replace(tzinfo=None)
-        return f"{v:%Y-%m-%d %H:%M:%S.%f}"
-    if isinstance(v, dt.date):
-        return v.isoformat()
-    if isinstance(v, dt.time):
-        return v.replace(tzinfo=None).isoformat(timespec="microseconds")
-    if isinstance(v, uuid.UUID):
-        return str(v)
-    if isinstance(v, (dict, list, tuple)):
-        return json.dumps(_jsonable(v), ensure_ascii=False, separators=(",", ":"))
-    return str(v)
-
-
-def text_converter(avro_type: Any) -> Callable[[Any], str | None]:
-    """The function rendering values of a field declared as ``avro_type`` as exact text."""
-    branches = _branches(avro_type)
-    if len(branches) == 1:
-        name, attrs = _base(branches[0])
-        if name == "float" and not attrs.get("logicalType"):
-            return lambda v: None if v is None else _float32_text(v)
-    return value_text
-
-
-# -- helpers for fast paths (additive: the functions above keep their behaviour) ------------------
-
-
-def plan_length_prefixed_splits(path: str, split_bytes: int) -> list[tuple[int, int, int]]:
-    """``(start, length, first message number)`` splits of about ``split_bytes`` of a file of
-    length-prefixed messages (4 bytes big-endian, see :func:`iter_length_prefixed`).
-
-    Only the prefixes are read (no decoding). Files up to ``split_bytes`` are one split; a split
-    always starts at a length prefix, and the last one runs to the end of the file (so a truncated
-    message at the end is in it).
-    """
-    import mmap
-
-    size = os.path.getsize(path)
-    if size <= split_bytes:
-        return [(0, size, 0)]
-    out: list[tuple[int, int, int]] = []
-    start = first = pos = n = 0
-    unpack = struct.Struct(">I").unpack_from
-    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        while pos + 4 <= size:
-            if pos - start >= split_bytes:
-                out.append((start, pos - start, first))
-                start, first = pos, n
-            (length,) = unpack(mm, pos)
-            pos += 4 + length
-            n += 1
-    out.append((start, size - start, first))
-    return out
-
-
-def text_kind(avro_type: Any) -> str | None:
-    """How :func:`text_converter` renders a field declared as ``avro_type``, when it is one of
-    the plain cases fastavro decodes to a single Python type: ``"string"`` (the ``str`` itself),
-    ``"integer"`` (``int`` as ``str(v)``), ``"double"`` (``float``, see :func:`value_text`),
-    ``"boolean"``; None for anything else (use :func:`text_converter`)."""
-    branches = _branches(avro_type)
-    if len(branches) != 1:
-        return None
-    name, attrs = _base(branches[0])
-    if attrs.get("logicalType"):
-        return None
-    return {"string": "string", "long": "integer", "int": "integer", "double": "double", "boolean": "boolean"}.get(name)
-
-
-def double_text(v: float) -> str:
-    """A ``double`` as exact text (what :func:`value_text` gives for a ``float``)."""
-    return _double_text(v)
+__all__ = [
+    "DEFAULT_LIMITS", "LIMIT_OPTIONS", "MAGIC", "MAX_BLOCK_BYTES", "MAX_BLOCK_RECORDS", "SYNC_SIZE", "BlockLimits",
+    "BlockTooLarge", "OcfBlock", "OcfHeader", "decompress", "is_ocf", "iter_ocf_blocks", "min_datum_bytes",
+    "ocf_records", "plan_ocf_splits", "read_ocf_header",
+]

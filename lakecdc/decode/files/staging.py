@@ -1,28 +1,23 @@
-"""Reading input files: JSON messages through Spark's JSON source, and finding bad records again.
+"""Staging: input files rewritten one record per line, so that Spark's line and JSON sources read them.
 
-JSON messages are read by Spark's own JSON file source, split across executors, with
-``spark.sql.json.enableExactStringParsing`` on so that a value read as a string keeps the exact
-text of the message (``17520.00`` stays ``17520.00``; a 20-digit decimal is not rounded through a
-double). Two layouts are told apart per file by its first bytes:
+Spark reads a file of one record per line in splits across executors. A file that is not one
+(pretty-printed or concatenated JSON documents, XML documents, text records cut by another
+delimiter or in another encoding, kcat ``-K<sep>`` dumps) is first *staged*: written to the run's
+staging area with each record on one line, beside a sidecar ``<staged>.lines.json`` that names the
+input and holds each staged line's original line number (what
+:func:`lakecdc.decode.files.reread.locate` reports for a bad record).
 
-* **lines**: one message per line, read in place;
-* **documents**: pretty-printed or concatenated objects (GoldenGate ``prettyPrint=true``,
-  ``jsonDelimiter``): split by a scanner that knows JSON strings and staged as one object per
-  line, with a map back to the original line numbers. Staging runs in Spark's executors, one
-  task per file (:func:`on_executors`), never on the driver.
-
-A format whose messages have no fixed member names (GoldenGate's row-modeled JSON: the columns
-are members of the message itself) is read *wrapped* (``wrap="m"``): every file is staged with
-each record written as ``{"m":<record>}`` on the line it had, so that Spark's file source parses
-the whole message as an exact ``map<string, string>`` (``from_json`` would render numbers
-through doubles, a variant drops their trailing zeros). ``wrap="m[]"`` writes ``{"m":[<record>]}``:
-read as an array, a line holding more than one JSON value (``{...}, "x": 1``, ``{...} {...}``)
-is then a corrupt record or an array of more than one element, where the file source reading
-the line bare would take its first value and ignore the rest.
-
-Every row carries ``_file`` (the input path), ``_block`` (start of the split it was read from)
-and ``_row`` (an id increasing along the split, over non-blank lines). A record's line number
-and raw text are recovered only for bad records, by :func:`locate` reading the file again.
+* :func:`stage` writes one file with a :class:`Splitter` (how its records are cut): the staged
+  copy is written next to its place and moved there once whole, and a copy an earlier read of the
+  same run made from the same file (same path, size, modification time, splitter and wrapper) is
+  taken again.
+* Splitters: :func:`json_documents` (JSON objects, optionally after leading comments),
+  :func:`text_records` (text records cut by a delimiter, each written as a JSON string); vendor
+  formats bring their own (GoldenGate XML).
+* :func:`staged_documents` stages, for the JSON-source formats, every file whose layout needs it
+  (:func:`detect_layout`), in Spark's executors, one task per file (:func:`on_executors`).
+* :func:`first_record` and :func:`is_documents` sniff a file that may open with comments
+  (``debezium-json``).
 """
 
 from __future__ import annotations
@@ -34,41 +29,27 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Literal
+from typing import IO, TYPE_CHECKING, Any, Literal
 
-import numpy as np
 import pyarrow as pa
-from pyspark.sql import functions as F
-from pyspark.sql.types import StringType, StructField, StructType
+
+from lakecdc.decode.files.kcat import KEYED_LINE, keyed_lines
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
 Layout = Literal["lines", "documents"]
-CORRUPT = "_corrupt_record"
-EXACT_STRINGS = "spark.sql.json.enableExactStringParsing"
 _PEEK_BYTES = 1 << 16
-#: Spark's JSON reader option ``maxStringLen``: Jackson's ``StreamReadConstraints.maxStringLength``,
-#: 20,000,000 characters by default, above which a value is read as a corrupt record. A change
-#: carries whole LOBs, so the limit is lifted to the longest string Java holds.
-MAX_STRING_LEN = 2**31 - 1
-#: The JSON reader options every lakecdc read passes (``from_json`` included).
-JSON_LIMITS = {"maxStringLen": str(MAX_STRING_LEN)}
-_WS = b" \t\r\n"
+#: JSON whitespace: a line of only these is blank (not a record), for Spark's readers as for lakecdc's.
+BLANK = b" \t\r\n"
 _CHUNK_BYTES = 1 << 24
 #: a blank line (JSON whitespace only) after the first of a text without its final newline (the
 #: pattern starts with a plain character: Python's engine then jumps from newline to newline)
 _BLANK_LINE = re.compile(rb"\n[ \t\r]*(?:\n|$)")
 _BLANK_START = re.compile(rb"[ \t\r]*(?:\n|$)")
-
-
-def exact_json_strings(spark: SparkSession) -> contextlib.AbstractContextManager[None]:
-    """Keep JSON values read as strings exactly as written while the block runs."""
-    from lakecdc.spark.conf import job_conf
-
-    return job_conf(spark, {EXACT_STRINGS: "true"})
 
 
 def detect_layout(path: str) -> Layout:
@@ -86,24 +67,89 @@ def detect_layout(path: str) -> Layout:
     return "lines"
 
 
-#: A kcat ``-K<sep>`` line: a key (plain text without braces or quotes, e.g. ``****``, or a JSON
-#: object) and one separator (``^``, tab, ``|``, ``:``, ``;`` or ``,``) before the value's object.
-_KEYED_LINE = re.compile(r'^(?:[^{}\[\]"\r\n]+?|\{[^\r\n]*?\})[\^\t|:;,](?=\s*\{)')
+@dataclass(frozen=True)
+class Splitter:
+    """How the records of a file are cut for staging.
+
+    ``records(path)`` yields ``(original line, record)`` with each record's text on one line (no
+    newline in it); ``name`` tells splitters apart in the sidecar (a staged copy is taken again
+    only from the same splitter); ``suffix`` ends the staged file's name. Must be picklable (a
+    module-level function, or a ``functools.partial`` of one): staging may run in the executors.
+    """
+
+    name: str
+    records: Callable[[str], Iterable[tuple[int, str]]]
+    suffix: str = ".jsonl"
 
 
-def keyed_lines(path: str) -> bool:
-    """Whether ``path`` is a kcat ``-K<sep>`` dump: its first non-blank line is ``KEY<sep>{...}``
-    (and not a JSON value by itself)."""
-    with open(path, "rb") as fh:
-        head = fh.read(_PEEK_BYTES).decode("utf-8", errors="replace")
-    first = head.lstrip().split("\n", 1)[0].strip()
-    if _KEYED_LINE.match(first) is None:
-        return False
+def _json_documents(path: str, *, comments: bool) -> Iterator[tuple[int, str]]:
+    text = Path(path).read_text(encoding="utf-8")
+    if comments:
+        text = blank_leading_comments(text)
+    for line, doc in split_documents(text):
+        yield line, doc.replace("\r", " ").replace("\n", " ")
+
+
+def json_documents(*, comments: bool = False) -> Splitter:
+    """JSON objects, pretty-printed or concatenated (:func:`split_documents`), each on one line;
+    ``comments``: leading ``/* */`` and ``//`` comments blanked first (:func:`blank_leading_comments`)."""
+    return Splitter("json-documents" + ("+comments" if comments else ""),
+                    functools.partial(_json_documents, comments=comments))
+
+
+def _text_records(path: str, *, delimiter: str, encoding: str) -> Iterator[tuple[int, str]]:
+    text = Path(path).read_bytes().decode(encoding, errors="replace")
+    line, scanned, start = 1, 0, 0
+    for record in text.split(delimiter):
+        stripped = record.lstrip(_BLANK_TEXT)
+        if stripped.rstrip(_BLANK_TEXT):
+            first = start + len(record) - len(stripped)
+            line += text.count("\n", scanned, first)
+            scanned = first
+            yield line, json.dumps(record, ensure_ascii=False)
+        start += len(record) + len(delimiter)
+
+
+_BLANK_TEXT = " \t\r\n"
+
+
+def text_records(delimiter: str, encoding: str) -> Splitter:
+    """Text records cut at ``delimiter`` after decoding the file with ``encoding`` (bytes it
+    cannot decode replaced), each written as a JSON string; blank records (whitespace only) are
+    skipped as blank lines are, a record's line is where its first non-blank character is."""
+    return Splitter(f"text-records:{delimiter!r}:{encoding}",
+                    functools.partial(_text_records, delimiter=delimiter, encoding=encoding), ".records.jsonl")
+
+
+def stage(path: str, staging: str, splitter: Splitter, *, wrap: str | None = None) -> str:
+    """The staged copy of ``path``: its records (``splitter``) one per line, each written as
+    ``{"<wrap>":<record>}`` with ``wrap`` (see :func:`wrapping`), beside a sidecar of their
+    original line numbers; return the staged file's path. A copy an earlier read of the run made
+    the same way from the same file is taken again."""
+    out = _staged_path(path, staging, splitter.suffix)
+    stamp = {**_stamp(path, wrap), "splitter": splitter.name}
+    if _earlier(out, stamp) is not None:
+        return str(out)
+    head, tail = wrapping(wrap)
+    lines: list[int] = []
+    with _replacing(out) as fh:
+        for line, record in splitter.records(path):
+            fh.write((head + record + tail + "\n").encode("utf-8"))
+            lines.append(line)
+    _write_sidecar(out, stamp, lines)
+    return str(out)
+
+
+def _earlier(out: Path, stamp: Mapping[str, object]) -> dict[str, Any] | None:
+    """The sidecar of ``out`` when ``out`` is a staged copy made as ``stamp`` says, else None."""
+    sidecar = Path(f"{out}.lines.json")
+    if not (out.exists() and sidecar.exists()):
+        return None
     try:
-        json.loads(first)
-    except ValueError:
-        return True
-    return False
+        earlier = json.loads(sidecar.read_text())
+    except ValueError:  # (a staging cut short)
+        return None
+    return earlier if isinstance(earlier, dict) and {k: earlier.get(k) for k in stamp} == stamp else None
 
 
 def stage_keyed_lines(path: str, staging: str, *, wrap: str | None = None) -> str:
@@ -115,19 +161,19 @@ def stage_keyed_lines(path: str, staging: str, *, wrap: str | None = None) -> st
     with open(path, "rb") as src, _replacing(out) as dst:
         for raw in src:
             line = raw.decode("utf-8", errors="surrogateescape")
-            m = _KEYED_LINE.match(line)
+            m = KEYED_LINE.match(line)
             if m is not None:
                 line = line[m.end():]
             body = line.rstrip("\r\n").encode("utf-8", errors="surrogateescape")
             end = b"\n" if raw.endswith(b"\n") else b""
-            dst.write((head + body + tail if body.strip(_WS) else body) + end)
+            dst.write((head + body + tail if body.strip(BLANK) else body) + end)
     _write_sidecar(out, stamp, None)
     return str(out)
 
 
-def _staged_path(path: str, staging: str) -> Path:
+def _staged_path(path: str, staging: str, suffix: str = ".jsonl") -> Path:
     digest = hashlib.sha1(os.path.abspath(path).encode()).hexdigest()[:16]
-    out = Path(staging) / f"{Path(path).name}.{digest}.jsonl"
+    out = Path(staging) / f"{Path(path).name}.{digest}{suffix}"
     out.parent.mkdir(parents=True, exist_ok=True)
     return out
 
@@ -170,18 +216,9 @@ def stage_documents(path: str, staging: str, *, wrap: str | None = None) -> str:
     """Write the objects of a ``documents`` file one per line; return the staged file's path.
 
     A sidecar ``<staged>.lines.json`` holds each staged line's original line number. ``wrap``:
-    each object written as ``{"<wrap>":<object>}`` (see the module docstring).
+    each object written as ``{"<wrap>":<object>}`` (see :func:`wrapping`).
     """
-    out, stamp = _staged_path(path, staging), _stamp(path, wrap)
-    head, tail = wrapping(wrap)
-    text = Path(path).read_text(encoding="utf-8")
-    lines: list[int] = []
-    with _replacing(out) as fh:
-        for line, doc in split_documents(text):
-            fh.write((head + doc.replace("\r", " ").replace("\n", " ") + tail + "\n").encode())
-            lines.append(line)
-    _write_sidecar(out, stamp, lines)
-    return str(out)
+    return stage(path, staging, json_documents(), wrap=wrap)
 
 
 def stage_wrapped_lines(path: str, staging: str, *, wrap: str) -> str:
@@ -213,7 +250,7 @@ def stage_wrapped_lines(path: str, staging: str, *, wrap: str) -> str:
 def _wrap_line(line: bytes, head: bytes, tail: bytes) -> bytes:
     """One line wrapped (a blank one as it is); a carriage return ending it stays outside the
     wrapper: Spark's line reader ends a line at a carriage return followed by anything."""
-    if not line.strip(_WS):
+    if not line.strip(BLANK):
         return line
     cr = b"\r" if line.endswith(b"\r") else b""
     return head + line[: len(line) - len(cr)] + tail + cr
@@ -221,17 +258,12 @@ def _wrap_line(line: bytes, head: bytes, tail: bytes) -> bytes:
 
 def _staged_before(path: str, staging: str, wrap: str | None, keyed: bool = False) -> str | None:
     """The staged copy an earlier read of this run made from the same file (same path, size and
-    modification time, same ``wrap``), if there is one."""
-    out, stamp = _staged_path(path, staging), _stamp(path, wrap)
-    sidecar = Path(f"{out}.lines.json")
-    if out.exists() and sidecar.exists():
-        try:
-            earlier = json.loads(sidecar.read_text())
-        except ValueError:  # (a staging cut short)
-            earlier = {}
-        if {k: earlier.get(k) for k in stamp} == stamp and bool(earlier.get("keyed")) == (keyed and keyed_lines(path)):
-            return str(out)
-    return None
+    modification time, same ``wrap``, staged as :func:`_stage` stages it), if there is one."""
+    out = _staged_path(path, staging)
+    earlier = _earlier(out, _stamp(path, wrap))
+    if earlier is None or earlier.get("splitter") not in (None, json_documents().name):
+        return None
+    return str(out) if bool(earlier.get("keyed")) == (keyed and keyed_lines(path)) else None
 
 
 def _stage(path: str, staging: str, *, wrap: str | None, keyed: bool = False) -> str:
@@ -281,63 +313,6 @@ def _run_each(batches: Iterator[pa.RecordBatch], *, fn: Callable[[str], str], pa
     for batch in batches:
         ids = batch.column("id").to_pylist()
         yield pa.RecordBatch.from_pydict({"i": pa.array(ids, pa.int64()), "out": [fn(paths[i]) for i in ids]})
-
-
-def read_json(
-    spark: SparkSession, files: Sequence[str], schema: StructType, *, staging: str,
-    derived: Mapping[str, Column] | None = None, wrap: str | None = None,
-) -> DataFrame:
-    """Messages of ``files`` parsed with ``schema`` (plus ``_corrupt_record``) and origin columns.
-
-    ``derived``: columns computed from the parsed members in a projection of their own, next to
-    the reader. Meant for expressions with a lambda function (``map_filter``, ``transform``):
-    Spark runs them interpreted, and a projection holding one is left out of the generated code
-    and copies every row it passes on. Next to the reader it copies the parsed row only; the
-    decoder's projections above it stay generated.
-
-    ``wrap``: read every record as the member of that name of ``schema`` (see the module
-    docstring).
-
-    Call inside :func:`exact_json_strings`.
-    """
-    paths = staged_documents(spark, files, staging, wrap=wrap, keyed=True)
-    names = {Path(p).resolve().as_uri(): p for p in paths}
-    mapping = F.create_map(*[F.lit(x) for kv in names.items() for x in kv])
-    uri = F.input_file_name()
-    # (a new struct: StructType.add would change the caller's schema in place)
-    full = schema if CORRUPT in schema.fieldNames() else StructType([*schema.fields, StructField(CORRUPT, StringType())])
-    df = (
-        spark.read.schema(full)
-        .option("mode", "PERMISSIVE")
-        .option("columnNameOfCorruptRecord", CORRUPT)
-        .option("allowSingleQuotes", "false")  # Spark's default takes {'a':'b'}: no JSON, quarantined
-        .options(**JSON_LIMITS)
-        .json(paths)
-    )
-    if derived:
-        df = df.select("*", *[c.alias(n) for n, c in derived.items()])
-    return df.select(
-        "*",
-        F.coalesce(mapping[uri], uri).alias("_file"),
-        F.input_file_block_start().alias("_block"),
-        F.monotonically_increasing_id().alias("_row"),
-    )
-
-
-def read_text(spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
-    """Non-blank lines of ``files`` as ``value`` with the same origin columns as :func:`read_json`."""
-    paths = staged_documents(spark, files, staging)
-    names = {Path(p).resolve().as_uri(): p for p in paths}
-    mapping = F.create_map(*[F.lit(x) for kv in names.items() for x in kv])
-    uri = F.input_file_name()
-    # blank means JSON whitespace only, as for Spark's JSON reader (row ids must agree)
-    lines = spark.read.text(paths).where(F.col("value").rlike("[^ \\t\\r\\n]"))
-    return lines.select(
-        "value",
-        F.coalesce(mapping[uri], uri).alias("_file"),
-        F.input_file_block_start().alias("_block"),
-        F.monotonically_increasing_id().alias("_row"),
-    )
 
 
 def split_documents(text: str) -> Iterator[tuple[int, str]]:
@@ -406,117 +381,76 @@ def _drop_trailing_comma(out: list[str]) -> None:
         del out[j]
 
 
-def _split_records(fh: IO[bytes], block: int) -> Iterator[tuple[int, bytes]]:
-    """``(line number, raw line)`` of each record of the split of ``fh`` starting at ``block``.
-
-    Follows Hadoop's line reader: a split that does not start the file begins after the first
-    newline at or after its start; blank lines (JSON whitespace only) are not records.
-    """
-    line_no = 1
-    if block > 0:
-        remaining = block
-        while remaining > 0:
-            chunk = fh.read(min(remaining, 1 << 22))
-            if not chunk:
-                break
-            line_no += chunk.count(b"\n")
-            remaining -= len(chunk)
-        partial = fh.readline()
-        if partial.endswith(b"\n"):
-            line_no += 1
-    for raw in fh:
-        if raw.strip(_WS):
-            yield line_no, raw
-        line_no += 1
-
-
-def _as_written(path: str) -> Callable[[int, bytes], tuple[int, str]]:
-    """``(line number, raw line)`` of a (possibly staged) file to the original file's line number
-    and the record's text as written there (without the staging's wrapper)."""
-    original: list[int] | None = None
-    head = tail = ""
-    sidecar = Path(f"{path}.lines.json")
-    if sidecar.exists():
-        staged = json.loads(sidecar.read_text())
-        original = staged["lines"]
-        head, tail = wrapping(staged.get("wrap"))
-
-    def fix(line_no: int, raw: bytes) -> tuple[int, str]:
-        text = raw.rstrip(b"\r\n").decode("utf-8", errors="replace")
-        if head:
-            body = text.rstrip("\r")
-            if body.startswith(head) and body.endswith(tail):
-                text = body[len(head): len(body) - len(tail)].rstrip("\r")
-        return (original[line_no - 1] if original is not None else line_no), text
-
-    return fix
+def blank_leading_comments(text: str) -> str:
+    """``text`` with its leading ``/* */`` and ``//`` comments turned to spaces (newlines kept,
+    so line numbers stay right)."""
+    chars = list(text)
+    i, n = 0, len(text)
+    while i < n:
+        while i < n and text[i].isspace():
+            i += 1
+        if text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            end = n if end < 0 else end + 2
+        elif text.startswith("//", i):
+            end = text.find("\n", i)
+            end = n if end < 0 else end
+        else:
+            break
+        for j in range(i, end):
+            if chars[j] != "\n":
+                chars[j] = " "
+        i = end
+    return "".join(chars)
 
 
-def locate(path: str, block: int, ranks: set[int]) -> dict[int, tuple[int, str]]:
-    """Line number and raw text of the records of rank ``ranks`` in the split starting at ``block``
-    (:func:`_split_records`). For a staged file the line is the original file's, the text the
-    record without the staging's wrapper."""
-    found: dict[int, tuple[int, str]] = {}
-    if not ranks:
-        return found
-    last, fix = max(ranks), _as_written(path)
-    with open(path, "rb") as fh:
-        for rank, (line_no, raw) in enumerate(_split_records(fh, block)):
-            if rank in ranks:
-                found[rank] = fix(line_no, raw)
-                if rank >= last:
-                    break
-    return found
+def first_record(path: str) -> str | None:
+    """The first line of ``path`` that is neither blank nor a comment."""
+    in_comment = False
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            stripped = line.strip()
+            if in_comment:
+                in_comment = "*/" not in stripped
+                continue
+            if not stripped or stripped.startswith(("//", "*")):
+                continue
+            if stripped.startswith("/*"):
+                in_comment = "*/" not in stripped[2:]
+                continue
+            return stripped
+    return None
 
 
-#: ``monotonically_increasing_id``: the bits of a row's index within its partition
-INDEX_MASK = (1 << 33) - 1
+def is_documents(path: str) -> bool:
+    """True when the first record after leading comments (:func:`first_record`) is a JSON object
+    spread over several lines (a whole record on one line, even a bad one, is not: unlike
+    :func:`detect_layout`, which takes any first line that does not parse for a document)."""
+    first = first_record(path)
+    if first is None or not first.startswith("{"):
+        return False
+    try:
+        json.loads(first)
+        return False
+    except ValueError:
+        pass
+    depth, in_str, esc = 0, False, False
+    for ch in first:
+        if in_str:
+            esc, in_str = (False, in_str) if esc else (ch == "\\", ch != '"')
+        elif ch == '"':
+            in_str = True
+        elif ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+            if depth == 0:
+                return False  # a whole (bad) record on one line
+    return depth > 0
 
 
-class Rereader:
-    """The raw text of some records of one partition, read again from their files.
-
-    Fed a partition's rows in order (each batch: split ids, row ids, files, blocks, and which rows
-    are wanted), it tells each split's first row id (where the split id changes) and so each
-    wanted record's rank within its split, and reads each split forward once, however many batches
-    want its records: no row waits for the partition's end. Close it when done.
-    """
-
-    def __init__(self) -> None:
-        self._first: dict[int, int] = {}
-        self._open: dict[int, tuple[IO[bytes], Iterator[tuple[int, bytes]], list[int], Callable]] = {}
-
-    def texts(self, splits: np.ndarray, rows: np.ndarray, files: Sequence, blocks: Sequence,
-              wanted: np.ndarray) -> dict[int, str | None]:
-        """Position in the batch -> text, for the ``wanted`` rows (None: not found again)."""
-        index = rows & INDEX_MASK
-        if len(splits):
-            for i in np.flatnonzero(np.r_[True, splits[1:] != splits[:-1]]):
-                self._first.setdefault(int(splits[i]), int(index[i]))
-        return {int(i): self._text(int(splits[i]), files[i], int(blocks[i]), int(index[i]) - self._first[int(splits[i])])
-                for i in np.flatnonzero(wanted)}
-
-    def _text(self, split: int, path: str, block: int, rank: int) -> str | None:
-        reader = self._open.get(split)
-        if reader is None or reader[2][0] > rank:  # (rows come in order: only a new split opens)
-            if reader is not None:
-                reader[0].close()
-            fh = open(path, "rb")  # noqa: SIM115 (kept open across batches, closed by close())
-            reader = self._open[split] = (fh, _split_records(fh, block), [0], _as_written(path))
-        fh, records, at, fix = reader
-        for line_no, raw in records:
-            at[0] += 1
-            if at[0] - 1 == rank:
-                return fix(line_no, raw)[1]
-        return None
-
-    def close(self) -> None:
-        for fh, *_ in self._open.values():
-            fh.close()
-        self._open.clear()
-
-
-def source_of(path: str) -> str:
-    """The input file a (possibly staged) path stands for."""
-    sidecar = Path(f"{path}.lines.json")
-    return json.loads(sidecar.read_text())["source"] if sidecar.exists() else path
+__all__ = [
+    "BLANK", "Layout", "Splitter", "blank_leading_comments", "detect_layout", "first_record", "is_documents",
+    "json_documents", "on_executors", "split_documents", "stage", "stage_documents", "stage_keyed_lines",
+    "stage_wrapped_lines", "staged_documents", "text_records", "wrapping",
+]

@@ -1,70 +1,58 @@
-"""Fast exact JSON for ``debezium-json``: msgspec parsing, each distinct Connect schema parsed once.
+"""Kafka Connect JSON values: the ``{"schema": ..., "payload": ...}`` envelope, each distinct schema
+text parsed once.
 
-Decoding a Debezium JSON line used to cost most of its time in Python's ``json`` module: with
-``schemas.enable=true`` every line repeats the envelope's Kafka Connect schema (about 80% of the
-bytes of a typical line), which was parsed again for every record. Two things make it cheap:
+With ``schemas.enable=true`` the JSON converter writes every value as its Connect schema and its
+payload; the schema text is repeated on every line (about 80% of the bytes of a typical
+Debezium line), so parsing it again for every record would cost most of the decoding time.
 
-* :func:`loads` parses with `msgspec <https://jcristharif.com/msgspec/>`_ (several times faster
-  than ``json``), keeping the exactness the decoder needs: a number with a fraction or exponent
-  keeps its text (``float_hook=Num``: ``3.140`` stays ``3.140``), an integer is a Python ``int``
-  (exact at any size; :func:`~lakecdc.decoders._kafka_connect.column_text` writes it back as its
-  digits). On anything msgspec refuses (invalid JSON, the ``NaN``/``Infinity`` tokens Jackson may
-  write, lone surrogates, deep nesting) it falls back to
-  :func:`~lakecdc.decoders.debezium_json.parse_json` (the ``json`` module: the same values, the
-  same error message).
-* :class:`ConnectSplitter` reads a compact ``{"schema":...,"payload":...}`` line (what the
-  JSON converter writes) as its two texts: the schema text is the key of a small cache of parsed
-  schemas with their ``before``/``after`` readers (:func:`~lakecdc.decoders._debezium.image_readers`),
+* :func:`unwrap_connect` tells a parsed envelope from a bare value.
+* :class:`ConnectSplitter` reads a compact ``{"schema":...,"payload":...}`` line (what the JSON
+  converter writes) as its two texts: the schema text is the key of a small cache of parsed
+  schemas with the image readers a format makes from them (given to the splitter as a function),
   so only the payload is parsed per record. A line of any other shape (spaces after the colons,
-  the members in another order, more members) is parsed whole, as before.
+  the members in another order, more members) is left to the caller, who parses it whole.
+* :func:`connect_prefixes` names the distinct schema prefixes of some files' first lines, which
+  a reader cuts off its lines before they cross to Python (see :func:`ConnectSplitter.split_cut`).
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Generic, TypeVar
 
-import msgspec
+from lakecdc.decode.jsontext import DECODER
 
-from lakecdc.decoders._debezium import Images, Settings, image_readers
-from lakecdc.decoders._kafka_connect import Num, RecordError
-
-_DECODER = msgspec.json.Decoder(float_hook=Num)
 _HEAD = '{"schema":'
 _MID = ',"payload":'
 #: Distinct schema texts kept per reader (a topic has a few versions; many tables: a few dozen).
 CACHE_LIMIT = 256
 
-
-def slow_loads(text: str | bytes, what: str = "record") -> Any:
-    """JSON with every number kept as its exact text (:class:`Num`), by the ``json`` module."""
-    try:
-        return json.loads(text, parse_int=Num, parse_float=Num, parse_constant=Num)
-    except json.JSONDecodeError as exc:
-        raise RecordError(f"{what} is not valid JSON: {exc.msg} at column {exc.colno}") from None
-    except RecursionError:
-        raise RecordError(f"{what} is nested too deeply") from None
+#: What a format makes of one Connect schema to read its payloads (Debezium: the before and after
+#: image readers).
+Readers = TypeVar("Readers")
 
 
-def loads(text: str | bytes, what: str = "record") -> Any:
-    """JSON with exact numbers (fractions as :class:`Num` text, integers as ``int``); raises
-    :class:`RecordError` (the ``json`` module's message) for text that is no JSON."""
-    try:
-        return _DECODER.decode(text)
-    except Exception:  # msgspec refuses it: json says why (or reads NaN, lone surrogates)
-        return slow_loads(text, what)
+def unwrap_connect(value: Any) -> tuple[Any, Mapping[str, Any] | None]:
+    """``(payload, schema)`` of a Kafka Connect JSON value (``{"schema", "payload"}``) or a bare one."""
+    if isinstance(value, dict) and "payload" in value and "schema" in value and len(value) == 2:
+        schema = value["schema"]
+        return value["payload"], schema if isinstance(schema, dict) else None
+    return value, None
 
 
-class ConnectSplitter:
-    """Reads compact Kafka Connect JSON pairs, parsing each distinct schema text once."""
+class ConnectSplitter(Generic[Readers]):
+    """Reads compact Kafka Connect JSON pairs, parsing each distinct schema text once.
 
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self.schemas: dict[str, tuple[Mapping[str, Any] | None, Images | None]] = {}
+    ``readers``: what is made once per distinct schema (an object schema) and handed back with
+    each payload of that schema.
+    """
 
-    def split(self, text: str) -> tuple[Any, Mapping[str, Any] | None, Images | None] | None:
-        """``(payload, schema, images)`` of a ``{"schema":...,"payload":...}`` line (``schema``
+    def __init__(self, readers: Callable[[Mapping[str, Any]], Readers]) -> None:
+        self.readers = readers
+        self.schemas: dict[str, tuple[Mapping[str, Any] | None, Readers | None]] = {}
+
+    def split(self, text: str) -> tuple[Any, Mapping[str, Any] | None, Readers | None] | None:
+        """``(payload, schema, readers)`` of a ``{"schema":...,"payload":...}`` line (``schema``
         None when it is not an object), or None when ``text`` has another shape or the fast
         parse fails (the caller parses it whole then)."""
         if not text.startswith(_HEAD):
@@ -74,11 +62,11 @@ class ConnectSplitter:
             return None
         return self.split_payload(text[:mid], text[mid + len(_MID) :])
 
-    def split_cut(self, prefix: str, rest: str) -> tuple[Any, Mapping[str, Any] | None, Images | None] | None:
-        """:meth:`split` of a line Spark cut after ``prefix`` (one of :func:`connect_prefixes`)."""
+    def split_cut(self, prefix: str, rest: str) -> tuple[Any, Mapping[str, Any] | None, Readers | None] | None:
+        """:meth:`split` of a line a reader cut after ``prefix`` (one of :func:`connect_prefixes`)."""
         return self.split_payload(prefix[: -len(_MID)], rest)
 
-    def split_payload(self, head: str, rest: str) -> tuple[Any, Mapping[str, Any] | None, Images | None] | None:
+    def split_payload(self, head: str, rest: str) -> tuple[Any, Mapping[str, Any] | None, Readers | None] | None:
         """:meth:`split` of a line in two parts: ``head`` (up to, not including, the first
         ``,"payload":``) and ``rest`` (what follows it)."""
         end = rest.rfind("}")
@@ -86,17 +74,17 @@ class ConnectSplitter:
             return None
         known = self.schemas.get(head)
         try:
-            payload = _DECODER.decode(rest[:end])
+            payload = DECODER.decode(rest[:end])
             if known is None:
-                known = self._learn(head, _DECODER.decode(head[len(_HEAD) :]))
+                known = self._learn(head, DECODER.decode(head[len(_HEAD) :]))
         except Exception:  # a '"payload"' inside the schema, NaN, ...: parse it whole
             return None
         return payload, known[0], known[1]
 
-    def _learn(self, head: str, schema: Any) -> tuple[Mapping[str, Any] | None, Images | None]:
+    def _learn(self, head: str, schema: Any) -> tuple[Mapping[str, Any] | None, Readers | None]:
         if len(self.schemas) >= CACHE_LIMIT:
             self.schemas.clear()
-        known = (schema, image_readers(schema, self.settings)) if isinstance(schema, dict) else (None, None)
+        known = (schema, self.readers(schema)) if isinstance(schema, dict) else (None, None)
         self.schemas[head] = known
         return known
 
@@ -114,8 +102,8 @@ def connect_prefixes(firsts: Iterable[str | None], limit: int = 16) -> list[str]
 
     With ``schemas.enable=true`` every line repeats its Connect schema: most of its bytes. A line
     that starts with a known prefix is sent to Python as the prefix's index and the text after it
-    (see :func:`lakecdc.decoders.debezium_json.DebeziumJsonDecoder.read`), so the schema is neither
-    copied into Arrow nor across to the Python worker again for each record.
+    (see :func:`lakecdc.decode.files.lines.read_lines`), so the schema is neither copied into
+    Arrow nor across to the Python worker again for each record.
     """
     out: list[str] = []
     for first in firsts:
@@ -124,3 +112,5 @@ def connect_prefixes(firsts: Iterable[str | None], limit: int = 16) -> list[str]
             out.append(head + _MID)
     return out
 
+
+__all__ = ["CACHE_LIMIT", "ConnectSplitter", "connect_head", "connect_prefixes", "unwrap_connect"]

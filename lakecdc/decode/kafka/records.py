@@ -1,61 +1,50 @@
-"""Kafka record files for the Avro decoders: how they are cut, framed and read in the executors.
+"""Kafka records of message files, and the ``mapInArrow`` bodies that read them in the executors.
 
 Shared by ``debezium-avro``, ``dts-avro`` and ``qlik-avro`` (each brings a :class:`RowReader`
-that turns one :class:`Split` into canonical rows):
+that turns one :class:`~lakecdc.decode.files.splits.Split` into canonical rows):
 
-* **Splits** (:class:`Split`): one task's share of the input. Object Container Files are cut at
-  blocks (:func:`lakecdc.decoders._avro.plan_ocf_splits`); files of length-prefixed messages at
-  message boundaries, never between a record key and its value (:func:`message_splits`); a kcat
-  dump or a single message is one split.
 * **Framing** (:func:`read_messages`): each message preceded by its length (4 bytes big-endian;
-  a zero length is a null value, a tombstone); ``single``: the file is one message; kcat ``-J``
-  dumps: one JSON record a line whose ``key``/``payload`` are the messages base64-encoded, the
-  other members kept as ``kafka.<name>`` (:func:`kcat_message`); kcat ``-K`` dumps of binary
-  messages (:func:`kcat_kv_messages`).
-* **OCF records** (:func:`ocf_records`): the records of an OCF split, a bad block one record with
-  its error.
+  a zero length is a null value, a tombstone: :mod:`lakecdc.decode.kafka.dumps`); ``single``:
+  the file is one message; kcat ``-J`` dumps: one JSON record a line whose ``key``/``payload``
+  are the messages base64-encoded, the other members kept as ``kafka.<name>``
+  (:func:`kcat_message`); kcat ``-K`` dumps of binary messages (:func:`kcat_kv_messages`).
+* **kcat -J records of JSON messages** (:func:`kafka_pairs`, :func:`kcat_part`): the record's
+  metadata as ``kafka.*`` pairs and a ``key``/``payload`` as JSON, for the JSON formats' readers.
 * **mapInArrow bodies** (:func:`decode_batches`, :func:`type_batches`, :func:`variant_batches`):
   split numbers in, canonical ``x_*`` rows (with ``_offset`` and ``_raw`` for the quarantine),
   declared column types, or images as JSON out; the garbage collector paused while a batch is
-  built (:func:`lakecdc.decoders._debezium.gc_paused`).
+  built (:func:`lakecdc.decode.rows.gc_paused`).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import io
 import itertools
 import json
-import mmap
 import os
-import re
-import struct
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any, BinaryIO, NamedTuple, Protocol
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, NamedTuple, Protocol
 
 import pyarrow as pa
-from fastavro import schemaless_reader
 from pyspark.sql import types as T
 
-from lakecdc.decoders._avro import DEFAULT_LIMITS, BlockLimits, iter_length_prefixed, iter_ocf_blocks
-from lakecdc.decoders._debezium import Row, gc_paused
-from lakecdc.decoders._kafka_connect import Pairs, RecordError, compact_json
-from lakecdc.decoders.debezium_json import PARSED_SCHEMA, _json_image, _kafka_pairs
-from lakecdc.errors import ConfigError
+from lakecdc.decode.files.kcat import Measure, kcat_kv_records
+from lakecdc.decode.files.splits import Split, split_numbers
+from lakecdc.decode.jsontext import compact_json, json_image, plain_text, slow_loads
+from lakecdc.decode.kafka.dumps import iter_length_prefixed
+from lakecdc.decode.rows import ROW_SCHEMA, Pairs, RecordError, gc_paused
 
-#: Upper bound of one task's share of a large file (OCF: cut at blocks; messages: at messages).
-SPLIT_BYTES = 128 << 20
-_MIN_SPLIT = 4 << 20
 _BATCH_ROWS = 4096
-_HEADER = 5  # magic byte + schema id
-_SIDECARS = (".keys.avro", ".headers.avro")
-_PREFIX = struct.Struct(">I")
+#: The files a Kafka sink writes beside an OCF file of values (its records' keys and headers).
+SIDECARS = (".keys.avro", ".headers.avro")
+#: The members of a kcat ``-J`` record that make it one.
+KCAT_MEMBERS = ("topic", "partition", "offset")
+_KCAT_META = ("topic", "partition", "offset", "tstype", "ts", "broker")
 
 _MAP = pa.map_(pa.string(), pa.string())
 DECODED_SCHEMA = T.StructType(
-    [*PARSED_SCHEMA.fields, T.StructField("_offset", T.LongType()), T.StructField("_raw", T.StringType())]
+    [*ROW_SCHEMA.fields, T.StructField("_offset", T.LongType()), T.StructField("_raw", T.StringType())]
 )
 _ARROW_DECODED = pa.schema(
     [
@@ -66,29 +55,13 @@ _ARROW_DECODED = pa.schema(
         ("_offset", pa.int64()), ("_raw", pa.string()),
     ]
 )
-_TYPES_SCHEMA = T.StructType(
+_ROW_FIELDS = 11  # the x_* columns
+TYPES_SCHEMA = T.StructType(
     [T.StructField("table", T.StringType()), T.StructField("column", T.StringType()), T.StructField("type", T.StringType())]
 )
-_VARIANT_SCHEMA = T.StructType(
+VARIANT_SCHEMA = T.StructType(
     [T.StructField("table", T.StringType()), T.StructField("before", T.StringType()), T.StructField("after", T.StringType())]
 )
-
-
-
-@dataclass(frozen=True)
-class Split:
-    """One task's share of the input."""
-
-    path: str
-    kind: str  # "ocf" | "messages" | "single" | "kcat" | "kcat-k" | "bad"
-    start: int = 0
-    end: int = 0
-    first_row: int = 0
-    keys: str | None = None  # an OCF file's keys file
-    note: str | None = None
-    limits: BlockLimits = DEFAULT_LIMITS  # an OCF file's block limits (the decoder's options)
-    separator: bytes = b""  # a kcat -K dump's key delimiter
-    delimiter: bytes = b"\n"  # a kcat -K dump's message delimiter (-D)
 
 
 class Message(NamedTuple):
@@ -109,12 +82,8 @@ class Out(NamedTuple):
 
     row: int
     offset: int
-    value: Row
+    value: Any  # the canonical row (a named tuple with table, op, before, after, error, ...)
     raw: bytes | str | None
-
-
-
-# -- reading --------------------------------------------------------------------------------------
 
 
 def read_messages(split: Split, measure: Measure | None = None, *, key_measure: Measure | None = None) -> Iterator[Message]:
@@ -164,7 +133,7 @@ def kcat_message(n: int, at: int, text: str) -> Message:
     for part in ("key_error", "payload_error"):
         if record.get(part):
             return bad(f"kcat could not read the record: {part} '{record[part]}'")
-    kafka = _kafka_pairs(record)
+    kafka = kafka_pairs(record)
     topic = record.get("topic") if isinstance(record.get("topic"), str) else None
     raw_key, payload = record.get("key"), record.get("payload")
     if raw_key is not None:
@@ -179,175 +148,51 @@ def kcat_message(n: int, at: int, text: str) -> Message:
     return Message(n, at, text, data, None, key, kafka, topic)
 
 
-#: Where a binary message starting at a byte offset of an open file may end, most likely first
-#: (several when the format has more than one schema); :class:`RecordError` saying why when no
-#: message of the format starts there.
-Measure = Callable[[BinaryIO, int], Sequence[int]]
+def kcat_kv_messages(split: Split, measure: Measure, *, key_measure: Measure | None = None) -> Iterator[Message]:
+    """The records of a kcat ``-K<separator>`` dump of binary messages (see
+    :func:`lakecdc.decode.files.kcat.kcat_kv_records`): a key that is text (not a message
+    ``key_measure`` reads) kept as the ``kafka.key`` pair."""
+    for r in kcat_kv_records(split.path, split.separator, split.delimiter, measure, key_measure=key_measure):
+        if r.error is not None:
+            yield Message(r.n, r.offset, r.raw, None, r.error)
+            continue
+        kafka: Pairs = []
+        if r.key is not None and not (key_measure is not None and r.key[:1] == b"\0"):
+            kafka.append(("kafka.key", r.key.decode("utf-8", "replace")))
+        yield Message(r.n, r.offset, r.raw, r.value, None, r.key, kafka)
 
-#: What kcat writes for a null key or value with ``-Z``.
-KCAT_NULL = b"NULL"
-#: How far :func:`kcat_kv_messages` looks for the next record after one it cannot read.
-_RESYNC_TRIES = 4096
-#: The most bytes of such a record the quarantine keeps.
-_RAW_LIMIT = 1 << 16
 
-
-def kcat_delimiter(text: str, option: str) -> bytes:
-    """A kcat ``-K`` / ``-D`` delimiter as kcat reads it: text in which ``\\n``, ``\\t``,
-    ``\\r`` and ``\\xNN`` (a byte in hex) stand for those bytes; ValueError naming ``option``
-    when it is empty."""
-    out = b""
-    for i, part in enumerate(re.split(r"(\\x[0-9a-fA-F]{1,2}|\\[ntr])", text)):
-        if i % 2 == 0:
-            out += part.encode("utf-8")
-        else:
-            out += bytes([int(part[2:], 16)]) if part[1] == "x" else {"n": b"\n", "t": b"\t", "r": b"\r"}[part[1]]
-    if not out:
-        raise ValueError(f"{option} is empty: give the delimiter kcat was given (e.g. '^', '\\t', '\\x1f')")
+def kafka_pairs(record: Mapping[str, Any]) -> Pairs:
+    """A kcat ``-J`` record's metadata (topic, partition, offset, timestamp type and value,
+    broker, headers) as ``kafka.<name>`` / ``kafka.header.<name>`` pairs."""
+    out: Pairs = [(f"kafka.{k}", _meta_text(record.get(k))) for k in _KCAT_META if k in record]
+    headers = record.get("headers")
+    if isinstance(headers, dict):
+        out += [(f"kafka.header.{k}", None if v is None else str(v)) for k, v in headers.items()]
+    elif isinstance(headers, list):  # older kcat: [name, value, name, value, ...]
+        out += [(f"kafka.header.{headers[i]}", None if headers[i + 1] is None else str(headers[i + 1]))
+                for i in range(0, len(headers) - 1, 2)]
     return out
 
 
-#: The options of a kcat ``-K`` dump (:func:`kcat_kv_framing`), with their defaults.
-KCAT_KV_OPTIONS = {"keySeparator": "", "messageDelimiter": "\\n"}
+def _meta_text(value: Any) -> str | None:
+    text = plain_text(value)
+    return None if text is None else str(text)
 
 
-def kcat_kv_framing(name: str, framing: str, options: dict[str, str]) -> tuple[bytes, bytes] | None:
-    """The key separator and message delimiter of kcat ``-K`` dumps when the decoder reads them
-    (``framing=kcat-K``, or ``auto`` with ``keySeparator`` given), else None; ConfigError (naming
-    the decoder ``name``) for ``kcat-K`` without a separator or a delimiter that says nothing."""
-    given = options.get("keySeparator", "")
-    if framing != "kcat-k" and not (framing == "auto" and given):
-        return None
-    if not given:
-        raise ConfigError(f"{name}: framing=kcat-K needs keySeparator, the -K delimiter kcat wrote the dump with "
-                          "(e.g. keySeparator=^, or \\t for a tab, \\xNN for a byte)")
+def kcat_part(raw: Any, what: str, parse: Callable[[str, str], Any] = slow_loads) -> Any:
+    """A kcat ``-J`` record's ``key``/``payload`` of a JSON message: JSON text (or base64 of it),
+    or JSON already; :class:`~lakecdc.decode.rows.RecordError` naming ``what`` when it is neither."""
+    if not isinstance(raw, str):
+        return raw
     try:
-        return (kcat_delimiter(given, "keySeparator"),
-                kcat_delimiter(options.get("messageDelimiter") or "\\n", "messageDelimiter"))
-    except ValueError as exc:
-        raise ConfigError(f"{name}: {exc}") from None
-
-
-def kcat_kv_messages(split: Split, measure: Measure, *, key_measure: Measure | None = None) -> Iterator[Message]:
-    """The records of a kcat ``-K<separator>`` dump of binary messages.
-
-    kcat writes each record as its key's bytes, the key separator, the value's bytes, then the
-    message delimiter (``-D``, default newline), with nothing escaped: a binary value may hold
-    the separator or the delimiter itself, so a record is not cut at them blindly. Each value
-    is measured instead: ``measure`` reads the message that starts after the separator (an
-    Avro datum knows its own length) and the record ends where that message ends, when the
-    delimiter (or the end of the file) follows. A key is measured the same way with
-    ``key_measure`` when one is given and the key reads as such a message followed by the
-    separator; otherwise the key is the text before the first separator (as kcat itself splits
-    a line it produces from). An empty value, or kcat's ``NULL`` (``-Z``), is a null value (a
-    tombstone); an empty or ``NULL`` key is no key.
-
-    A record that cannot be read so (a value that does not read, or does not end at a
-    delimiter) cannot tell where it ends: it is one record with ``error`` set (its byte offset
-    and why), running to the first place after it where a record reads, or to the end of the
-    file.
-    """
-    sep, delim = split.separator, split.delimiter
-    with open(split.path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        size = len(mm)
-
-        def record(pos: int, strict: bool = False) -> tuple[bytes | None, bytes | None, int]:
-            """``(key, value, end)`` of the record at ``pos``; RecordError saying why not (``strict``:
-            also when a text key holds the message delimiter, as one does that starts inside a
-            record)."""
-            key_end = -1
-            if key_measure is not None and mm[pos:pos + 1] == b"\0":
-                try:
-                    key_end = next((e for e in key_measure(fh, pos) if mm[e:e + len(sep)] == sep), -1)
-                except RecordError:
-                    key_end = -1
-            if key_end < 0:
-                key_end = mm.find(sep, pos)
-                if key_end < 0:
-                    raise RecordError(f"no key separator {sep!r} after byte offset {pos}")
-                if strict and mm.find(delim, pos, key_end) >= 0:
-                    raise RecordError("a text key holding the message delimiter")
-            key = mm[pos:key_end]
-            found = None if key in (b"", KCAT_NULL) else key
-            at = key_end + len(sep)
-            for null in (b"", KCAT_NULL):
-                stop = at + len(null)
-                if mm[at:stop] == null and (stop == size or mm[stop:stop + len(delim)] == delim):
-                    return found, None, min(stop + len(delim), size)
-            ends = measure(fh, at)
-            # kcat ends every record with the delimiter: an end at the end of the file without it
-            # (a cut dump) only when no end is followed by the delimiter
-            for end in sorted(ends, key=lambda e: mm[e:e + len(delim)] != delim):
-                if end == size or mm[end:end + len(delim)] == delim:
-                    return found, mm[at:end], min(end + len(delim), size)
-            raise RecordError(f"the value at byte offset {at} reads to byte {ends[0] if ends else at}, where no message "
-                              f"delimiter {delim!r} follows: not a kcat -K dump with key separator {sep!r} and "
-                              f"message delimiter {delim!r}")
-
-        pos = n = 0
-        while pos < size:
-            try:
-                key, value, end = record(pos)
-            except RecordError as exc:
-                end = _resync(record, mm, pos, delim)
-                yield Message(n, pos, mm[pos:min(end, pos + _RAW_LIMIT)], None,
-                              f"kcat -K record at byte offset {pos}: {exc}; bytes {pos}..{end} cannot be told apart "
-                              "into records (the next record that reads starts there)" if end < size else
-                              f"kcat -K record at byte offset {pos}: {exc}; bytes {pos}..{end} (the end of the file) "
-                              "cannot be told apart into records")
-            else:
-                kafka: Pairs = []
-                if key is not None and not (key_measure is not None and key[:1] == b"\0"):
-                    kafka.append(("kafka.key", key.decode("utf-8", "replace")))
-                yield Message(n, pos, mm[pos:end], value, None, key, kafka)
-            pos, n = end, n + 1
-
-
-def _resync(record: Callable[[int, bool], Any], mm: mmap.mmap, pos: int, delim: bytes) -> int:
-    """Where the first record that reads starts after a delimiter past ``pos``, its key a message
-    or a text without the delimiter (the file's size when none does within :data:`_RESYNC_TRIES`
-    delimiters)."""
-    at = pos
-    for _ in range(_RESYNC_TRIES):
-        found = mm.find(delim, at + 1)
-        if found < 0:
-            break
-        at = found
-        start = found + len(delim)
-        if start >= len(mm):
-            break
+        return parse(raw, what)
+    except RecordError as first:
         try:
-            record(start, True)
-        except RecordError:
-            continue
-        return start
-    return len(mm)
-
-
-def ocf_records(fh: Any, header: Any, parsed: Any, split: Split, *,
-                return_record_name: bool = False) -> Iterator[tuple[int, int, Any, str | None, bytes]]:
-    """``(row, block offset, record, error, raw)`` of the records of an OCF split, read with the
-    fastavro schema ``parsed`` (``return_record_name``: union branches that are records as
-    ``(name, value)``); a bad block (or the rest of a block that stops reading) is one record with
-    ``error`` set."""
-    row = split.first_row
-    for block in iter_ocf_blocks(fh, header, split.start, split.end, split.limits):
-        if block.error is not None:
-            yield row, block.offset, None, f"OCF block at byte offset {block.offset}: {block.error}", block.data
-            row += max(block.count, 1)
-            continue
-        bio = io.BytesIO(block.data)
-        for k in range(block.count):
-            at = bio.tell()
-            try:
-                record = schemaless_reader(bio, parsed, None, return_record_name=return_record_name)
-            except Exception as exc:
-                yield (row, block.offset, None, f"records {k}..{block.count - 1} of the OCF block at byte offset "
-                       f"{block.offset} cannot be read: {type(exc).__name__}: {exc}", block.data[at:])
-                row += block.count - k
-                break
-            yield row, block.offset, record, None, block.data[at : bio.tell()]
-            row += 1
+            decoded = base64.b64decode(raw, validate=True).decode("utf-8")
+        except (binascii.Error, ValueError):
+            raise first from None
+        return parse(decoded, f"{what} (base64)")
 
 
 class RowReader(Protocol):
@@ -368,7 +213,7 @@ def _unbase64(text: str) -> bytes | None:
 
 def _arrow_batch(path: str, block: int, outs: list[Out]) -> pa.RecordBatch:
     rows = [o.value for o in outs]
-    cols = list(zip(*rows, strict=True)) if rows else [[] for _ in Row._fields]
+    cols = list(zip(*rows, strict=True)) if rows else [[] for _ in range(_ROW_FIELDS)]
     raws = [None if o.value.error is None or o.raw is None else
             (o.raw if isinstance(o.raw, str) else base64.b64encode(o.raw).decode("ascii")) for o in outs]
     n = len(outs)
@@ -386,15 +231,10 @@ def _arrow_batch(path: str, block: int, outs: list[Out]) -> pa.RecordBatch:
     )
 
 
-def _split_indices(batches: Iterator[pa.RecordBatch]) -> Iterator[int]:
-    for batch in batches:
-        yield from batch.column("id").to_pylist()
-
-
 def decode_batches(batches: Iterator[pa.RecordBatch], *, reader: RowReader, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: split numbers (``id``) to canonical rows (``x_*``, ``_offset``, ``_raw``);
     the garbage collector paused while a batch is decoded (see :func:`gc_paused`)."""
-    for i in _split_indices(batches):
+    for i in split_numbers(batches):
         split = splits[i]
         rows = reader.rows(split)
         while True:
@@ -409,7 +249,7 @@ def decode_batches(batches: Iterator[pa.RecordBatch], *, reader: RowReader, spli
 def type_batches(batches: Iterator[pa.RecordBatch], *, reader: RowReader, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: the declared column types of the splits' tables."""
     seen: set[tuple[str, str, str]] = set()
-    for i in _split_indices(batches):
+    for i in split_numbers(batches):
         with gc_paused():
             seen.update(reader.types(splits[i]))
     rows = sorted(seen)
@@ -422,52 +262,25 @@ def type_batches(batches: Iterator[pa.RecordBatch], *, reader: RowReader, splits
 def variant_batches(batches: Iterator[pa.RecordBatch], *, reader: RowReader, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: good rows' ``table`` and images as JSON objects (numbers as numbers)."""
     schema = pa.schema([("table", pa.string()), ("before", pa.string()), ("after", pa.string())])
-    for i in _split_indices(batches):
+    for i in split_numbers(batches):
         with gc_paused():
             rows = [o.value for o in reader.rows(splits[i]) if o.value.op is not None and o.value.error is None]
         yield pa.RecordBatch.from_pydict(
-            {"table": [r.table for r in rows], "before": [_json_image(r.before) for r in rows],
-             "after": [_json_image(r.after) for r in rows]},
+            {"table": [r.table for r in rows], "before": [json_image(r.before) for r in rows],
+             "after": [json_image(r.after) for r in rows]},
             schema=schema,
         )
 
 
-# -- planning (driver) -----------------------------------------------------------------------------
-
-
-def message_splits(path: str, split_bytes: int, key_ids: frozenset[int]) -> list[tuple[int, int, int]]:
-    """``(start, end, first message number)`` of a length-prefixed file cut into about
-    ``split_bytes``, at message boundaries, never between a key message and its value."""
-    size = os.path.getsize(path)
-    if size <= split_bytes:
-        return [(0, size, 0)]
-    out: list[tuple[int, int, int]] = []
-    start = first = pos = n = 0
-    after_key = False
-    unpack = _PREFIX.unpack_from
-    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        while pos + 4 <= size:
-            if pos - start >= split_bytes and not after_key:
-                out.append((start, pos, first))
-                start, first = pos, n
-            (length,) = unpack(mm, pos)
-            body = pos + 4
-            after_key = (length >= _HEADER and body + _HEADER <= size and mm[body] == 0
-                         and unpack(mm, body + 1)[0] in key_ids)
-            pos = body + length
-            n += 1
-    out.append((start, size, first))
-    return out
-
-
-def _sidecar_of(path: str) -> str | None:
+def sidecar_of(path: str) -> str | None:
     """A sink's keys file beside an OCF file of values (``x.avro`` -> ``x.keys.avro``)."""
     base, ext = os.path.splitext(path)
     keys = f"{base}.keys{ext or '.avro'}"
     return keys if os.path.isfile(keys) else None
 
 
-def _first_byte(path: str) -> bytes:
-    with open(path, "rb") as fh:
-        return fh.read(64).lstrip()[:1]
-
+__all__ = [
+    "DECODED_SCHEMA", "KCAT_MEMBERS", "SIDECARS", "TYPES_SCHEMA", "VARIANT_SCHEMA", "Message", "Out", "RowReader",
+    "decode_batches", "kafka_pairs", "kcat_kv_messages", "kcat_message", "kcat_messages", "kcat_part", "read_messages",
+    "sidecar_of", "type_batches", "variant_batches",
+]
