@@ -1,6 +1,6 @@
 """``debezium-json`` with ``schemas.enable=true``: every line repeats its Connect schema, so Spark
 cuts a file's first-line schema off each line that starts with it, and Python reads the rest
-(:func:`~lakecdc.decoders._debezium_fastjson.connect_prefixes`). Cut or not, every line must give
+(:func:`~lakecdc.decode.kafka.connect.connect_prefixes`). Cut or not, every line must give
 the same row and the same declared types: whatever the lines hold (another schema, a tombstone, a
 bad payload, text after the object, a comment block, a key line before its value)."""
 

@@ -152,8 +152,8 @@ def test_only_lines_that_may_declare_types_are_parsed_for_them(line: str, declar
 
 @pytest.mark.parametrize("ordered", [False, True])
 def test_image_reader_gives_what_the_plain_image_reading_gives(ordered: bool):
-    """The reader of whole images by position (:class:`~lakecdc.decoders._kafka_connect.ImageReader`)
-    against :func:`~lakecdc.decoders._kafka_connect.image_pairs`, value kind by value kind: NULLs,
+    """The reader of whole images by position (:class:`~lakecdc.decode.kafka.connect_values.ImageReader`)
+    against :func:`~lakecdc.decode.kafka.connect_values.image_pairs`, value kind by value kind: NULLs,
     placeholders (missing), values of the wrong JSON type, every field in order or not."""
     fields = {f["field"]: f for f in ROW["fields"]}
     placeholders = frozenset({"__debezium_unavailable_value"})

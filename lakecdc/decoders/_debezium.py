@@ -70,7 +70,7 @@ of ``source`` map names (``source.commit_scn,source.scn,transaction.total_order`
 ``ts_ms`` (the change's time in the database), else the envelope's processing time.
 
 **Values** (``before``/``after`` map texts) follow the Kafka Connect schema when the message has
-one: see :mod:`lakecdc.decoders._kafka_connect`. A column whose value is the connector's
+one: see :mod:`lakecdc.decode.kafka.connect_values`. A column whose value is the connector's
 *unavailable value placeholder* (PostgreSQL TOAST: ``__debezium_unavailable_value``, also as the
 base64 of its bytes, or a list holding only it) is **missing**: it is not a key of the image map,
 so the table keeps what it has.
@@ -566,7 +566,7 @@ Images = tuple[ImageReader | None, ImageReader | None]
 
 
 def image_readers(schema: Mapping[str, Any] | None, settings: Settings, *, ordered: bool = False) -> Images:
-    """The :class:`~lakecdc.decoders._kafka_connect.ImageReader` of the envelope schema's
+    """The :class:`~lakecdc.decode.kafka.connect_values.ImageReader` of the envelope schema's
     ``before`` and ``after`` structs, for :func:`decode_value`'s ``images`` (``ordered``: the
     images hold every field in schema order, as Avro records do)."""
     out = []

@@ -107,7 +107,7 @@ def unwrap(value: Any, where: str = "") -> Any:
 
 def _branch_name(schema: Any, named: Mapping[str, Any]) -> set[str]:
     """The names a union branch may be written with (``schema`` and ``named`` as
-    :func:`~lakecdc.decoders._avro.expand_names` gives them): a primitive's name; a named type's
+    :func:`~lakecdc.decode.avro.schemas.expand_names` gives them): a primitive's name; a named type's
     full name, as Java writes it, and its short name, as avro-c writes it."""
     if isinstance(schema, str):
         target = named.get(schema)

@@ -3,7 +3,7 @@
 With ``schemas.enable=true`` every line is ``{"schema":<the envelope's Connect schema>,
 "payload":<the envelope>}``, the schema repeated on every line (about 80% of its bytes). The
 lines are read as text and each line that starts with a known schema text (one of
-:func:`~lakecdc.decoders._debezium_fastjson.connect_prefixes`) has it cut off in the JVM
+:func:`~lakecdc.decode.kafka.connect.connect_prefixes`) has it cut off in the JVM
 (``_head`` says which). For a schema SQL can read (:func:`plan`), the rest of the line, the
 payload, is parsed by ``from_json`` as the bare envelope and decoded by the same SQL as files
 without schema (:func:`~lakecdc.decoders._debezium_spark.decode_parsed`), the schema's logical
@@ -13,7 +13,7 @@ types applied per column:
   Python reader writes them;
 * ``Decimal`` (base64 of the unscaled value's big-endian two's complement, and the ``scale``
   parameter) is converted in SQL when the value is at most 7 bytes (about 16 digits): exact
-  decimal text, as :func:`~lakecdc.decoders._kafka_connect.decimal_text` writes it.
+  decimal text, as :func:`~lakecdc.decode.kafka.connect_values.decimal_text` writes it.
 
 A schema with any other type (a float, whose text ``from_json`` renders through a double; dates,
 times, timestamps, variable-scale decimals, geometries, structs and arrays; a renamed column)
@@ -116,7 +116,7 @@ def _beyond(v: str) -> str:
 def _decimal_stages(v: str, scale: int) -> list[list[tuple[str, str]]]:
     """Successive projections turning the Connect Decimal's base64 text in column ``v`` (at most 7
     bytes: not :func:`_beyond`, checked before) into exact decimal text ``{v}_t`` (as
-    :func:`~lakecdc.decoders._kafka_connect.decimal_text` writes it; NULL for NULL). Each part is
+    :func:`~lakecdc.decode.kafka.connect_values.decimal_text` writes it; NULL for NULL). Each part is
     a column of its own: Spark evaluates a part used twice in one expression twice."""
     h, n, m, p = f"{v}_h", f"{v}_n", f"{v}_m", f"{v}_p"
     # two's complement: a first hex digit 8-F is a negative number

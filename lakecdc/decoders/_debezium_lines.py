@@ -9,7 +9,7 @@ base64 of JSON, or as the Avro datum kcat's own deserialiser rendered
 :func:`lakecdc.decoders._debezium.decode_value`'s.
 
 Speed (the issue-4 benchmark decodes a million events): lines are parsed with msgspec and each
-distinct Kafka Connect schema text once (:mod:`lakecdc.decoders._debezium_fastjson`), the
+distinct Kafka Connect schema text once (:mod:`lakecdc.decode.jsontext`, :mod:`lakecdc.decode.kafka.connect`), the
 images of one schema read by converters made once; the cyclic garbage collector is off while a
 batch is decoded *and* turned into Arrow arrays, and the rows are freed before it is back on (else
 its first pass walks every object of the batch).

@@ -439,7 +439,7 @@ def python_rows(settings: Settings, registry: Registry | None):  # noqa: ANN201 
     """A pandas UDF ``(split id, row, file, block, corrupt text) -> JSON of the x_* row``: for the
     rows with a file (the lines :func:`plain` refuses), the Python reader's row; NULL for the
     others. A line's text is the corrupt-record text Spark kept, else read again from the file by
-    its rank within its split (:class:`~lakecdc.decoders._records.Rereader`): the UDF sees every
+    its rank within its split (:class:`~lakecdc.decode.files.reread.Rereader`): the UDF sees every
     row of its partition, in order, so it knows where each split starts."""
 
     def decode(batches: Iterator[tuple[pd.Series, ...]]) -> Iterator[pd.Series]:
@@ -485,7 +485,7 @@ def decode(spark: SparkSession, paths: Sequence[str], settings: Settings, regist
 
     ``shape``: what the files' first records say of their lines (:func:`shape_of`).
 
-    Run inside :func:`~lakecdc.decoders._records.exact_json_strings`.
+    Run inside :func:`~lakecdc.decode.files.lines.exact_json_strings`.
     """
     return decode_parsed(read_json(spark, paths, ENVELOPE, staging=staging), settings, registry, shape=shape)
 

@@ -63,28 +63,28 @@ fallback only when ``source`` names no table. Column names are the field names (
   ends with the delimiter after it. Another key is the text before the first separator (kept as
   ``kafka.key``); empty or ``NULL`` is no key, an empty or ``NULL`` value a tombstone. A record
   that does not read so cannot tell where it ends: it is quarantined from its byte offset up to
-  the next record that reads (:func:`~lakecdc.decoders._kafka_files.kcat_kv_messages`). One
+  the next record that reads (:func:`~lakecdc.decode.kafka.records.kcat_kv_messages`). One
   split per file.
 * ``framing=single``: each (non-OCF) file is one wire-format message.
 
 **Schemas** (option ``schemaDirectory``, needed for wire-format messages, a directory or one JSON
 file): ``<id>.avsc`` files and schema-registry exports (``/subjects/<subject>/versions/<n>``
 objects, lists of them, ``/schemas/ids/<id>``), schema ``references`` resolved by subject and
-version from the same export: see :mod:`lakecdc.decoders._debezium_registry`. The subject
+version from the same export: see :mod:`lakecdc.decode.avro.registry`. The subject
 (``<topic>-value``) names the topic for messages that name no table otherwise. OCF files need no
-directory. How files are cut and framed: :mod:`lakecdc.decoders._kafka_files`.
+directory. How files are cut and framed: :mod:`lakecdc.decode.kafka.records`.
 
 **Options**: as ``debezium-json`` (``sequenceBy``, ``tableName``,
 ``unavailable.value.placeholder``, ``topic.prefix``, and the Debezium properties it ignores),
 plus ``schemaDirectory``, ``framing`` (``auto``, ``length-prefixed``, ``single``, ``kcat``,
 ``kcat-K``), ``keySeparator`` and ``messageDelimiter`` (kcat -K dumps), ``maxBlockBytes`` and
-``maxBlockRecords`` (an OCF block's limits: :class:`~lakecdc.decoders._avro.BlockLimits`).
+``maxBlockRecords`` (an OCF block's limits: :class:`~lakecdc.decode.avro.containers.BlockLimits`).
 Converter properties (``schema.registry.url``, ``key.converter``, ``value.converter``,
 ``auto.register.schemas``, ``use.latest.version``, ``connect.meta.data``,
 ``enhanced.avro.schema.support``, ``scrub.invalid.names``, ...) are accepted and ignored.
 
 **Types** (:meth:`DebeziumAvroDecoder.column_types`): from the writer schemas' ``after``/``before``
-records, with the Kafka Connect types of :func:`lakecdc.decoders._kafka_connect.spark_type`
+records, with the Kafka Connect types of :func:`lakecdc.decode.kafka.connect_values.spark_type`
 (Decimal: ``decimal(p, s)``; MicroTimestamp: ``timestamp``; ...), per table as the records name
 it; columns only a schema-change record names (``tableChanges``) take the DDL's type (see
 :mod:`lakecdc.decoders._debezium_ddl`). ``VariableScaleDecimal`` columns are inferred from their

@@ -37,7 +37,7 @@ column.
 
 Records are parsed in the executors (``mapInArrow``, :mod:`lakecdc.decoders._debezium_lines`),
 numbers kept as their exact text, with msgspec and each distinct Connect schema text parsed once
-(:mod:`lakecdc.decoders._debezium_fastjson`). A record
+(:mod:`lakecdc.decode.jsontext`, :mod:`lakecdc.decode.kafka.connect`). A record
 that is not valid JSON, has an unknown ``op``, lacks the image its op needs, or a value that does
 not fit its declared type is quarantined with the reason; the rest of the file applies.
 
@@ -54,7 +54,7 @@ accepted and ignored (``schemas.enable``, ``decimal.handling.mode``, ``time.prec
 ``binary.handling.mode``, ``tombstones.on.delete``, ...): what they change is read per record.
 
 **Types** (:meth:`DebeziumJsonDecoder.column_types`): from the value schema's ``after``/``before``
-struct when messages carry one (see :func:`lakecdc.decoders._kafka_connect.spark_type`: every
+struct when messages carry one (see :func:`lakecdc.decode.kafka.connect_values.spark_type`: every
 column the schema declares is a column of the table, even while its values are all NULL); without a
 schema the pipeline infers them from the JSON values (integers: bigint; numbers with a fraction:
 decimal; booleans; everything else string), so use ``decimal.handling.mode=string`` or a
@@ -328,9 +328,9 @@ class DebeziumJsonDecoder(Decoder):
 
     def lines(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> tuple[DataFrame, list[str]]:
         """Non-blank lines of the (staged) inputs with ``_file``, ``_block``, ``_row`` as
-        :func:`~lakecdc.decoders._records.read_text` gives them (so quarantine lines match), and
+        :func:`~lakecdc.decode.files.lines.read_text` gives them (so quarantine lines match), and
         ``_head``: the index of the Connect schema prefix cut off ``value``, in the list returned
-        beside the lines (see :func:`~lakecdc.decoders._debezium_fastjson.connect_prefixes`)."""
+        beside the lines (see :func:`~lakecdc.decode.kafka.connect.connect_prefixes`)."""
         paths = [stage_file(f, staging) for f in files]
         prefixes = connect_prefixes(first_record(p) for p in paths)
         return read_lines(spark, paths, prefixes), prefixes

@@ -112,7 +112,7 @@ prefix, the OCF block, the kcat line or kcat -K record) and ``raw`` (the message
 Options: ``framing`` (``auto``, ``length-prefixed``, ``single``, ``kcat``, ``kcat-K``),
 ``keySeparator`` and ``messageDelimiter`` (kcat's ``-K`` and ``-D``, default ``\\n``), ``sequenceBy``
 (``timestamp``, ``position``), ``dateTimeFraction`` (``auto``, ``micros``, ``nanos``), ``maxBlockBytes``
-and ``maxBlockRecords`` (an OCF block's limits: :class:`~lakecdc.decoders._avro.BlockLimits`).
+and ``maxBlockRecords`` (an OCF block's limits: :class:`~lakecdc.decode.avro.containers.BlockLimits`).
 """
 
 from __future__ import annotations

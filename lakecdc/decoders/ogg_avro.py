@@ -15,7 +15,7 @@ Every message is one operation, an Avro record whose schema GoldenGate writes pe
 Inputs, told apart per file:
 
 * **Object Container Files** (start with ``Obj\\x01``; GoldenGate's OCF formatter, HDFS): the
-  schema is in the file header, every codec of :mod:`lakecdc.decoders._avro` is read. Large
+  schema is in the file header, every codec of :mod:`lakecdc.decode.avro.containers` is read. Large
   files are split at block boundaries and read in parallel.
 * **Files of single messages**, each decoded with the per-table ``.avsc`` of ``schemaDirectory``.
   Framing (lakecdc option ``framing``): ``length-prefixed`` (default: each message preceded by
@@ -35,11 +35,11 @@ Inputs, told apart per file:
   schema's added column needs, and a newer message has bytes an older schema leaves over.
 * **Generic wrapper** (``wrapMessageInGenericAvroMessage=true``): every message is an
   ``oracle.goldengate.generic_wrapper`` record ``{table_name, schema_fingerprint, payload}``; the
-  fingerprint (Avro's 64-bit parsing fingerprint, see :func:`~lakecdc.decoders._avro.
+  fingerprint (Avro's 64-bit parsing fingerprint, see :func:`~lakecdc.decode.avro.schemas.
   parsing_fingerprint`) picks the schema version exactly, from the fingerprints of every
   ``.avsc`` of ``schemaDirectory``. An OCF file whose schema is the wrapper is unwrapped too.
 
-Values become exact text as :func:`lakecdc.decoders._avro.text_converter` describes (double
+Values become exact text as :func:`lakecdc.decode.avro.text.text_converter` describes (double
 ``17520.0`` stays ``17520.0``, decimals exactly, bytes base64, nested values JSON). Column types
 (:meth:`column_types`) come from the schemas: ``long`` bigint, ``int`` int, ``double``/``float``
 double, ``boolean``, ``string``, ``decimal(p,s)`` exactly, anything else string (GoldenGate date
@@ -57,7 +57,7 @@ Options are the formatters' property names (without ``gg.handler.<name>.format.`
 ``schemaDirectory`` (``./dirdef``), ``wrapMessageInGenericAvroMessage`` (false),
 ``lineDelimiter`` (none), ``encoding`` of the ``.avsc`` files (UTF-8),
 ``treatAllColumnsAsStrings`` (false: every column typed as string), and lakecdc's ``framing``,
-``maxBlockBytes`` and ``maxBlockRecords`` (an OCF block's limits: :class:`~lakecdc.decoders._avro.BlockLimits`).
+``maxBlockBytes`` and ``maxBlockRecords`` (an OCF block's limits: :class:`~lakecdc.decode.avro.containers.BlockLimits`).
 ``pkUpdateHandling`` (abend): a row formatter with ``delete-insert`` writes a key change as a
 delete and an insert at the same ``op_ts`` and ``pos``; told so, ``ogg-avro-row`` joins each such
 pair into the key change it was (:func:`~lakecdc.decoders._goldengate.rejoin_split_key_changes`),

@@ -69,7 +69,7 @@ seed's sample configuration ``fieldDelimiter=CDATA[\\u0001]``. lakecdc's own opt
 insert or a delete: every record is read as an upsert (op ``R``). Without ``includeOpTimestamp``
 the order is the position alone, without both it is the order of arrival.
 
-Reading. Records are the lines of :func:`~lakecdc.decoders._records.read_text`, split with
+Reading. Records are the lines of :func:`~lakecdc.decode.files.lines.read_text`, split with
 Spark's ``split`` on the literal delimiter. A file whose ``lineDelimiter`` is not a newline (or
 whose encoding is not UTF-8) is first staged one record per line, each record written as a JSON
 string so that a record holding a raw newline still fits one line, with a ``.lines.json``

@@ -347,7 +347,7 @@ class OggJsonRowDecoder(Decoder):
     def _parse(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
         """Each message as ``m_<metadata>`` columns and ``m_columns`` (map of exact texts).
 
-        The message is read wrapped (:func:`~lakecdc.decoders._records.read_json`): Spark's file
+        The message is read wrapped (:func:`~lakecdc.decode.files.lines.read_json`): Spark's file
         source parses it as one ``map<string, string>``, every value the exact text written (a
         string's content, a number's digits as written, an object or array as its JSON text).
         """

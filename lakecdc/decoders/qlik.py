@@ -97,7 +97,7 @@ whose ``dataSchema`` reads the message bytes (record ``DataRecord``: ``data``, `
 ``headers``; masks as ``bytes``). Inputs (``framing=auto``): files of length-prefixed envelopes
 (4 bytes big-endian length each), a file that is one envelope (starts with ``atMSG``), or kcat ``-J``
 dumps with base64 payloads (the framing helpers of :mod:`lakecdc.decoders.debezium_avro`). Values are
-rendered by :func:`lakecdc.decoders._avro.text_converter`. Replicate's "publish to a schema registry"
+rendered by :func:`lakecdc.decode.avro.text.text_converter`. Replicate's "publish to a schema registry"
 mode (Confluent wire format without metadata messages) is not read.
 
 Decoding runs in the executors; only the metadata messages (a few per table) are collected, to the
