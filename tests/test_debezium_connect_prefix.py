@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from pyspark.sql import functions as F
 
+from lakecdc.decode.files.lines import read_lines
 from lakecdc.decode.files.staging import first_record
 from lakecdc.decode.kafka.connect import connect_prefixes
 from lakecdc.decode.kafka.records import TYPES_SCHEMA
@@ -68,15 +69,14 @@ def _rows(df) -> list[dict[str, Any]]:
 
 @pytest.mark.spark
 def test_cut_lines_decode_as_whole_lines(spark, landing):
-    decoder = get_decoder("debezium-json", {})
     prefixes = connect_prefixes(first_record(p) for p in landing)
     assert len(prefixes) == 2  # one per distinct first-line schema
-    cut = decoder._lines(spark, landing, prefixes)
+    cut = read_lines(spark, landing, prefixes)
     heads = [r["_head"] for r in cut.orderBy("_file", "_row").collect()]
     assert heads.count(0) == 11 and heads.count(1) == 2  # the other lines reach Python whole
     body = functools.partial(decode_batches, settings=SETTINGS, prefixes=prefixes)
     by_cut = _rows(cut.mapInArrow(body, ROW_SCHEMA))
-    whole = _rows(decoder._lines(spark, landing).mapInArrow(functools.partial(decode_batches, settings=SETTINGS),
+    whole = _rows(read_lines(spark, landing).mapInArrow(functools.partial(decode_batches, settings=SETTINGS),
                                                             ROW_SCHEMA))
     assert by_cut == whole
     assert len(by_cut) == len([x for x in _lines() if x.strip()]) + 2
@@ -96,7 +96,7 @@ def test_cut_lines_decode_as_whole_lines(spark, landing):
 def test_declared_types_are_the_same_cut_or_whole(spark, landing):
     decoder = get_decoder("debezium-json", {})
     types = decoder.column_types(spark, landing, staging=str(Path(landing[0]).parent / "_s"))
-    whole = decoder._lines(spark, landing).mapInArrow(functools.partial(type_batches, settings=SETTINGS),
+    whole = read_lines(spark, landing).mapInArrow(functools.partial(type_batches, settings=SETTINGS),
                                                       TYPES_SCHEMA)
     assert types == merge_declared(whole.distinct().collect())
     assert set(types) == {"app.t"} and str(types["app.t"]["price"]) == "DecimalType(38,2)", types
