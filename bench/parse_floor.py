@@ -57,8 +57,9 @@ from bench.fold_floor import rounds_parser
 from bench.formats import Encoded
 from bench.run import ensure_workload, start_spark
 from lakecdc.decode import get_decoder
-from lakecdc.decoders import _qlik_spark, _records
-from lakecdc.decoders._kafka_connect import Num
+from lakecdc.decode.files import lines
+from lakecdc.decode.jsontext import Num
+from lakecdc.decoders import _qlik_spark
 from lakecdc.decoders._qlik import Catalog
 
 FORMAT = "qlik-json"
@@ -188,7 +189,7 @@ def _image_batches(batches: Iterator[pa.RecordBatch], *, ranges: list[tuple[str,
 
 def spark_bare(spark: SparkSession, files: list[str]) -> int:
     """Spark's JSON file source over ``files`` as they are (exact strings), to the noop sink."""
-    with _records.exact_json_strings(spark):
+    with lines.exact_json_strings(spark):
         parsed = spark.read.schema(_qlik_spark.ENVELOPE).json(files)
         return noop_counts(parsed, F.count(F.lit(1)).alias("rows"))["rows"]
 
@@ -210,7 +211,7 @@ def spark_bare_images(spark: SparkSession, files: list[str], catalog: Catalog) -
     the mask read by lakecdc's :func:`~lakecdc.decoders._qlik_spark._mask_bits`), nothing else."""
     ((_sid, tv),) = _qlik_spark.eligible(catalog)
     ordinals = [c.ordinal for c in tv.columns]
-    with _records.exact_json_strings(spark):
+    with lines.exact_json_strings(spark):
         parsed = spark.read.schema(_qlik_spark.ENVELOPE).json(files)
         message = parsed["message"]
         text = message["headers"]["columnMask"]
@@ -226,8 +227,8 @@ def spark_staged(spark: SparkSession, files: list[str], staging: Path) -> int:
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     try:
-        with _records.exact_json_strings(spark):
-            parsed = _records.read_json(spark, files, _qlik_spark.WRAPPED, staging=str(staging), wrap=_qlik_spark.WRAP)
+        with lines.exact_json_strings(spark):
+            parsed = lines.read_json(spark, files, _qlik_spark.WRAPPED, staging=str(staging), wrap=_qlik_spark.WRAP)
             return noop_counts(parsed, F.count(F.lit(1)).alias("rows"))["rows"]
     finally:
         shutil.rmtree(staging, ignore_errors=True)

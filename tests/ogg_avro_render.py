@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import fastavro
 from fastavro import parse_schema, schemaless_writer
 
-from lakecdc.decoders._avro import parsing_fingerprint
+from lakecdc.decode.avro.schemas import parsing_fingerprint
 
 if TYPE_CHECKING:
     from oracle import Event

@@ -313,7 +313,9 @@ class _MarkerJson(lakecdc.decoders.ogg_json.OggJsonDecoder):
         from pyspark.sql import functions as F
 
         events = super().read(spark, files, staging=staging)
-        raw = lakecdc.decoders._records.read_json(spark, files, self.schema(), staging=staging).select("_row", "op_type")
+        from lakecdc.decode.files.lines import read_json
+
+        raw = read_json(spark, files, self.schema(), staging=staging).select("_row", "op_type")
         marker = F.col("op_type") == "X"
         blank = {"op": marker, "_error": marker, "table": marker & (F.col("table") == "-")}
         # tokens txid / status / count play Debezium's transaction block and BEGIN/END markers

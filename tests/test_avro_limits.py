@@ -20,7 +20,7 @@ from deltalake import DeltaTable
 import lakecdc
 from lakecdc.changes.quarantine import quarantine_path
 from lakecdc.decode import get_decoder
-from lakecdc.decoders._avro import (
+from lakecdc.decode.avro.containers import (
     BlockLimits,
     BlockTooLarge,
     decompress,

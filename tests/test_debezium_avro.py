@@ -24,8 +24,10 @@ from hypothesis import strategies as st
 import lakecdc
 from lakecdc.changes.quarantine import quarantine_path
 from lakecdc.decode import DECODERS, get_decoder
+from lakecdc.decode.avro.connect import connect_schema
+from lakecdc.decode.avro.registry import load_registry
+from lakecdc.decode.kafka.dumps import length_prefixed_splits
 from lakecdc.decoders._debezium import sortable
-from lakecdc.decoders.debezium_avro import connect_schema, load_registry, message_splits
 from lakecdc.errors import ConfigError
 
 try:
@@ -277,7 +279,7 @@ def test_large_message_files_are_cut_at_messages_never_between_a_key_and_its_val
     messages = [m for k, v in MESSAGES for m in ([k] if k else []) + [v]] * 20
     path = tmp_path / "m.bin"
     path.write_bytes(length_prefixed(messages))
-    cuts = message_splits(str(path), 400, frozenset({IDS["key"]}))
+    cuts = length_prefixed_splits(str(path), 400, frozenset({IDS["key"]}))
     assert len(cuts) > 3 and cuts[0][0] == 0 and cuts[-1][1] == path.stat().st_size
     assert all(a[1] == b[0] for a, b in zip(cuts, cuts[1:], strict=False))
     starts, pos = {}, 0
@@ -498,7 +500,7 @@ def test_round_trip_of_a_written_history_matches_the_oracle(spark, tmp_path):
 def test_message_splits_of_a_small_file_is_one(tmp_path):
     path = tmp_path / "x.bin"
     path.write_bytes(length_prefixed([MESSAGES[0][1]]))
-    assert message_splits(str(path), 1 << 20, frozenset()) == [(0, path.stat().st_size, 0)]
+    assert length_prefixed_splits(str(path), 1 << 20, frozenset()) == [(0, path.stat().st_size, 0)]
 
 
 def test_float_texts_are_those_of_the_32_bit_value():

@@ -1,6 +1,6 @@
 """``debezium-json`` with ``schemas.enable=true``: every line repeats its Connect schema, so Spark
 cuts a file's first-line schema off each line that starts with it, and Python reads the rest
-(:func:`~lakecdc.decoders._debezium_fastjson.connect_prefixes`). Cut or not, every line must give
+(:func:`~lakecdc.decode.kafka.connect.connect_prefixes`). Cut or not, every line must give
 the same row and the same declared types: whatever the lines hold (another schema, a tombstone, a
 bad payload, text after the object, a comment block, a key line before its value)."""
 
@@ -15,10 +15,14 @@ import pytest
 from pyspark.sql import functions as F
 
 from lakecdc.decode import get_decoder
+from lakecdc.decode.files.lines import read_lines
+from lakecdc.decode.files.staging import first_record
+from lakecdc.decode.kafka.connect import connect_prefixes
+from lakecdc.decode.kafka.records import TYPES_SCHEMA
+from lakecdc.decode.rows import ROW_SCHEMA
 from lakecdc.decoders._debezium_ddl import merge_declared
-from lakecdc.decoders._debezium_fastjson import connect_prefixes
-from lakecdc.decoders._debezium_lines import PARSED_SCHEMA, LineReader, decode_batches
-from lakecdc.decoders.debezium_json import _TYPES_SCHEMA, _first_record, type_batches
+from lakecdc.decoders._debezium_lines import LineReader, decode_batches
+from lakecdc.decoders.debezium_json import type_batches
 from tests.test_debezium_json_fast import IMAGE, PAYLOADS, ROW, SCHEMA, SETTINGS, _payload
 
 OTHER = {**SCHEMA, "name": "srv.app.u.Envelope",
@@ -65,16 +69,15 @@ def _rows(df) -> list[dict[str, Any]]:
 
 @pytest.mark.spark
 def test_cut_lines_decode_as_whole_lines(spark, landing):
-    decoder = get_decoder("debezium-json", {})
-    prefixes = connect_prefixes(_first_record(p) for p in landing)
+    prefixes = connect_prefixes(first_record(p) for p in landing)
     assert len(prefixes) == 2  # one per distinct first-line schema
-    cut = decoder._lines(spark, landing, prefixes)
+    cut = read_lines(spark, landing, prefixes)
     heads = [r["_head"] for r in cut.orderBy("_file", "_row").collect()]
     assert heads.count(0) == 11 and heads.count(1) == 2  # the other lines reach Python whole
     body = functools.partial(decode_batches, settings=SETTINGS, prefixes=prefixes)
-    by_cut = _rows(cut.mapInArrow(body, PARSED_SCHEMA))
-    whole = _rows(decoder._lines(spark, landing).mapInArrow(functools.partial(decode_batches, settings=SETTINGS),
-                                                            PARSED_SCHEMA))
+    by_cut = _rows(cut.mapInArrow(body, ROW_SCHEMA))
+    whole = _rows(read_lines(spark, landing).mapInArrow(functools.partial(decode_batches, settings=SETTINGS),
+                                                            ROW_SCHEMA))
     assert by_cut == whole
     assert len(by_cut) == len([x for x in _lines() if x.strip()]) + 2
     first = by_cut[0]
@@ -93,8 +96,8 @@ def test_cut_lines_decode_as_whole_lines(spark, landing):
 def test_declared_types_are_the_same_cut_or_whole(spark, landing):
     decoder = get_decoder("debezium-json", {})
     types = decoder.column_types(spark, landing, staging=str(Path(landing[0]).parent / "_s"))
-    whole = decoder._lines(spark, landing).mapInArrow(functools.partial(type_batches, settings=SETTINGS),
-                                                      _TYPES_SCHEMA)
+    whole = read_lines(spark, landing).mapInArrow(functools.partial(type_batches, settings=SETTINGS),
+                                                      TYPES_SCHEMA)
     assert types == merge_declared(whole.distinct().collect())
     assert set(types) == {"app.t"} and str(types["app.t"]["price"]) == "DecimalType(38,2)", types
 

@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
 from lakecdc.decode import get_decoder
+from lakecdc.decode.files.lines import exact_json_strings
+from lakecdc.decode.kafka.connect import connect_prefixes
+from lakecdc.decode.kafka.connect_values import decimal_text
 from lakecdc.decoders._debezium_connect import _beyond, _decimal_stages, connect_file, plan
-from lakecdc.decoders._debezium_fastjson import connect_prefixes
-from lakecdc.decoders._kafka_connect import decimal_text
-from lakecdc.decoders._records import exact_json_strings
 from tests.test_debezium_json_fast import DECIMAL, _field
 
 

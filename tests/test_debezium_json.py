@@ -22,9 +22,10 @@ from hypothesis import strategies as st
 import lakecdc
 from lakecdc.changes.quarantine import quarantine_path
 from lakecdc.decode import DECODERS, get_decoder
+from lakecdc.decode.files.lines import exact_json_strings
+from lakecdc.decode.files.reread import locate
+from lakecdc.decode.kafka.connect_values import decimal_text, zoned_to_utc
 from lakecdc.decoders._debezium import op_ts_micros, sortable
-from lakecdc.decoders._kafka_connect import decimal_text, zoned_to_utc
-from lakecdc.decoders._records import exact_json_strings, locate
 from lakecdc.errors import ConfigError
 
 try:

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import lakecdc
 from lakecdc.decode import get_decoder
-from lakecdc.decoders._records import exact_json_strings
+from lakecdc.decode.files.lines import exact_json_strings
 
 try:
     from tests.debezium_avro_render import AvroRenderer
@@ -230,7 +230,7 @@ def test_union_branches_named_by_full_names_that_inherit_their_namespace(spark, 
 
 
 def test_expand_names_resolves_names_as_the_avro_specification_does():
-    from lakecdc.decoders._avro import expand_names
+    from lakecdc.decode.avro.schemas import expand_names
 
     schema = {"type": "record", "name": "Envelope", "namespace": "a.b", "fields": [
         {"name": "x", "type": {"type": "record", "name": "Value", "fields": [

@@ -5,15 +5,19 @@ NULL, logical types, every layout, errors per record. In-process (no Spark): the
 from __future__ import annotations
 
 import base64
+import functools
 import json
 from typing import Any
 
 import pyarrow as pa
 import pytest
 
-from lakecdc.decoders._debezium_fastjson import ConnectSplitter, loads, slow_loads
+from lakecdc.decode.jsontext import Num, loads, slow_loads
+from lakecdc.decode.kafka.connect import ConnectSplitter
+from lakecdc.decode.kafka.connect_values import ImageReader, image_pairs
+from lakecdc.decode.rows import RecordError
+from lakecdc.decoders._debezium import image_readers
 from lakecdc.decoders._debezium_lines import LineReader, decode_batches
-from lakecdc.decoders._kafka_connect import ImageReader, Num, RecordError, image_pairs
 from lakecdc.decoders.debezium_json import DebeziumJsonDecoder
 
 SETTINGS = DebeziumJsonDecoder({}).settings
@@ -82,7 +86,7 @@ def test_connect_pairs_read_by_their_split_equal_the_whole_parse():
     the members swapped (parsed whole): identical rows, decimals, times, missing and NULL alike."""
     compact = [json.dumps({"schema": SCHEMA, "payload": p}, separators=(",", ":"), ensure_ascii=False) for p in PAYLOADS]
     swapped = [json.dumps({"payload": p, "schema": SCHEMA}, separators=(",", ":"), ensure_ascii=False) for p in PAYLOADS]
-    splitter = ConnectSplitter(SETTINGS)
+    splitter = ConnectSplitter(functools.partial(image_readers, settings=SETTINGS))
     assert all(splitter.split(line) is not None for line in compact) and len(splitter.schemas) == 1
     assert all(splitter.split(line) is None for line in swapped)
     fast, whole = _texts(compact), _texts(swapped)
@@ -148,8 +152,8 @@ def test_only_lines_that_may_declare_types_are_parsed_for_them(line: str, declar
 
 @pytest.mark.parametrize("ordered", [False, True])
 def test_image_reader_gives_what_the_plain_image_reading_gives(ordered: bool):
-    """The reader of whole images by position (:class:`~lakecdc.decoders._kafka_connect.ImageReader`)
-    against :func:`~lakecdc.decoders._kafka_connect.image_pairs`, value kind by value kind: NULLs,
+    """The reader of whole images by position (:class:`~lakecdc.decode.kafka.connect_values.ImageReader`)
+    against :func:`~lakecdc.decode.kafka.connect_values.image_pairs`, value kind by value kind: NULLs,
     placeholders (missing), values of the wrong JSON type, every field in order or not."""
     fields = {f["field"]: f for f in ROW["fields"]}
     placeholders = frozenset({"__debezium_unavailable_value"})

@@ -12,9 +12,10 @@ from typing import Any
 import fastavro
 import pytest
 
+from lakecdc.decode.avro.registry import inline, load_registry
+from lakecdc.decode.files.splits import Split
 from lakecdc.decoders._debezium import Settings
-from lakecdc.decoders._debezium_registry import inline
-from lakecdc.decoders.debezium_avro import Reader, Split, load_registry
+from lakecdc.decoders.debezium_avro import Reader
 from lakecdc.errors import ConfigError
 
 try:

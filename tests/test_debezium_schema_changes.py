@@ -18,9 +18,11 @@ import pytest
 from deltalake import DeltaTable
 
 import lakecdc
+from lakecdc.decode.avro.registry import Registry
+from lakecdc.decode.files.splits import Split
 from lakecdc.decoders._debezium import Settings, decode_value
 from lakecdc.decoders._debezium_ddl import DdlColumn, ddl_type, merge_declared
-from lakecdc.decoders.debezium_avro import Reader, Registry, Split
+from lakecdc.decoders.debezium_avro import Reader
 from lakecdc.decoders.debezium_json import parse_json
 
 try:

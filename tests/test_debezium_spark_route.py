@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
 from lakecdc.decode import get_decoder
+from lakecdc.decode.files.lines import exact_json_strings
 from lakecdc.decoders._debezium_spark import Shape, shape_of, spark_file
-from lakecdc.decoders._records import exact_json_strings
 from lakecdc.errors import ConfigError
 
 

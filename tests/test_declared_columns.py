@@ -16,7 +16,7 @@ from pyspark.sql import types as T
 
 import lakecdc
 from lakecdc.changes.columns import widest
-from lakecdc.decoders._kafka_connect import UNTYPED, spark_type
+from lakecdc.decode.kafka.connect_values import UNTYPED, spark_type
 
 try:
     from tests.debezium_avro_render import length_prefixed, wire

@@ -17,7 +17,9 @@ from deltalake import DeltaTable
 import lakecdc
 from lakecdc.changes.quarantine import quarantine_path
 from lakecdc.decode import get_decoder
-from lakecdc.decoders._kafka_files import Split, kcat_delimiter, kcat_kv_messages
+from lakecdc.decode.files.kcat import kcat_delimiter
+from lakecdc.decode.files.splits import Split
+from lakecdc.decode.kafka.records import kcat_kv_messages
 from lakecdc.errors import ConfigError
 
 try:
@@ -146,7 +148,7 @@ def test_a_dump_that_is_no_kcat_k_dump_is_one_record_naming_the_offset(tmp_path)
     path.write_bytes(b"key^not avro at all\nmore^junk\n")
 
     def measure(fh, pos):
-        from lakecdc.decoders._kafka_connect import RecordError
+        from lakecdc.decode.rows import RecordError
 
         raise RecordError("not a Confluent wire-format message")
 

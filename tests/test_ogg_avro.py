@@ -23,8 +23,10 @@ from pyspark.sql import types as T
 
 import lakecdc
 from lakecdc.changes.quarantine import QUARANTINE_SCHEMA, quarantine_path, write_quarantine
+from lakecdc.decode.avro.containers import plan_ocf_splits
+from lakecdc.decode.avro.schemas import parsing_fingerprint, rabin64
+from lakecdc.decode.files import splits as splits_module
 from lakecdc.decoders import ogg_avro
-from lakecdc.decoders._avro import parsing_fingerprint, plan_ocf_splits, rabin64
 from lakecdc.decoders.ogg_avro import unescape
 from lakecdc.errors import ConfigError
 from lakecdc.merge.delta_rs import DeltaRsEngine
@@ -239,7 +241,7 @@ def test_large_ocf_files_are_split_at_blocks_and_a_corrupt_block_is_quarantined(
     # blocks of ~450 bytes, splits of 300: every split is one block
     _header, splits = plan_ocf_splits(str(path), 300)
     assert len(splits) > 3 and [s[2] for s in splits] == sorted({s[2] for s in splits}) and splits[0][2] == 0
-    monkeypatch.setattr(ogg_avro, "SPLIT_BYTES", 300)
+    monkeypatch.setattr(splits_module, "SPLIT_BYTES", 300)
     found = decode(spark, path, "ogg-avro-row")
     assert [r["after"]["ID"] for r in found] == [str(i) for i in range(30)]
     assert [r["_row"] for r in found] == list(range(30))
@@ -556,8 +558,8 @@ def test_a_file_of_messages_split_over_cores_decodes_the_same(spark, tmp_path, m
     path.write_bytes(data + data[:7])  # a cut final message: quarantined either way
     opts = {"schemaDirectory": str(FIX / "op")}
     whole = decode(spark, path, "ogg-avro-op", **opts)
-    monkeypatch.setattr(ogg_avro, "_MIN_SPLIT", 1)
-    monkeypatch.setattr(ogg_avro, "SPLIT_BYTES", len(data) // 5)
+    monkeypatch.setattr(splits_module, "MIN_SPLIT", 1)
+    monkeypatch.setattr(splits_module, "SPLIT_BYTES", len(data) // 5)
     splits = ogg_avro.OggAvroOpDecoder(opts).plan([str(path)], parallelism=5)
     assert len(splits) >= 4
     split = decode(spark, path, "ogg-avro-op", **opts)

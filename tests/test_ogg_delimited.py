@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 
 import lakecdc
 from lakecdc.decode import DECODERS, get_decoder
-from lakecdc.decoders._records import locate
+from lakecdc.decode.files.reread import locate
 from lakecdc.decoders.ogg_delimited import java_unescape, parse_columns_option, regex_literal, split_pattern
 from lakecdc.errors import ConfigError
 

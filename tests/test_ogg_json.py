@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from lakecdc.decode import DECODERS, get_decoder
-from lakecdc.decoders._records import exact_json_strings, locate, split_documents
+from lakecdc.decode.files.lines import exact_json_strings
+from lakecdc.decode.files.reread import locate
+from lakecdc.decode.files.staging import split_documents
 from lakecdc.errors import ConfigError, UnknownFormatError
 
 pytestmark = pytest.mark.spark

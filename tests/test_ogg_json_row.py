@@ -15,8 +15,9 @@ from pyspark.sql import types as T
 
 import lakecdc
 from lakecdc.decode import DECODERS, get_decoder
-from lakecdc.decoders import _records
-from lakecdc.decoders._records import exact_json_strings, locate
+from lakecdc.decode.files import staging as file_staging
+from lakecdc.decode.files.lines import exact_json_strings
+from lakecdc.decode.files.reread import locate
 from lakecdc.decoders.ogg_json_row import json_schema_type, read_table_schema
 from lakecdc.errors import ConfigError
 
@@ -122,7 +123,7 @@ def test_seed_examples_apply_typed_by_the_schema(spark, tmp_path):
     the update leaves the columns its after image lacks as they were."""
     from decimal import Decimal
 
-    from lakecdc.decoders._records import split_documents
+    from lakecdc.decode.files.staging import split_documents
 
     docs = [doc for _line, doc in split_documents((FIX / "seed-13.3.4.3-row.json").read_text())]
     bill = {"table": "QASOURCE.TCUSTORD", "op_type": "I", "op_ts": "2015-11-05 18:45:30.000000", "pos": "1",
@@ -221,11 +222,10 @@ def test_apply_quarantines_bad_records_and_applies_the_rest(spark, tmp_path):
 def test_a_staging_cut_short_leaves_the_earlier_copy_whole(tmp_path, monkeypatch):
     """A staged copy is written aside and moved over the old one once whole: a staging that fails
     half-way (or a second one running at the same time) never leaves a part of a copy behind."""
-    from lakecdc.decoders import _records
 
     src, staging = tmp_path / "in.json", tmp_path / "staging"
     src.write_text("".join(f'{{"table":"S.T","n":{i}}}\n' for i in range(50)))
-    out = Path(_records.stage_wrapped_lines(str(src), str(staging), wrap="m"))
+    out = Path(file_staging.stage_wrapped_lines(str(src), str(staging), wrap="m"))
     before = out.read_bytes()
     assert before.count(b"\n") == 50 and before.startswith(b'{"m":{"table":"S.T","n":0}}\n')
 
@@ -238,10 +238,10 @@ def test_a_staging_cut_short_leaves_the_earlier_copy_whole(tmp_path, monkeypatch
                 raise OSError("no space left on device")
 
     src.write_text(src.read_text() + '{"table":"S.T","n":50}\n')
-    monkeypatch.setattr(_records, "_CHUNK_BYTES", 64)
-    monkeypatch.setattr(_records, "_BLANK_START", Failing())
+    monkeypatch.setattr(file_staging, "_CHUNK_BYTES", 64)
+    monkeypatch.setattr(file_staging, "_BLANK_START", Failing())
     with pytest.raises(OSError, match="no space"):
-        _records.stage_wrapped_lines(str(src), str(staging), wrap="m")
+        file_staging.stage_wrapped_lines(str(src), str(staging), wrap="m")
     assert out.read_bytes() == before
     assert sorted(p.name for p in staging.iterdir()) == [out.name, f"{out.name}.lines.json"]
 
@@ -252,11 +252,11 @@ def test_wrapped_staging_keeps_every_line_where_it_was(tmp_path, monkeypatch, ch
     stay blank (Spark skips them), a BOM is dropped, a carriage return ending a line stays after
     the wrapper (Spark's line reader ends a line at a CR followed by anything), the last line may
     lack its newline; chunks are cut at line ends whatever their size."""
-    monkeypatch.setattr(_records, "_CHUNK_BYTES", chunk)
+    monkeypatch.setattr(file_staging, "_CHUNK_BYTES", chunk)
     src = tmp_path / "a.json"
     lines = [b'{"a":1}\r', b"", b"  \t", b'{"b":"x,y"}', b"\r", b'{"c":[1, 2]}', b'{"d":{}}']
     src.write_bytes(b"\xef\xbb\xbf" + b"\n".join(lines))  # no final newline
-    staged = Path(_records._stage(str(src), str(tmp_path / "s"), wrap="m"))
+    staged = Path(file_staging._stage(str(src), str(tmp_path / "s"), wrap="m"))
     got = staged.read_bytes().split(b"\n")
     assert got == [b'{"m":{"a":1}}\r', b"", b"  \t", b'{"m":{"b":"x,y"}}', b"\r", b'{"m":{"c":[1, 2]}}', b'{"m":{"d":{}}}']
     # a record located in the staged copy is reported with its own text and line
@@ -266,12 +266,12 @@ def test_wrapped_staging_keeps_every_line_where_it_was(tmp_path, monkeypatch, ch
 def test_a_staged_copy_is_taken_again_until_its_file_changes(spark, tmp_path):
     src, staging = tmp_path / "a.json", str(tmp_path / "s")
     src.write_bytes(b'{"a":1}\n')
-    (staged,) = _records.staged_documents(spark, [str(src)], staging, wrap="m")
+    (staged,) = file_staging.staged_documents(spark, [str(src)], staging, wrap="m")
     before = Path(staged).stat().st_mtime_ns
-    assert _records.staged_documents(spark, [str(src)], staging, wrap="m") == [staged]
+    assert file_staging.staged_documents(spark, [str(src)], staging, wrap="m") == [staged]
     assert Path(staged).stat().st_mtime_ns == before
     src.write_bytes(b'{"e":5}\n')
-    assert Path(_records.staged_documents(spark, [str(src)], staging, wrap="m")[0]).read_bytes() == b'{"m":{"e":5}}\n'
+    assert Path(file_staging.staged_documents(spark, [str(src)], staging, wrap="m")[0]).read_bytes() == b'{"m":{"e":5}}\n'
 
 
 def test_files_are_staged_in_a_task_each(spark):
@@ -282,7 +282,7 @@ def test_files_are_staged_in_a_task_each(spark):
 
         return f"{path}@{TaskContext.get().partitionId()}"
 
-    got = _records.on_executors(spark, where, ["a", "b", "c", "d"])
+    got = file_staging.on_executors(spark, where, ["a", "b", "c", "d"])
     assert [g.split("@")[0] for g in got] == ["a", "b", "c", "d"]
     assert len({g.split("@")[1] for g in got}) == 4
 

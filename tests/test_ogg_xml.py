@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import lakecdc
 from lakecdc.changes.quarantine import quarantine_path
 from lakecdc.decode import DECODERS, get_decoder
-from lakecdc.decoders._records import locate
+from lakecdc.decode.files.reread import locate
 from lakecdc.decoders.ogg_xml import escape_record, split_operations, unescape_record
 from lakecdc.errors import ConfigError
 from lakecdc.run.state import table_path

@@ -9,7 +9,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from lakecdc.decode import get_decoder
-from lakecdc.decoders._records import locate, source_of
+from lakecdc.decode.files.reread import locate, source_of
 from lakecdc.spark.conf import JOB_CONF, job_conf
 
 try:

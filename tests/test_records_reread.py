@@ -1,5 +1,5 @@
-"""Records read again from their files (:mod:`lakecdc.decoders._records`): the wrappers a staged
-copy may have, and :class:`~lakecdc.decoders._records.Rereader`, which finds the lines the Python
+"""Records read again from their files (:mod:`lakecdc.decode.files`): the wrappers a staged
+copy may have, and :class:`~lakecdc.decode.files.reread.Rereader`, which finds the lines the Python
 reader needs by split and rank, reading each split forward once."""
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakecdc.decoders import _records
-from lakecdc.decoders._records import INDEX_MASK, Rereader, locate, wrapping
+from lakecdc.decode.files import lines, staging
+from lakecdc.decode.files.reread import INDEX_MASK, Rereader, locate
+from lakecdc.decode.files.staging import wrapping
 
 
 def test_wrappers():
@@ -25,10 +26,10 @@ def test_wrappers():
 def test_array_wrapper_staging_and_locate(tmp_path, monkeypatch, chunk):
     """Each record staged as {"m":[<record>]}, CRLF kept outside, blank lines blank; located again
     as written, on its own line."""
-    monkeypatch.setattr(_records, "_CHUNK_BYTES", chunk)
+    monkeypatch.setattr(staging, "_CHUNK_BYTES", chunk)
     src = tmp_path / "a.json"
     src.write_bytes(b'{"a":1}\r\n\n{"b":2} trailing\r\n  \n{"c":3}, {"d":4}')
-    staged = _records._stage(str(src), str(tmp_path / "s"), wrap="m[]")
+    staged = staging._stage(str(src), str(tmp_path / "s"), wrap="m[]")
     with open(staged, "rb") as fh:
         assert fh.read().split(b"\n") == [b'{"m":[{"a":1}]}\r', b"", b'{"m":[{"b":2} trailing]}\r', b"  ",
                                           b'{"m":[{"c":3}, {"d":4}]}']
@@ -41,9 +42,9 @@ def test_a_line_that_is_more_than_one_value_is_told_apart(spark, tmp_path):
     src = tmp_path / "a.json"
     src.write_text('{"x":1}\n{"x":2} trailing\n{"x":3}, "y": 4\n{"x":5}{"x":6}\n{"x":7}, {"x":8}\n')
     schema = T.StructType([T.StructField("m", T.ArrayType(T.StructType([T.StructField("x", T.LongType())])))])
-    with _records.exact_json_strings(spark):
-        rows = _records.read_json(spark, [str(src)], schema, staging=str(tmp_path / "s"), wrap="m[]").select(
-            F.size("m").alias("n"), F.col(_records.CORRUPT).isNotNull().alias("bad")).orderBy("_row").collect()
+    with lines.exact_json_strings(spark):
+        rows = lines.read_json(spark, [str(src)], schema, staging=str(tmp_path / "s"), wrap="m[]").select(
+            F.size("m").alias("n"), F.col(lines.CORRUPT).isNotNull().alias("bad")).orderBy("_row").collect()
     assert [(r["n"] if not r["bad"] else "corrupt") for r in rows] == [1, "corrupt", "corrupt", "corrupt", 2]
 
 
@@ -87,7 +88,7 @@ def test_a_crlf_file_read_wrapped_keeps_a_record_per_line(spark, tmp_path, wrap)
     src.write_bytes(b'{"x":1}\r\n{"x":2}\r\n\r\n{"x":3}\r\n')
     inner = T.StructType([T.StructField("x", T.LongType())])
     schema = T.StructType([T.StructField("m", T.ArrayType(inner) if wrap.endswith("[]") else inner)])
-    with _records.exact_json_strings(spark):
-        rows = _records.read_json(spark, [str(src)], schema, staging=str(tmp_path / "s"), wrap=wrap).orderBy("_row").collect()
-    assert [r[_records.CORRUPT] for r in rows] == [None, None, None]
+    with lines.exact_json_strings(spark):
+        rows = lines.read_json(spark, [str(src)], schema, staging=str(tmp_path / "s"), wrap=wrap).orderBy("_row").collect()
+    assert [r[lines.CORRUPT] for r in rows] == [None, None, None]
     assert [(r["m"][0] if wrap.endswith("[]") else r["m"])["x"] for r in rows] == [1, 2, 3]

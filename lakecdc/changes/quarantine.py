@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 from pyspark.sql import functions as F
 
-from lakecdc.decoders._records import locate, source_of
+from lakecdc.decode.files.reread import locate, source_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -67,7 +67,7 @@ def collect_bad(bad: DataFrame, events: DataFrame) -> pa.Table:
 
     ``bad`` holds ``_file``, ``_block``, ``_row``, ``table`` and ``_error``; ``events`` is the
     (cached) DataFrame they came from. A record's position in its split is its row id minus the
-    split's first row id; :func:`~lakecdc.decoders._records.locate` turns that into a line and
+    split's first row id; :func:`~lakecdc.decode.files.reread.locate` turns that into a line and
     reads the line's text from the file.
 
     Binary inputs: when ``bad`` (or else ``events``) has ``_offset`` and ``_raw``, those are

@@ -31,7 +31,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakecdc.changes.columns import sql_string, typed_sql
-from lakecdc.decoders._records import source_of
+from lakecdc.decode.files.reread import source_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

@@ -126,7 +126,7 @@ class Decoder:
     def read(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
         """Decode ``files`` into canonical events plus ``_error`` (NULL for good records).
 
-        Must run inside :func:`lakecdc.decoders._records.exact_json_strings` for JSON formats.
+        Must run inside :func:`lakecdc.decode.files.lines.exact_json_strings` for JSON formats.
         ``staging`` is a scratch directory the decoder may write normalised copies into.
         """
         inputs = self.inputs(files)

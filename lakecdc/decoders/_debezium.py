@@ -70,7 +70,7 @@ of ``source`` map names (``source.commit_scn,source.scn,transaction.total_order`
 ``ts_ms`` (the change's time in the database), else the envelope's processing time.
 
 **Values** (``before``/``after`` map texts) follow the Kafka Connect schema when the message has
-one: see :mod:`lakecdc.decoders._kafka_connect`. A column whose value is the connector's
+one: see :mod:`lakecdc.decode.kafka.connect_values`. A column whose value is the connector's
 *unavailable value placeholder* (PostgreSQL TOAST: ``__debezium_unavailable_value``, also as the
 base64 of its bytes, or a list holding only it) is **missing**: it is not a key of the image map,
 so the table keeps what it has.
@@ -78,29 +78,23 @@ so the table keeps what it has.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from lakecdc.decoders._debezium_ddl import declared_rows, history, order_of, table_changes, table_of
-from lakecdc.decoders._kafka_connect import (
-    MISSING,
+from lakecdc.decode.jsontext import Num, compact_json, plain_text
+from lakecdc.decode.kafka.connect_values import (
     ImageReader,
-    Num,
-    Pairs,
-    RecordError,
     column_name,
     column_text,
-    compact_json,
     image_fields,
     image_pairs,
     placeholder_forms,
-    plain_text,
 )
+from lakecdc.decode.rows import MISSING, Pairs, RecordError
+from lakecdc.decoders._debezium_ddl import declared_rows, history, order_of, table_changes, table_of
 from lakecdc.errors import ConfigError
 
 #: Debezium's default ``unavailable.value.placeholder``.
@@ -189,24 +183,6 @@ class Row(NamedTuple):
     after: Pairs | None = None
     source: Pairs | None = None
     error: str | None = None
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """The cyclic garbage collector off meanwhile (a ``mapInArrow`` body decoding one batch).
-
-    Decoding allocates millions of small acyclic objects (freed by reference counting) while a
-    batch of rows is held; the collector's passes over them cost about a third of the decoding
-    (measured on the Debezium benchmark, JSON and Avro alike). Keep it off only while a batch is
-    built, not while Spark holds the generator suspended.
-    """
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def transaction_marker(payload: Mapping[str, Any], extra: Sequence[tuple[str, str | None]] = ()) -> Row:
@@ -590,7 +566,7 @@ Images = tuple[ImageReader | None, ImageReader | None]
 
 
 def image_readers(schema: Mapping[str, Any] | None, settings: Settings, *, ordered: bool = False) -> Images:
-    """The :class:`~lakecdc.decoders._kafka_connect.ImageReader` of the envelope schema's
+    """The :class:`~lakecdc.decode.kafka.connect_values.ImageReader` of the envelope schema's
     ``before`` and ``after`` structs, for :func:`decode_value`'s ``images`` (``ordered``: the
     images hold every field in schema order, as Avro records do)."""
     out = []

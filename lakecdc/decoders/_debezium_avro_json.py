@@ -38,13 +38,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from lakecdc.decoders._avro import expand_names
+from lakecdc.decode.avro.schemas import expand_names
+from lakecdc.decode.jsontext import compact_json, slow_loads
+from lakecdc.decode.rows import Pairs, RecordError
 from lakecdc.decoders._debezium import Key, Row, Settings, decode_value
-from lakecdc.decoders._debezium_fastjson import slow_loads
-from lakecdc.decoders._kafka_connect import Pairs, RecordError, compact_json
 
 if TYPE_CHECKING:
-    from lakecdc.decoders._debezium_registry import Registry
+    from lakecdc.decode.avro.registry import Registry
     from lakecdc.decoders.debezium_avro import Plan
 
 _PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})
@@ -107,7 +107,7 @@ def unwrap(value: Any, where: str = "") -> Any:
 
 def _branch_name(schema: Any, named: Mapping[str, Any]) -> set[str]:
     """The names a union branch may be written with (``schema`` and ``named`` as
-    :func:`~lakecdc.decoders._avro.expand_names` gives them): a primitive's name; a named type's
+    :func:`~lakecdc.decode.avro.schemas.expand_names` gives them): a primitive's name; a named type's
     full name, as Java writes it, and its short name, as avro-c writes it."""
     if isinstance(schema, str):
         target = named.get(schema)

@@ -3,7 +3,7 @@
 With ``schemas.enable=true`` every line is ``{"schema":<the envelope's Connect schema>,
 "payload":<the envelope>}``, the schema repeated on every line (about 80% of its bytes). The
 lines are read as text and each line that starts with a known schema text (one of
-:func:`~lakecdc.decoders._debezium_fastjson.connect_prefixes`) has it cut off in the JVM
+:func:`~lakecdc.decode.kafka.connect.connect_prefixes`) has it cut off in the JVM
 (``_head`` says which). For a schema SQL can read (:func:`plan`), the rest of the line, the
 payload, is parsed by ``from_json`` as the bare envelope and decoded by the same SQL as files
 without schema (:func:`~lakecdc.decoders._debezium_spark.decode_parsed`), the schema's logical
@@ -13,7 +13,7 @@ types applied per column:
   Python reader writes them;
 * ``Decimal`` (base64 of the unscaled value's big-endian two's complement, and the ``scale``
   parameter) is converted in SQL when the value is at most 7 bytes (about 16 digits): exact
-  decimal text, as :func:`~lakecdc.decoders._kafka_connect.decimal_text` writes it.
+  decimal text, as :func:`~lakecdc.decode.kafka.connect_values.decimal_text` writes it.
 
 A schema with any other type (a float, whose text ``from_json`` renders through a double; dates,
 times, timestamps, variable-scale decimals, geometries, structs and arrays; a renamed column)
@@ -36,31 +36,25 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakecdc.changes.columns import sql_string
+from lakecdc.decode.files.lines import CORRUPT, JSON_LIMITS
+from lakecdc.decode.kafka.connect import connect_prefixes, unwrap_connect
+from lakecdc.decode.kafka.connect_values import DECIMAL, INT_TYPES, SPECIAL, column_name, image_fields
+from lakecdc.decode.rows import RecordError
 from lakecdc.decoders._debezium import Settings
-from lakecdc.decoders._debezium_fastjson import connect_prefixes
-from lakecdc.decoders._debezium_lines import _unwrap_connect, parse_json
+from lakecdc.decoders._debezium_lines import parse_json
 from lakecdc.decoders._debezium_spark import ENVELOPE, NO_SHAPE, Images, Shape, decode_parsed
-from lakecdc.decoders._kafka_connect import (
-    _INT_TYPES,
-    _SPECIAL,
-    DECIMAL,
-    RecordError,
-    column_name,
-    image_fields,
-)
-from lakecdc.decoders._records import CORRUPT, JSON_LIMITS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from lakecdc.decoders._debezium_registry import Registry
+    from lakecdc.decode.avro.registry import Registry
 
 #: The Decimal values SQL converts: base64 of 1 to 7 bytes (4, 8 or 12 characters, padded).
 _B64 = "[A-Za-z0-9+/]"
 _SHORT_BASE64 = f"^(?:{_B64}{{4}}){{0,1}}(?:{_B64}{{4}}|{_B64}{{3}}=|{_B64}{{2}}==)$|^{_B64}{{10}}==$"
 #: What ``from_json`` reads of a payload: the bare envelope.
 ENVELOPE_ONLY = T.StructType([f for f in ENVELOPE.fields if f.name != CORRUPT])
-_PLAIN_TYPES = frozenset({*_INT_TYPES, "string", "boolean", "bytes"})
+_PLAIN_TYPES = frozenset({*INT_TYPES, "string", "boolean", "bytes"})
 _FLOATS = frozenset({"float", "float32", "float64", "double"})
 _MAX_SCALE = 18
 
@@ -68,7 +62,7 @@ _MAX_SCALE = 18
 def _schema_of(prefix: str) -> Mapping[str, Any] | None:
     """The Connect schema a line prefix (``{"schema":...,"payload":``) holds."""
     try:
-        return _unwrap_connect(parse_json(prefix + "null}"))[1]
+        return unwrap_connect(parse_json(prefix + "null}"))[1]
     except RecordError:
         return None
 
@@ -107,7 +101,7 @@ def plan(prefix: str) -> Plan | None:
                 if not scale.isdigit() or int(scale) > _MAX_SCALE:
                     return None
                 decimals[at] = int(scale)
-            elif logical in _SPECIAL or kind not in _PLAIN_TYPES:
+            elif logical in SPECIAL or kind not in _PLAIN_TYPES:
                 return None
         out.append((tuple(fields), decimals))
     return out[0], out[1]
@@ -122,7 +116,7 @@ def _beyond(v: str) -> str:
 def _decimal_stages(v: str, scale: int) -> list[list[tuple[str, str]]]:
     """Successive projections turning the Connect Decimal's base64 text in column ``v`` (at most 7
     bytes: not :func:`_beyond`, checked before) into exact decimal text ``{v}_t`` (as
-    :func:`~lakecdc.decoders._kafka_connect.decimal_text` writes it; NULL for NULL). Each part is
+    :func:`~lakecdc.decode.kafka.connect_values.decimal_text` writes it; NULL for NULL). Each part is
     a column of its own: Spark evaluates a part used twice in one expression twice."""
     h, n, m, p = f"{v}_h", f"{v}_n", f"{v}_m", f"{v}_p"
     # two's complement: a first hex digit 8-F is a negative number
@@ -189,7 +183,7 @@ def _images(parsed: DataFrame, plans: Mapping[int, Plan]) -> tuple[DataFrame, Im
 
 def decode(lines: DataFrame, prefixes: Sequence[str], settings: Settings, registry: Registry | None, *,
            shape: Shape = NO_SHAPE) -> DataFrame:
-    """PARSED_SCHEMA's rows of ``lines`` (``value``, ``_file``, ``_block``, ``_row``, ``_head``:
+    """ROW_SCHEMA's rows of ``lines`` (``value``, ``_file``, ``_block``, ``_row``, ``_head``:
     :meth:`~lakecdc.decoders.debezium_json.DebeziumJsonDecoder.lines`), the lines whose schema
     :func:`plan` accepts decoded in SQL, the others by the Python reader.
 
@@ -227,7 +221,7 @@ def connect_file(first_record: str | None) -> dict | None:
     if not prefix or plan(prefix[0]) is None:
         return None
     try:
-        payload, schema = _unwrap_connect(json.loads(first_record))
+        payload, schema = unwrap_connect(json.loads(first_record))
     except ValueError:
         return None
     if schema is None or not isinstance(payload, dict):

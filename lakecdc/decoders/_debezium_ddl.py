@@ -24,7 +24,7 @@ types before any row carries them:
 
 **Types** (connector-aware where the names differ; the aim is the type Debezium's own Kafka
 Connect schema gives the column under default settings, so a table made from a DDL and one made
-from rows agree; see :func:`lakecdc.decoders._kafka_connect.spark_type`):
+from rows agree; see :func:`lakecdc.decode.kafka.connect_values.spark_type`):
 
 ==========================================================  ==========================================
 DDL column                                                  Spark type

@@ -9,7 +9,7 @@ base64 of JSON, or as the Avro datum kcat's own deserialiser rendered
 :func:`lakecdc.decoders._debezium.decode_value`'s.
 
 Speed (the issue-4 benchmark decodes a million events): lines are parsed with msgspec and each
-distinct Kafka Connect schema text once (:mod:`lakecdc.decoders._debezium_fastjson`), the
+distinct Kafka Connect schema text once (:mod:`lakecdc.decode.jsontext`, :mod:`lakecdc.decode.kafka.connect`), the
 images of one schema read by converters made once; the cyclic garbage collector is off while a
 batch is decoded *and* turned into Arrow arrays, and the rows are freed before it is back on (else
 its first pass walks every object of the batch).
@@ -17,16 +17,18 @@ its first pass walks every object of the batch).
 
 from __future__ import annotations
 
-import base64
-import binascii
-import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import functools
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyspark.sql import types as T
 
-from lakecdc.changes.events import IMAGE_TYPE
+from lakecdc.decode.files.kcat import split_key_value
+from lakecdc.decode.jsontext import compact_json, loads, slow_loads
+from lakecdc.decode.kafka.connect import ConnectSplitter, unwrap_connect
+from lakecdc.decode.kafka.records import KCAT_MEMBERS, kafka_pairs, kcat_part
+from lakecdc.decode.rows import ROW_SCHEMA, RecordError, gc_paused
 from lakecdc.decoders._debezium import (
     Images,
     Key,
@@ -34,116 +36,28 @@ from lakecdc.decoders._debezium import (
     Settings,
     decode_value,
     failed,
-    gc_paused,
+    image_readers,
     looks_like_key,
     name_from_topic,
     non_row_reason,
     skipped,
 )
 from lakecdc.decoders._debezium_avro_json import AvroJson, is_avro_json
-from lakecdc.decoders._debezium_fastjson import ConnectSplitter, loads, slow_loads
-from lakecdc.decoders._kafka_connect import Pairs, RecordError, compact_json, plain_text
 
 if TYPE_CHECKING:
-    from lakecdc.decoders._debezium_registry import Registry
+    from lakecdc.decode.avro.registry import Registry
 
-_KCAT = ("topic", "partition", "offset")
-_KCAT_META = ("topic", "partition", "offset", "tstype", "ts", "broker")
 _MAP = pa.map_(pa.string(), pa.string())
-
-#: What the executors return per input line (``x_op_ts``: microseconds since 1970).
-PARSED_SCHEMA = T.StructType(
-    [
-        T.StructField("_file", T.StringType()),
-        T.StructField("_block", T.LongType()),
-        T.StructField("_row", T.LongType()),
-        T.StructField("x_table", T.StringType()),
-        T.StructField("x_op", T.StringType()),
-        T.StructField("x_op_ts", T.LongType()),
-        T.StructField("x_pos", T.StringType()),
-        T.StructField("x_seq", T.StringType()),
-        T.StructField("x_txid", T.StringType()),
-        T.StructField("x_keys", T.ArrayType(T.StringType())),
-        T.StructField("x_before", IMAGE_TYPE),
-        T.StructField("x_after", IMAGE_TYPE),
-        T.StructField("x_source", T.MapType(T.StringType(), T.StringType())),
-        T.StructField("x_error", T.StringType()),
-    ]
-)
-
 
 # -- JSON ------------------------------------------------------------------------------------------
 
 
 def parse_json(text: str, what: str = "record") -> Any:
-    """JSON with every number kept as its exact text (:class:`~lakecdc.decoders._debezium.Num`)."""
+    """JSON with every number kept as its exact text (:class:`~lakecdc.decode.jsontext.Num`)."""
     return slow_loads(text, what)
 
 
-def _unwrap_connect(value: Any) -> tuple[Any, Mapping[str, Any] | None]:
-    """``(payload, schema)`` of a Kafka Connect JSON value (``{"schema", "payload"}``) or a bare one."""
-    if isinstance(value, dict) and "payload" in value and "schema" in value and len(value) == 2:
-        schema = value["schema"]
-        return value["payload"], schema if isinstance(schema, dict) else None
-    return value, None
-
-
-def _kcat_part(raw: Any, what: str, parse: Callable[[str, str], Any] = parse_json) -> Any:
-    """A kcat ``key``/``payload``: JSON text (or base64 of it), or JSON already."""
-    if not isinstance(raw, str):
-        return raw
-    try:
-        return parse(raw, what)
-    except RecordError as first:
-        try:
-            decoded = base64.b64decode(raw, validate=True).decode("utf-8")
-        except (binascii.Error, ValueError):
-            raise first from None
-        return parse(decoded, f"{what} (base64)")
-
-
-def _kafka_pairs(record: Mapping[str, Any]) -> Pairs:
-    out: Pairs = [(f"kafka.{k}", _meta_text(record.get(k))) for k in _KCAT_META if k in record]
-    headers = record.get("headers")
-    if isinstance(headers, dict):
-        out += [(f"kafka.header.{k}", None if v is None else str(v)) for k, v in headers.items()]
-    elif isinstance(headers, list):  # older kcat: [name, value, name, value, ...]
-        out += [(f"kafka.header.{headers[i]}", None if headers[i + 1] is None else str(headers[i + 1]))
-                for i in range(0, len(headers) - 1, 2)]
-    return out
-
-
-def _meta_text(value: Any) -> str | None:
-    text = plain_text(value)
-    return None if text is None else str(text)
-
-
-#: Separators of kcat's ``-K<sep>`` key/value dumps recognised without being told.
-_KV_SEPARATORS = "^\t|:;,"
-_KV_SPLIT = re.compile(r"[\^\t|:;,](?=\s*(?:\{|(?:NULL|null)?\s*$))")
-
-
-def split_key_value(text: str, *, json_key: bool = False) -> tuple[str, str] | None:
-    """``(key, value)`` of a kcat ``-K<sep>`` line (``KEY^{...}``): one of :data:`_KV_SEPARATORS`
-    followed by the value's JSON object, or by nothing (``NULL``: kcat's null value, a tombstone).
-    The key is a plain text without braces or quotes (a
-    placeholder such as ``****``, an id) or, with ``json_key``, the JSON text before the first
-    separator where it parses; None when the line is no such pair."""
-    for m in _KV_SPLIT.finditer(text):
-        key = text[: m.start()]
-        if not json_key:
-            if any(c in key for c in '{["') or not key.strip() or key.lstrip().startswith(("//", "/*")):
-                return None
-            return key, text[m.end():]
-        try:
-            loads(key)
-        except RecordError:
-            continue
-        return key, text[m.end():]
-    return None
-
-
-def _same_table(key: Key, schema: Mapping[str, Any] | None) -> bool:
+def same_table(key: Key, schema: Mapping[str, Any] | None) -> bool:
     """A key belongs to the next value unless both schemas name different tables (the part
     before ``.Key`` / ``.Envelope``; seed 001's own key and value differ in the schema part)."""
     value_name = schema.get("name") if isinstance(schema, Mapping) else None
@@ -166,7 +80,7 @@ class LineReader:
     def __init__(self, settings: Settings, registry: Registry | None = None, prefixes: Sequence[str] = ()) -> None:
         self.settings = settings
         self.prefixes = list(prefixes)  # what Spark cut off lines whose _head is their index
-        self.connect = ConnectSplitter(settings)
+        self.connect = ConnectSplitter(functools.partial(image_readers, settings=settings))
         self.avro_json = AvroJson(settings, registry)
         self.in_comment: str | None = None  # the file whose /* ... */ block is open
         self.pending: tuple[str, int, Key] | None = None
@@ -236,9 +150,9 @@ class LineReader:
                 if pair is None:
                     raise
                 return self._key_value(*pair, file, row)
-            if isinstance(record, dict) and all(k in record for k in _KCAT):
+            if isinstance(record, dict) and all(k in record for k in KCAT_MEMBERS):
                 return self._kcat(record)
-            payload, schema = _unwrap_connect(record)
+            payload, schema = unwrap_connect(record)
         schema_name = schema.get("name") if schema else None
         if isinstance(payload, dict) and "op" not in payload and non_row_reason(payload, schema_name) is None \
                 and looks_like_key(payload, schema_name):
@@ -246,7 +160,7 @@ class LineReader:
             self.pending = (file, row, key)
             return skipped("key", table=name_from_topic(schema_name, self.settings), extra=[("key", key.text)])
         key = None
-        if pending is not None and pending[0] == file and pending[1] == row - 1 and _same_table(pending[2], schema):
+        if pending is not None and pending[0] == file and pending[1] == row - 1 and same_table(pending[2], schema):
             key, self.paired = pending[2], True
         return decode_value(payload, schema, key=key, kafka=[], topic=None, settings=self.settings, parse=parse_json,
                             images=images)
@@ -260,7 +174,7 @@ class LineReader:
         except RecordError:
             parsed = None
         if parsed is not None:
-            payload, schema = _unwrap_connect(parsed)
+            payload, schema = unwrap_connect(parsed)
             if looks_like_key(payload, schema.get("name") if schema else None):
                 key = Key(payload, schema, compact_json(payload))
         if value_text.strip() in ("", "NULL", "null"):
@@ -278,11 +192,11 @@ class LineReader:
             split = self.connect.split(raw)
             if split is not None:
                 return split
-        payload, schema = _unwrap_connect(_kcat_part(raw, what, loads))
+        payload, schema = unwrap_connect(kcat_part(raw, what, loads))
         return payload, schema, None
 
     def _kcat(self, record: Mapping[str, Any]) -> Row:
-        kafka = _kafka_pairs(record)
+        kafka = kafka_pairs(record)
         topic = record.get("topic") if isinstance(record.get("topic"), str) else None
         for part in ("key_error", "payload_error"):
             if record.get(part):
@@ -325,7 +239,7 @@ def _arrow_type(dtype: T.DataType) -> pa.DataType:
     return pa.string()
 
 
-_ARROW_SCHEMA = pa.schema([(f.name, _arrow_type(f.dataType)) for f in PARSED_SCHEMA.fields])
+_ARROW_SCHEMA = pa.schema([(f.name, _arrow_type(f.dataType)) for f in ROW_SCHEMA.fields])
 _ROW_TYPES = (pa.string(), pa.string(), pa.int64(), pa.string(), pa.string(), pa.string(), pa.list_(pa.string()),
               _MAP, _MAP, _MAP, pa.string())
 

@@ -43,6 +43,9 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakecdc.changes.events import digits, padded_parts, zero_pad
+from lakecdc.decode.files.lines import CORRUPT, JSON_LIMITS, read_json
+from lakecdc.decode.files.reread import Rereader
+from lakecdc.decode.rows import ROW_SCHEMA
 from lakecdc.decoders._debezium import (
     _LSN_WIDTH,
     _MAX,
@@ -55,13 +58,12 @@ from lakecdc.decoders._debezium import (
     failed,
     sortable,
 )
-from lakecdc.decoders._debezium_lines import PARSED_SCHEMA, LineReader, _encodable
-from lakecdc.decoders._records import CORRUPT, JSON_LIMITS, Rereader, read_json
+from lakecdc.decoders._debezium_lines import LineReader, _encodable
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from lakecdc.decoders._debezium_registry import Registry
+    from lakecdc.decode.avro.registry import Registry
 
 _TEXT_MAP = T.MapType(T.StringType(), T.StringType())
 #: What ``from_json`` reads of a line: the envelope, and the members that make it something else.
@@ -72,7 +74,7 @@ ENVELOPE = T.StructType(
 )
 #: Members of records that are no bare envelope (a Connect pair, a kcat record).
 _NOT_ENVELOPE = ("schema", "payload", "topic", "partition", "offset")
-_X_SCHEMA = T.StructType([f for f in PARSED_SCHEMA.fields if f.name.startswith("x_")])
+_X_SCHEMA = T.StructType([f for f in ROW_SCHEMA.fields if f.name.startswith("x_")])
 _X_FIELDS = tuple(_X_SCHEMA.fieldNames())
 _MAPS = frozenset({"x_before", "x_after", "x_source"})
 #: The connectors read here: every one the Python reader names tables for, but MongoDB.
@@ -405,7 +407,7 @@ def sequence(m: _Fields, settings: Settings) -> Column:
 
 
 def envelope_columns(m: _Fields) -> dict[str, Column]:
-    """The ``x_*`` columns (:data:`~lakecdc.decoders._debezium_lines.PARSED_SCHEMA`) of a
+    """The ``x_*`` columns (:data:`~lakecdc.decode.rows.ROW_SCHEMA`) of a
     :func:`plain` envelope, from the columns :func:`decode` computes first."""
     op = m["_op"]
     return {
@@ -437,7 +439,7 @@ def python_rows(settings: Settings, registry: Registry | None):  # noqa: ANN201 
     """A pandas UDF ``(split id, row, file, block, corrupt text) -> JSON of the x_* row``: for the
     rows with a file (the lines :func:`plain` refuses), the Python reader's row; NULL for the
     others. A line's text is the corrupt-record text Spark kept, else read again from the file by
-    its rank within its split (:class:`~lakecdc.decoders._records.Rereader`): the UDF sees every
+    its rank within its split (:class:`~lakecdc.decode.files.reread.Rereader`): the UDF sees every
     row of its partition, in order, so it knows where each split starts."""
 
     def decode(batches: Iterator[tuple[pd.Series, ...]]) -> Iterator[pd.Series]:
@@ -479,11 +481,11 @@ def python_texts(settings: Settings, registry: Registry | None):  # noqa: ANN201
 
 def decode(spark: SparkSession, paths: Sequence[str], settings: Settings, registry: Registry | None, *,
            staging: str, shape: Shape = NO_SHAPE) -> DataFrame:
-    """The lines of ``paths`` (files :func:`spark_file` accepts) as PARSED_SCHEMA's rows.
+    """The lines of ``paths`` (files :func:`spark_file` accepts) as ROW_SCHEMA's rows.
 
     ``shape``: what the files' first records say of their lines (:func:`shape_of`).
 
-    Run inside :func:`~lakecdc.decoders._records.exact_json_strings`.
+    Run inside :func:`~lakecdc.decode.files.lines.exact_json_strings`.
     """
     return decode_parsed(read_json(spark, paths, ENVELOPE, staging=staging), settings, registry, shape=shape)
 

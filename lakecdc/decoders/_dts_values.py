@@ -26,8 +26,8 @@ from typing import Any
 
 from pyspark.sql import types as T
 
-from lakecdc.decoders._avro import double_text
-from lakecdc.decoders._kafka_connect import RecordError
+from lakecdc.decode.avro.text import double_text
+from lakecdc.decode.rows import RecordError
 
 #: MySQL binlog type codes (``dataTypeNumber`` of MySQL sources) of integers that fit a bigint:
 #: TINYINT, SMALLINT, INT, MEDIUMINT, YEAR; BIGINT and BIT may not (unsigned, 64 bits)

@@ -26,7 +26,8 @@ from typing import Any, NamedTuple
 
 from pyspark.sql import types as T
 
-from lakecdc.decoders._kafka_connect import Num, RecordError, compact_json, plain_text
+from lakecdc.decode.jsontext import Num, compact_json, plain_text
+from lakecdc.decode.rows import RecordError
 
 #: ``headers.operation`` -> canonical op (REFRESH: a row of the full load, an upsert).
 OPERATIONS: dict[str, str] = {"REFRESH": "R", "INSERT": "I", "UPDATE": "U", "DELETE": "D"}

@@ -16,8 +16,13 @@ from typing import Any
 
 from fastavro import parse_schema
 
-from lakecdc.decoders._avro import Mismatch, read_exact, text_converter
-from lakecdc.decoders._kafka_connect import RecordError, compact_json
+from lakecdc.decode.avro.schemas import Mismatch, read_exact
+from lakecdc.decode.avro.text import text_converter
+from lakecdc.decode.files.splits import Split
+from lakecdc.decode.files.staging import split_documents
+from lakecdc.decode.jsontext import compact_json, slow_loads
+from lakecdc.decode.kafka.records import KCAT_MEMBERS, Message, kafka_pairs, kcat_part, read_messages
+from lakecdc.decode.rows import RecordError
 from lakecdc.decoders._qlik import (
     BadRecord,
     Catalog,
@@ -33,13 +38,9 @@ from lakecdc.decoders._qlik import (
     skipped,
     text_image,
 )
-from lakecdc.decoders._records import split_documents
-from lakecdc.decoders.debezium_avro import Message, Split, read_messages
-from lakecdc.decoders.debezium_json import _kafka_pairs, _kcat_part, parse_json
 from lakecdc.errors import ConfigError
 
 Decoded = TableVersion | DataMessage | None
-_KCAT = ("topic", "partition", "offset")
 _ENVELOPE = parse_schema({
     "type": "record", "name": "MessageEnvelope", "fields": [
         {"name": "magic", "type": {"type": "fixed", "name": "Magic", "size": 5}},
@@ -66,7 +67,7 @@ def unwrap(value: Any, *, topic: str | None = None, key: str | None = None, extr
             raise BadRecord(f"'magic' is {compact_json(value.get('magic'))}, not \"atMSG\" (Replicate's envelope)")
         kind, body = value.get("type"), value.get("message")
         if isinstance(body, str):
-            body = parse_json(body, "'message'")
+            body = slow_loads(body, "'message'")
         if kind == "MD":
             return parse_metadata(body, value.get("messageSchemaId"))
         if kind == "DT":
@@ -94,19 +95,19 @@ def data_message(body: Any, schema_id: Any, *, topic: str | None, key: str | Non
 
 def json_value(text: str) -> tuple[Decoded, Pairs, str | None, str | None]:
     """One line: ``(decoded message, kafka pairs, topic, key)`` (a kcat record's payload unwrapped)."""
-    record = parse_json(text)
-    if not (isinstance(record, dict) and all(k in record for k in _KCAT)):
+    record = slow_loads(text)
+    if not (isinstance(record, dict) and all(k in record for k in KCAT_MEMBERS)):
         return unwrap(record), [], None, None
     for part in ("key_error", "payload_error"):
         if record.get(part):
             raise BadRecord(f"kcat could not read the record: {part} '{record[part]}'")
-    kafka = _kafka_pairs(record)
+    kafka = kafka_pairs(record)
     topic = record.get("topic") if isinstance(record.get("topic"), str) else None
     raw_key = record.get("key")
     key = None if raw_key is None else (raw_key if isinstance(raw_key, str) else compact_json(raw_key))
     if key is not None:
         kafka.append(("kafka.key", key))
-    payload = _kcat_part(record.get("payload"), "kcat payload")
+    payload = kcat_part(record.get("payload"), "kcat payload")
     return unwrap(payload, topic=topic, key=key, extra=kafka), kafka, topic, key
 
 

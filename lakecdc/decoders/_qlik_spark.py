@@ -24,7 +24,7 @@ would:
 
 Every other line goes to the Python reader through a pandas UDF that sees only those lines' places
 (file, split, row; the others reach it as NULL) and reads their text again from the file
-(:class:`~lakecdc.decoders._records.Rereader`), so its rows are the same as ever. The masks are
+(:class:`~lakecdc.decode.files.reread.Rereader`), so its rows are the same as ever. The masks are
 decoded by bit operations against the version's ordinals: a column whose ``columnMask`` bit is 0
 is left out of the images (missing, not NULL); ``changeMask`` only names
 ``source['changed_columns']``.
@@ -42,8 +42,9 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakecdc.changes.events import IMAGE_TYPE
+from lakecdc.decode.files.lines import CORRUPT, JSON_LIMITS, read_json
+from lakecdc.decode.files.reread import Rereader
 from lakecdc.decoders._qlik import HEADER_NAMES, OPERATIONS, Catalog, Row, TableVersion, failed
-from lakecdc.decoders._records import CORRUPT, JSON_LIMITS, Rereader, read_json
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -62,7 +63,7 @@ ENVELOPE = T.StructType([
     T.StructField("message", T.StructType([T.StructField("data", _TEXT_MAP), T.StructField("beforeData", _TEXT_MAP),
                                            T.StructField("headers", _HEADERS)])),
 ])
-#: Each line staged as ``{"m":[<line>]}`` (:func:`~lakecdc.decoders._records.wrapping`): one element
+#: Each line staged as ``{"m":[<line>]}`` (:func:`~lakecdc.decode.files.staging.wrapping`): one element
 #: when the line is one JSON value and nothing else.
 WRAP = "m[]"
 WRAPPED = T.StructType([T.StructField("m", T.ArrayType(ENVELOPE))])
@@ -216,7 +217,7 @@ def _mask_readable(text: Column) -> Column:
 
 
 def decode(parsed: DataFrame, catalog: Catalog, python_rows: Column, *, sql: bool = True) -> DataFrame:
-    """``parsed`` (:data:`WRAPPED` lines read by :func:`~lakecdc.decoders._records.read_json`
+    """``parsed`` (:data:`WRAPPED` lines read by :func:`~lakecdc.decode.files.lines.read_json`
     with ``wrap=WRAP``) as ``x_*`` rows (see the module docstring). ``python_rows`` is a pandas
     UDF over ``(split, _row, _file, _block)`` of the lines SQL does not read (NULL file and block
     for the others) giving the JSON of each such line's :class:`~lakecdc.decoders._qlik.Row`
@@ -313,7 +314,7 @@ def decode(parsed: DataFrame, catalog: Catalog, python_rows: Column, *, sql: boo
 
 def read(spark: SparkSession, files: Sequence[str], catalog: Catalog, *, staging: str, sql: bool = True) -> DataFrame:
     """The lines of ``files`` as ``x_*`` rows (:func:`decode`). Run inside
-    :func:`~lakecdc.decoders._records.exact_json_strings`."""
+    :func:`~lakecdc.decode.files.lines.exact_json_strings`."""
     parsed = read_json(spark, files, WRAPPED, staging=staging, wrap=WRAP)
     return decode(parsed, catalog, python_rows(catalog), sql=sql)
 
@@ -343,7 +344,7 @@ def row_json(row: Row) -> str:
 def python_rows(catalog: Catalog):  # noqa: ANN201 (a pandas UDF)
     """A pandas UDF ``(split id, row id, file, block) -> JSON of the Row``: the Python reader's
     row of each line given with its file (read again from the file by its rank within its split,
-    :class:`~lakecdc.decoders._records.Rereader`), NULL for the others."""
+    :class:`~lakecdc.decode.files.reread.Rereader`), NULL for the others."""
     from lakecdc.decoders._qlik_messages import json_row
 
     def rows(batches: Iterator[tuple[pd.Series, pd.Series, pd.Series, pd.Series]]) -> Iterator[pd.Series]:

@@ -63,28 +63,28 @@ fallback only when ``source`` names no table. Column names are the field names (
   ends with the delimiter after it. Another key is the text before the first separator (kept as
   ``kafka.key``); empty or ``NULL`` is no key, an empty or ``NULL`` value a tombstone. A record
   that does not read so cannot tell where it ends: it is quarantined from its byte offset up to
-  the next record that reads (:func:`~lakecdc.decoders._kafka_files.kcat_kv_messages`). One
+  the next record that reads (:func:`~lakecdc.decode.kafka.records.kcat_kv_messages`). One
   split per file.
 * ``framing=single``: each (non-OCF) file is one wire-format message.
 
 **Schemas** (option ``schemaDirectory``, needed for wire-format messages, a directory or one JSON
 file): ``<id>.avsc`` files and schema-registry exports (``/subjects/<subject>/versions/<n>``
 objects, lists of them, ``/schemas/ids/<id>``), schema ``references`` resolved by subject and
-version from the same export: see :mod:`lakecdc.decoders._debezium_registry`. The subject
+version from the same export: see :mod:`lakecdc.decode.avro.registry`. The subject
 (``<topic>-value``) names the topic for messages that name no table otherwise. OCF files need no
-directory. How files are cut and framed: :mod:`lakecdc.decoders._kafka_files`.
+directory. How files are cut and framed: :mod:`lakecdc.decode.kafka.records`.
 
 **Options**: as ``debezium-json`` (``sequenceBy``, ``tableName``,
 ``unavailable.value.placeholder``, ``topic.prefix``, and the Debezium properties it ignores),
 plus ``schemaDirectory``, ``framing`` (``auto``, ``length-prefixed``, ``single``, ``kcat``,
 ``kcat-K``), ``keySeparator`` and ``messageDelimiter`` (kcat -K dumps), ``maxBlockBytes`` and
-``maxBlockRecords`` (an OCF block's limits: :class:`~lakecdc.decoders._avro.BlockLimits`).
+``maxBlockRecords`` (an OCF block's limits: :class:`~lakecdc.decode.avro.containers.BlockLimits`).
 Converter properties (``schema.registry.url``, ``key.converter``, ``value.converter``,
 ``auto.register.schemas``, ``use.latest.version``, ``connect.meta.data``,
 ``enhanced.avro.schema.support``, ``scrub.invalid.names``, ...) are accepted and ignored.
 
 **Types** (:meth:`DebeziumAvroDecoder.column_types`): from the writer schemas' ``after``/``before``
-records, with the Kafka Connect types of :func:`lakecdc.decoders._kafka_connect.spark_type`
+records, with the Kafka Connect types of :func:`lakecdc.decode.kafka.connect_values.spark_type`
 (Decimal: ``decimal(p, s)``; MicroTimestamp: ``timestamp``; ...), per table as the records name
 it; columns only a schema-change record names (``tableChanges``) take the DDL's type (see
 :mod:`lakecdc.decoders._debezium_ddl`). ``VariableScaleDecimal`` columns are inferred from their
@@ -100,7 +100,6 @@ Decoding runs in the executors (``mapInArrow``, fastavro).
 
 from __future__ import annotations
 
-import functools
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -110,17 +109,38 @@ from fastavro import parse_schema, schemaless_reader
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakecdc.decode.base import Decoder
-from lakecdc.decoders._avro import (
+from lakecdc.decode.avro.connect import connect_schema, without_logical_types
+from lakecdc.decode.avro.containers import (
     LIMIT_OPTIONS,
-    MAGIC,
     BlockLimits,
-    Mismatch,
+    is_ocf,
+    ocf_records,
     plan_ocf_splits,
-    read_at,
     read_ocf_header,
-    text_converter,
 )
+from lakecdc.decode.avro.registry import Registry, load_registry, pairs_as_key
+from lakecdc.decode.avro.schemas import Mismatch, read_at
+from lakecdc.decode.avro.text import text_converter
+from lakecdc.decode.base import Decoder
+from lakecdc.decode.files.kcat import KCAT_KV_OPTIONS, kcat_kv_framing
+from lakecdc.decode.files.splits import Split, kind_of, split_bytes, splits_frame
+from lakecdc.decode.jsontext import Num, compact_json
+from lakecdc.decode.kafka.connect_values import column_name, image_fields, spark_type
+from lakecdc.decode.kafka.dumps import WIRE_HEADER, length_prefixed_splits
+from lakecdc.decode.kafka.records import (
+    DECODED_SCHEMA,
+    SIDECARS,
+    TYPES_SCHEMA,
+    VARIANT_SCHEMA,
+    Message,
+    Out,
+    decode_batches,
+    read_messages,
+    sidecar_of,
+    type_batches,
+    variant_batches,
+)
+from lakecdc.decode.rows import Pairs, RecordError
 from lakecdc.decoders._debezium import (
     SETTINGS_OPTIONS,
     Images,
@@ -138,48 +158,8 @@ from lakecdc.decoders._debezium import (
     skipped,
 )
 from lakecdc.decoders._debezium_ddl import merge_declared
-from lakecdc.decoders._debezium_registry import (
-    Registry,
-    _pairs_as_key,
-    connect_schema,
-    load_registry,
-    without_logical_types,
-)
-from lakecdc.decoders._kafka_connect import (
-    Num,
-    Pairs,
-    RecordError,
-    column_name,
-    compact_json,
-    image_fields,
-    spark_type,
-)
-from lakecdc.decoders._kafka_files import (
-    _HEADER,
-    _MIN_SPLIT,
-    _SIDECARS,
-    _TYPES_SCHEMA,
-    _VARIANT_SCHEMA,
-    DECODED_SCHEMA,
-    KCAT_KV_OPTIONS,
-    SPLIT_BYTES,
-    Message,
-    Out,
-    RowReader,
-    Split,
-    _first_byte,
-    _sidecar_of,
-    decode_batches,
-    kcat_kv_framing,
-    kcat_message,
-    kcat_messages,
-    message_splits,
-    ocf_records,
-    read_messages,
-    type_batches,
-    variant_batches,
-)
-from lakecdc.decoders.debezium_json import DebeziumJsonDecoder, _same_table, canonical, parse_json
+from lakecdc.decoders._debezium_lines import parse_json, same_table
+from lakecdc.decoders.debezium_json import DebeziumJsonDecoder, canonical
 from lakecdc.errors import ConfigError
 from lakecdc.spark.compat import default_parallelism
 
@@ -210,7 +190,7 @@ class Plan:
         role = "value"
         if isinstance(name, str) and name.endswith("Key") and not any(
                 f.get("field") == "op" for f in connect.get("fields") or ()):
-            role = "key" if _pairs_as_key(name) else "other-key"
+            role = "key" if pairs_as_key(name) else "other-key"
         floats = []
         for image in ("before", "after"):
             for column, f in (image_fields(connect, image) or {}).items():
@@ -281,16 +261,16 @@ class Reader:
         if data[0] != 0:
             raise _Bad(f"wrong magic byte 0x{data[0]:02x}: a Confluent wire-format message starts with 0x00, "
                        "then the 4-byte schema id")
-        if n < _HEADER:
-            raise _Bad(f"truncated: {n} byte(s), a Confluent wire-format message has at least {_HEADER} "
+        if n < WIRE_HEADER:
+            raise _Bad(f"truncated: {n} byte(s), a Confluent wire-format message has at least {WIRE_HEADER} "
                        "(magic byte and schema id)")
-        plan = self.by_id(int.from_bytes(data[1:_HEADER], "big"))
+        plan = self.by_id(int.from_bytes(data[1:WIRE_HEADER], "big"))
         try:
-            value, end = read_at(data, _HEADER, plan.parsed)
+            value, end = read_at(data, WIRE_HEADER, plan.parsed)
         except Mismatch as exc:
             raise _Bad(f"{plan.label} does not read the message: {exc}", self._hint(plan)) from None
         if end != n:
-            raise _Bad(f"{plan.label} reads {end - _HEADER} of the message's {n - _HEADER} body bytes",
+            raise _Bad(f"{plan.label} reads {end - WIRE_HEADER} of the message's {n - WIRE_HEADER} body bytes",
                        self._hint(plan))
         return plan, value
 
@@ -387,7 +367,7 @@ class Reader:
             plan, record = self.message(m.data)
         except _Bad as bad:
             return Out(m.row, m.offset, failed(self._where(m, str(bad)), table=bad.table), m.raw), None
-        kafka.append(("avro.schema_id", str(int.from_bytes(m.data[1:_HEADER], "big"))))
+        kafka.append(("avro.schema_id", str(int.from_bytes(m.data[1:WIRE_HEADER], "big"))))
         if plan.role == "key" and isinstance(record, dict):
             found = Key(record, plan.connect, compact_json(record))
             hint = self.source_name(name_from_topic(plan.name, self.settings))
@@ -396,7 +376,7 @@ class Reader:
             reason = non_row_reason(record, plan.name) if isinstance(record, dict) else None
             return Out(m.row, m.offset, skipped(reason or "key", extra=kafka), m.raw), None
         took = False
-        if key is None and pending is not None and _same_table(pending, plan.connect):
+        if key is None and pending is not None and same_table(pending, plan.connect):
             key, took = pending, True
         value = self.value_row(plan, record, key, kafka, m.topic)
         if value.error is not None:
@@ -415,8 +395,8 @@ class Reader:
         """Where the wire-format message at byte ``pos`` of ``fh`` ends (its schema reads its
         datum); :class:`_Bad` when none starts there (a kcat ``-K`` dump's values and keys)."""
         fh.seek(pos)
-        head = fh.read(_HEADER)
-        if len(head) < _HEADER or head[0] != 0:
+        head = fh.read(WIRE_HEADER)
+        if len(head) < WIRE_HEADER or head[0] != 0:
             raise _Bad("not a Confluent wire-format message (magic byte 0x00, then the 4-byte schema id)")
         plan = self.by_id(int.from_bytes(head[1:], "big"))
         try:
@@ -475,9 +455,9 @@ class Reader:
         done: set[int] = set()
         for m in self.messages(split):
             data = m.data
-            if m.error is not None or not data or len(data) < _HEADER or data[0] != 0:
+            if m.error is not None or not data or len(data) < WIRE_HEADER or data[0] != 0:
                 continue
-            schema_id = int.from_bytes(data[1:_HEADER], "big")
+            schema_id = int.from_bytes(data[1:WIRE_HEADER], "big")
             if schema_id in done:
                 continue
             try:
@@ -555,7 +535,7 @@ class DebeziumAvroDecoder(Decoder):
         return self._registry
 
     def _skipped_input(self, path: str) -> bool:
-        if path.endswith(".avsc") or path.endswith(_SIDECARS):
+        if path.endswith(".avsc") or path.endswith(SIDECARS):
             return True
         directory = self.options["schemaDirectory"].strip()
         if directory:
@@ -563,41 +543,28 @@ class DebeziumAvroDecoder(Decoder):
             return os.path.abspath(path) == root or os.path.abspath(path).startswith(root + os.sep)
         return False
 
-    def _kind(self, path: str) -> str:
-        if self.framing != "auto":
-            return "messages" if self.framing == "length-prefixed" else self.framing
-        if _first_byte(path) == b"{":
-            return "kcat"
-        return "kcat-k" if self.kcat_kv else "messages"
-
     def plan(self, files: Sequence[str], parallelism: int = 2) -> list[Split]:
         """The splits of the inputs: OCF files at blocks, message files at messages."""
         paths = [p for p in files if not self._skipped_input(p) and os.path.getsize(p) > 0]
-        total = sum(os.path.getsize(p) for p in paths)
-        # a multiple of the cores' count of splits, none above SPLIT_BYTES
-        cores = max(parallelism, 1)
-        rounds = -(-total // (cores * SPLIT_BYTES)) or 1
-        split_bytes = max(_MIN_SPLIT, -(-total // (cores * rounds)))
+        size_of = split_bytes(sum(os.path.getsize(p) for p in paths), parallelism)
         out: list[Split] = []
         for path in paths:
             size = os.path.getsize(path)
-            with open(path, "rb") as fh:
-                ocf = fh.read(4) == MAGIC
-            if ocf:
-                keys = _sidecar_of(path)
+            if is_ocf(path):
+                keys = sidecar_of(path)
                 try:
-                    _header, parts = plan_ocf_splits(path, size if keys else split_bytes, self.limits)
+                    _header, parts = plan_ocf_splits(path, size if keys else size_of, self.limits)
                 except (ValueError, OSError) as exc:
                     out.append(Split(path, "bad", note=f"OCF file header: {exc}"))
                     continue
                 out += [Split(path, "ocf", start, start + length, first, keys, limits=self.limits)
                         for start, length, first in parts]
                 continue
-            kind = self._kind(path)
+            kind = kind_of(path, self.framing, kcat_kv=self.kcat_kv is not None)
             if kind == "messages":
                 registry = self.registry(required=True)
                 key_ids = registry.key_ids() if registry else frozenset()
-                out += [Split(path, kind, s, e, r) for s, e, r in message_splits(path, split_bytes, key_ids)]
+                out += [Split(path, kind, s, e, r) for s, e, r in length_prefixed_splits(path, size_of, key_ids)]
             else:
                 self.registry(required=True)
                 sep, delim = self.kcat_kv or (b"", b"\n")
@@ -608,8 +575,7 @@ class DebeziumAvroDecoder(Decoder):
         splits = self.plan(files, default_parallelism(spark))
         needs_registry = any(s.kind in ("messages", "single", "kcat", "kcat-k") for s in splits)
         reader = Reader(self.settings, self.registry(required=needs_registry))
-        ids = spark.range(0, len(splits), 1, numPartitions=max(len(splits), 1))
-        return ids.mapInArrow(functools.partial(body, reader=reader, splits=splits), schema)
+        return splits_frame(spark, splits, body, schema, reader=reader)
 
     def read(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
         p = self._frame(spark, files, decode_batches, DECODED_SCHEMA)
@@ -619,22 +585,15 @@ class DebeziumAvroDecoder(Decoder):
         """Per table, the Spark type of each column its writer schemas declare (a column declared
         with different types gets the type that holds them all, string when none does), and of
         the columns only schema-change records name (the latest one's type)."""
-        return merge_declared(self._frame(spark, files, type_batches, _TYPES_SCHEMA).distinct().collect())
+        return merge_declared(self._frame(spark, files, type_batches, TYPES_SCHEMA).distinct().collect())
 
     def variant_images(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
         """``table``, ``before``, ``after`` as ``map<string, variant>`` for the columns no schema
         types (``VariableScaleDecimal``)."""
         vmap = T.MapType(T.StringType(), T.VariantType())
-        df = self._frame(spark, files, variant_batches, _VARIANT_SCHEMA)
+        df = self._frame(spark, files, variant_batches, VARIANT_SCHEMA)
         return df.select("table", F.from_json("before", vmap).alias("before"), F.from_json("after", vmap).alias("after"))
 
 
 
-__all__ = [
-    # the decoder and its schema directory
-    "DebeziumAvroDecoder", "Plan", "Reader", "Registry", "connect_schema", "load_registry",
-    # moved to lakecdc.decoders._kafka_files, imported from here by dts-avro and qlik-avro
-    "DECODED_SCHEMA", "SPLIT_BYTES", "_MIN_SPLIT", "Message", "Out", "RowReader", "Split", "decode_batches",
-    "kcat_message", "kcat_messages", "message_splits", "ocf_records", "read_messages", "type_batches",
-    "variant_batches",
-]
+__all__ = ["DebeziumAvroDecoder", "Plan", "Reader"]

@@ -37,7 +37,7 @@ column.
 
 Records are parsed in the executors (``mapInArrow``, :mod:`lakecdc.decoders._debezium_lines`),
 numbers kept as their exact text, with msgspec and each distinct Connect schema text parsed once
-(:mod:`lakecdc.decoders._debezium_fastjson`). A record
+(:mod:`lakecdc.decode.jsontext`, :mod:`lakecdc.decode.kafka.connect`). A record
 that is not valid JSON, has an unknown ``op``, lacks the image its op needs, or a value that does
 not fit its declared type is quarantined with the reason; the rest of the file applies.
 
@@ -54,7 +54,7 @@ accepted and ignored (``schemas.enable``, ``decimal.handling.mode``, ``time.prec
 ``binary.handling.mode``, ``tombstones.on.delete``, ...): what they change is read per record.
 
 **Types** (:meth:`DebeziumJsonDecoder.column_types`): from the value schema's ``after``/``before``
-struct when messages carry one (see :func:`lakecdc.decoders._kafka_connect.spark_type`: every
+struct when messages carry one (see :func:`lakecdc.decode.kafka.connect_values.spark_type`: every
 column the schema declares is a column of the table, even while its values are all NULL); without a
 schema the pipeline infers them from the JSON values (integers: bigint; numbers with a fraction:
 decimal; booleans; everything else string), so use ``decimal.handling.mode=string`` or a
@@ -66,12 +66,8 @@ Columns only a schema-change record names (``tableChanges``) take the DDL's type
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
-import os
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import pyarrow as pa
@@ -80,71 +76,33 @@ from pyspark.sql import types as T
 
 from lakecdc.changes.events import default_seq
 from lakecdc.decode.base import Decoder
+from lakecdc.decode.files.lines import read_lines
+from lakecdc.decode.files.staging import first_record, is_documents, json_documents, stage
+from lakecdc.decode.jsontext import json_image
+from lakecdc.decode.kafka.connect import ConnectSplitter, connect_prefixes, unwrap_connect
+from lakecdc.decode.kafka.connect_values import column_name, image_fields, placeholder_forms, spark_type
+from lakecdc.decode.kafka.records import KCAT_MEMBERS, TYPES_SCHEMA, VARIANT_SCHEMA, kcat_part
+from lakecdc.decode.rows import ROW_SCHEMA, RecordError
 from lakecdc.decoders._debezium import (
     UNAVAILABLE,
     Settings,
     envelope_table,
+    image_readers,
     non_row_reason,
     schema_change_types,
 )
 from lakecdc.decoders._debezium_connect import connect_file
 from lakecdc.decoders._debezium_connect import decode as decode_connect
 from lakecdc.decoders._debezium_ddl import SCHEMALESS, merge_declared
-from lakecdc.decoders._debezium_fastjson import ConnectSplitter, connect_prefixes
-from lakecdc.decoders._debezium_lines import (
-    _KCAT,
-    LineReader,
-    _unwrap_connect,
-    decode_batches,
-    lines_of,
-    parse_json,
-)
-from lakecdc.decoders._debezium_lines import (
-    PARSED_SCHEMA as PARSED_SCHEMA,  # re-exported for the other decoders
-)
-from lakecdc.decoders._debezium_lines import _kafka_pairs as _kafka_pairs
-from lakecdc.decoders._debezium_lines import _kcat_part as _kcat_part
-from lakecdc.decoders._debezium_lines import _same_table as _same_table
+from lakecdc.decoders._debezium_lines import LineReader, decode_batches, lines_of, parse_json
 from lakecdc.decoders._debezium_spark import decode as decode_in_spark
 from lakecdc.decoders._debezium_spark import shape_of, source_block, spark_file
-from lakecdc.decoders._kafka_connect import (
-    Num,
-    Pairs,
-    RecordError,
-    column_name,
-    image_fields,
-    placeholder_forms,
-    spark_type,
-)
-from lakecdc.decoders._records import split_documents
 from lakecdc.errors import ConfigError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from lakecdc.decoders._debezium_registry import Registry
-
-_TYPES_SCHEMA = T.StructType(
-    [T.StructField("table", T.StringType()), T.StructField("column", T.StringType()), T.StructField("type", T.StringType())]
-)
-_VARIANT_SCHEMA = T.StructType(
-    [T.StructField("table", T.StringType()), T.StructField("before", T.StringType()), T.StructField("after", T.StringType())]
-)
-
-
-# -- JSON images ---------------------------------------------------------------------------------
-
-
-def _json_image(pairs: Pairs | None) -> str | None:
-    """An image as a JSON object, numbers as numbers (for type inference)."""
-    if pairs is None:
-        return None
-    parts = []
-    for k, v in pairs:
-        value = "null" if v is None else (str(v) if isinstance(v, Num) else json.dumps(v, ensure_ascii=False))
-        parts.append(f"{json.dumps(k, ensure_ascii=False)}:{value}")
-    return "{" + ",".join(parts) + "}"
-
+    from lakecdc.decode.avro.registry import Registry
 
 def variant_batches(batches: Iterator[pa.RecordBatch], *, settings: Settings,
                     registry: Registry | None = None, prefixes: Sequence[str] = ()) -> Iterator[pa.RecordBatch]:
@@ -153,8 +111,8 @@ def variant_batches(batches: Iterator[pa.RecordBatch], *, settings: Settings,
     for _batch, lines in lines_of(batches):
         rows = [r for r in reader.read_all(lines) if r.op is not None and r.error is None]
         yield pa.RecordBatch.from_pydict(
-            {"table": [r.table for r in rows], "before": [_json_image(r.before) for r in rows],
-             "after": [_json_image(r.after) for r in rows]},
+            {"table": [r.table for r in rows], "before": [json_image(r.before) for r in rows],
+             "after": [json_image(r.after) for r in rows]},
             schema=pa.schema([("table", pa.string()), ("before", pa.string()), ("after", pa.string())]),
         )
 
@@ -182,13 +140,13 @@ def _types_of(text: str, settings: Settings, *, find_schemaless: bool = False) -
     except RecordError:
         return
     topic = None
-    if isinstance(record, dict) and all(k in record for k in _KCAT):
+    if isinstance(record, dict) and all(k in record for k in KCAT_MEMBERS):
         topic = record.get("topic") if isinstance(record.get("topic"), str) else None
         try:
-            record = _kcat_part(record.get("payload"), "kcat payload")
+            record = kcat_part(record.get("payload"), "kcat payload")
         except RecordError:
             return
-    payload, schema = _unwrap_connect(record)
+    payload, schema = unwrap_connect(record)
     yield from _declared(payload, schema, topic, settings)
 
 
@@ -223,7 +181,7 @@ class _HeadTypes:
     def __init__(self, settings: Settings, prefixes: Sequence[str]) -> None:
         self.settings = settings
         self.prefixes = prefixes
-        self.splitter = ConnectSplitter(settings)
+        self.splitter = ConnectSplitter(functools.partial(image_readers, settings=settings))
         self.schemas: dict[int, Any] = {}
         self.rows: dict[tuple[int, str | None], list[tuple[str, str, str]]] = {}
 
@@ -236,7 +194,7 @@ class _HeadTypes:
         payload = split[0]
         if head not in self.schemas:
             record = parse_json(prefix + "null}")  # the schema as _types_of parses it
-            self.schemas[head] = _unwrap_connect(record)[1]
+            self.schemas[head] = unwrap_connect(record)[1]
         schema = self.schemas[head]
         source = payload.get("source") if isinstance(payload, dict) else None
         if not isinstance(source, dict) or "op" not in payload or not schema:  # (not the common row)
@@ -273,88 +231,10 @@ def type_batches(batches: Iterator[pa.RecordBatch], *, settings: Settings,
 # -- staging -------------------------------------------------------------------------------------
 
 
-def _blank_leading_comments(text: str) -> str:
-    """``text`` with its leading ``/* */`` and ``//`` comments turned to spaces (newlines kept,
-    so line numbers stay right)."""
-    chars = list(text)
-    i, n = 0, len(text)
-    while i < n:
-        while i < n and text[i].isspace():
-            i += 1
-        if text.startswith("/*", i):
-            end = text.find("*/", i + 2)
-            end = n if end < 0 else end + 2
-        elif text.startswith("//", i):
-            end = text.find("\n", i)
-            end = n if end < 0 else end
-        else:
-            break
-        for j in range(i, end):
-            if chars[j] != "\n":
-                chars[j] = " "
-        i = end
-    return "".join(chars)
-
-
-def _first_record(path: str) -> str | None:
-    """The first line of ``path`` that is neither blank nor a comment."""
-    in_comment = False
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            stripped = line.strip()
-            if in_comment:
-                in_comment = "*/" not in stripped
-                continue
-            if not stripped or stripped.startswith(("//", "*")):
-                continue
-            if stripped.startswith("/*"):
-                in_comment = "*/" not in stripped[2:]
-                continue
-            return stripped
-    return None
-
-
-def _is_documents(path: str) -> bool:
-    """True when the first record is a JSON object spread over several lines."""
-    first = _first_record(path)
-    if first is None or not first.startswith("{"):
-        return False
-    try:
-        json.loads(first)
-        return False
-    except ValueError:
-        pass
-    depth, in_str, esc = 0, False, False
-    for ch in first:
-        if in_str:
-            esc, in_str = (False, in_str) if esc else (ch == "\\", ch != '"')
-        elif ch == '"':
-            in_str = True
-        elif ch in "{[":
-            depth += 1
-        elif ch in "}]":
-            depth -= 1
-            if depth == 0:
-                return False  # a whole (bad) record on one line
-    return depth > 0
-
-
-def stage(path: str, staging: str) -> str:
+def stage_file(path: str, staging: str) -> str:
     """``path`` itself when it holds one record per line, else its documents staged one per line
     (leading comments dropped) with a ``.lines.json`` sidecar of their original line numbers."""
-    if not _is_documents(path):
-        return path
-    digest = hashlib.sha1(os.path.abspath(path).encode()).hexdigest()[:16]
-    out = Path(staging) / f"{Path(path).name}.{digest}.jsonl"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    text = _blank_leading_comments(Path(path).read_text(encoding="utf-8"))
-    lines: list[int] = []
-    with open(out, "w", encoding="utf-8") as fh:
-        for line, doc in split_documents(text):
-            fh.write(doc.replace("\r", " ").replace("\n", " ") + "\n")
-            lines.append(line)
-    Path(f"{out}.lines.json").write_text(json.dumps({"source": path, "lines": lines}))
-    return str(out)
+    return stage(path, staging, json_documents(comments=True)) if is_documents(path) else path
 
 
 # -- the decoder ---------------------------------------------------------------------------------
@@ -428,7 +308,7 @@ class DebeziumJsonDecoder(Decoder):
         them), for kcat records rendered by kcat's Avro deserialiser; None when not given."""
         path = self.options["schemaDirectory"].strip()
         if self._registry is None and path:
-            from lakecdc.decoders._debezium_registry import load_registry
+            from lakecdc.decode.avro.registry import load_registry
 
             self._registry = load_registry(path)
         return self._registry
@@ -448,38 +328,12 @@ class DebeziumJsonDecoder(Decoder):
 
     def lines(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> tuple[DataFrame, list[str]]:
         """Non-blank lines of the (staged) inputs with ``_file``, ``_block``, ``_row`` as
-        :func:`~lakecdc.decoders._records.read_text` gives them (so quarantine lines match), and
+        :func:`~lakecdc.decode.files.lines.read_text` gives them (so quarantine lines match), and
         ``_head``: the index of the Connect schema prefix cut off ``value``, in the list returned
-        beside the lines (see :func:`~lakecdc.decoders._debezium_fastjson.connect_prefixes`)."""
-        paths = [stage(f, staging) for f in files]
-        prefixes = connect_prefixes(_first_record(p) for p in paths)
-        return self._lines(spark, paths, prefixes), prefixes
-
-    def _lines(self, spark: SparkSession, paths: Sequence[str], prefixes: Sequence[str] = ()) -> DataFrame:
-        """The lines; with ``prefixes``, a line starting with one of them has it cut off its
-        ``value`` and its index in ``_head`` (NULL for the other lines): see
-        :func:`~lakecdc.decoders._debezium_fastjson.connect_prefixes`."""
-        names = {Path(p).resolve().as_uri(): p for p in paths}
-        mapping = F.create_map(*[F.lit(x) for kv in names.items() for x in kv])
-        uri = F.input_file_name()
-        value = F.col("value")
-        extra = []
-        if prefixes:
-            head, cut = F.lit(None).cast("int"), value
-            for i, prefix in reversed(list(enumerate(prefixes))):
-                starts = value.startswith(prefix)
-                head = F.when(starts, F.lit(i)).otherwise(head)
-                # cut by bytes (a substring by characters walks the whole prefix's characters)
-                after = F.substring(value.cast("binary"), len(prefix.encode("utf-8")) + 1, 2**31 - 1)
-                cut = F.when(starts, after.cast("string")).otherwise(cut)
-            value, extra = cut.alias("value"), [head.alias("_head")]
-        return spark.read.text(paths).where(F.col("value").rlike("[^ \\t\\r\\n]")).select(
-            value,
-            F.coalesce(mapping[uri], uri).alias("_file"),
-            F.input_file_block_start().alias("_block"),
-            F.monotonically_increasing_id().alias("_row"),
-            *extra,
-        )
+        beside the lines (see :func:`~lakecdc.decode.kafka.connect.connect_prefixes`)."""
+        paths = [stage_file(f, staging) for f in files]
+        prefixes = connect_prefixes(first_record(p) for p in paths)
+        return read_lines(spark, paths, prefixes), prefixes
 
     _python_files = False
 
@@ -489,8 +343,8 @@ class DebeziumJsonDecoder(Decoder):
         return self._python_files
 
     def read(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
-        paths = [stage(f, staging) for f in files]
-        firsts = {p: _first_record(p) for p in paths} if self.options["reader"] == "spark" else {}
+        paths = [stage_file(f, staging) for f in files]
+        firsts = {p: first_record(p) for p in paths} if self.options["reader"] == "spark" else {}
         by_spark = [p for p, first in firsts.items() if spark_file(first)]
         parts = []
         if by_spark:
@@ -502,14 +356,14 @@ class DebeziumJsonDecoder(Decoder):
         if pairs:
             prefixes = connect_prefixes(firsts[p] for p in pairs)
             shape = shape_of([env["source"] for env in pairs.values()])
-            parts.append(decode_connect(self._lines(spark, list(pairs), prefixes), prefixes, self.settings,
+            parts.append(decode_connect(read_lines(spark, list(pairs), prefixes), prefixes, self.settings,
                                         self.registry(), shape=shape))
         rest = [p for p in paths if p not in by_spark and p not in pairs]
         self._python_files = bool(rest)
         if rest or not parts:
-            prefixes = connect_prefixes(firsts[p] if p in firsts else _first_record(p) for p in rest)
+            prefixes = connect_prefixes(firsts[p] if p in firsts else first_record(p) for p in rest)
             body = functools.partial(decode_batches, settings=self.settings, registry=self.registry(), prefixes=prefixes)
-            parts.append(self._lines(spark, rest, prefixes).mapInArrow(body, PARSED_SCHEMA))
+            parts.append(read_lines(spark, rest, prefixes).mapInArrow(body, ROW_SCHEMA))
         return canonical(functools.reduce(lambda a, b: a.unionByName(b), parts))
 
     def column_types(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> dict[str, dict[str, T.DataType]]:
@@ -519,7 +373,7 @@ class DebeziumJsonDecoder(Decoder):
         latest one's type; see :mod:`lakecdc.decoders._debezium_ddl`)."""
         lines, prefixes = self.lines(spark, files, staging=staging)
         body = functools.partial(type_batches, settings=self.settings, prefixes=prefixes)
-        rows = lines.mapInArrow(body, _TYPES_SCHEMA).distinct().collect()
+        rows = lines.mapInArrow(body, TYPES_SCHEMA).distinct().collect()
         return merge_declared(rows)
 
     def variant_images(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
@@ -528,5 +382,5 @@ class DebeziumJsonDecoder(Decoder):
         lines, prefixes = self.lines(spark, files, staging=staging)
         body = functools.partial(variant_batches, settings=self.settings, registry=self.registry(), prefixes=prefixes)
         vmap = T.MapType(T.StringType(), T.VariantType())
-        df = lines.mapInArrow(body, _VARIANT_SCHEMA)
+        df = lines.mapInArrow(body, VARIANT_SCHEMA)
         return df.select("table", F.from_json("before", vmap).alias("before"), F.from_json("after", vmap).alias("after"))

@@ -112,7 +112,7 @@ prefix, the OCF block, the kcat line or kcat -K record) and ``raw`` (the message
 Options: ``framing`` (``auto``, ``length-prefixed``, ``single``, ``kcat``, ``kcat-K``),
 ``keySeparator`` and ``messageDelimiter`` (kcat's ``-K`` and ``-D``, default ``\\n``), ``sequenceBy``
 (``timestamp``, ``position``), ``dateTimeFraction`` (``auto``, ``micros``, ``nanos``), ``maxBlockBytes``
-and ``maxBlockRecords`` (an OCF block's limits: :class:`~lakecdc.decoders._avro.BlockLimits`).
+and ``maxBlockRecords`` (an OCF block's limits: :class:`~lakecdc.decode.avro.containers.BlockLimits`).
 """
 
 from __future__ import annotations
@@ -130,25 +130,30 @@ from typing import TYPE_CHECKING, Any, BinaryIO, ClassVar
 from fastavro import parse_schema, schemaless_reader
 from pyspark.sql import types as T
 
+from lakecdc.decode.avro.containers import (
+    LIMIT_OPTIONS,
+    BlockLimits,
+    is_ocf,
+    ocf_records,
+    plan_ocf_splits,
+    read_ocf_header,
+)
 from lakecdc.decode.base import Decoder
-from lakecdc.decoders._avro import LIMIT_OPTIONS, MAGIC, BlockLimits, plan_ocf_splits, read_ocf_header
-from lakecdc.decoders._debezium import Row, failed, skipped
-from lakecdc.decoders._dts_values import MYSQL_LONG, MYSQL_WIDE, Values
-from lakecdc.decoders._kafka_connect import MISSING, Pairs, RecordError
-from lakecdc.decoders._kafka_files import KCAT_KV_OPTIONS, kcat_kv_framing
-from lakecdc.decoders.debezium_avro import (
-    _MIN_SPLIT,
+from lakecdc.decode.files.kcat import KCAT_KV_OPTIONS, kcat_kv_framing
+from lakecdc.decode.files.splits import Split, kind_of, split_bytes, splits_frame
+from lakecdc.decode.kafka.dumps import length_prefixed_splits
+from lakecdc.decode.kafka.records import (
     DECODED_SCHEMA,
-    SPLIT_BYTES,
+    TYPES_SCHEMA,
     Message,
     Out,
-    Split,
     decode_batches,
-    message_splits,
-    ocf_records,
     read_messages,
     type_batches,
 )
+from lakecdc.decode.rows import MISSING, Pairs, RecordError
+from lakecdc.decoders._debezium import Row, failed, skipped
+from lakecdc.decoders._dts_values import MYSQL_LONG, MYSQL_WIDE, Values
 from lakecdc.decoders.debezium_json import canonical
 from lakecdc.errors import ConfigError
 from lakecdc.spark.compat import default_parallelism
@@ -662,14 +667,6 @@ def _where(m: Message, reason: str) -> str:
 
 #: marks a type that comes from a MySQL type code, not from a value (:meth:`Reader.types`)
 _BY_CODE = "code:"
-_TYPES_SCHEMA = T.StructType(
-    [T.StructField("table", T.StringType()), T.StructField("column", T.StringType()), T.StructField("type", T.StringType())]
-)
-
-
-def _first_byte(path: str) -> bytes:
-    with open(path, "rb") as fh:
-        return fh.read(64).lstrip()[:1]
 
 
 class DtsAvroDecoder(Decoder):
@@ -690,29 +687,16 @@ class DtsAvroDecoder(Decoder):
         self.limits = BlockLimits.of(self.name, self.options)
         self.kcat_kv = kcat_kv_framing(self.name, self.options["framing"], self.options)
 
-    def _kind(self, path: str) -> str:
-        framing = self.options["framing"]
-        if framing != "auto":
-            return "messages" if framing == "length-prefixed" else framing
-        if _first_byte(path) == b"{":
-            return "kcat"
-        return "kcat-k" if self.kcat_kv else "messages"
-
     def plan(self, files: Sequence[str], parallelism: int = 2) -> list[Split]:
         """The splits of the inputs: OCF files at blocks, length-prefixed files at messages."""
         paths = [p for p in files if not p.endswith(".avsc") and os.path.getsize(p) > 0]
-        total = sum(os.path.getsize(p) for p in paths)
-        cores = max(parallelism, 1)
-        rounds = -(-total // (cores * SPLIT_BYTES)) or 1
-        split_bytes = max(_MIN_SPLIT, -(-total // (cores * rounds)))
+        size_of = split_bytes(sum(os.path.getsize(p) for p in paths), parallelism)
         out: list[Split] = []
         for path in paths:
-            with open(path, "rb") as fh:
-                ocf = fh.read(4) == MAGIC
-            if ocf:
-                out += self._ocf_splits(path, split_bytes, self.limits)
-            elif (kind := self._kind(path)) == "messages":
-                out += [Split(path, kind, s, e, r) for s, e, r in message_splits(path, split_bytes, frozenset())]
+            if is_ocf(path):
+                out += self._ocf_splits(path, size_of, self.limits)
+            elif (kind := kind_of(path, self.options["framing"], kcat_kv=self.kcat_kv is not None)) == "messages":
+                out += [Split(path, kind, s, e, r) for s, e, r in length_prefixed_splits(path, size_of)]
             else:
                 sep, delim = self.kcat_kv or (b"", b"\n")
                 out.append(Split(path, kind, 0, os.path.getsize(path), 0, separator=sep, delimiter=delim))
@@ -733,8 +717,7 @@ class DtsAvroDecoder(Decoder):
     def _frame(self, spark: SparkSession, files: Sequence[str], body: Any, schema: T.StructType) -> DataFrame:
         splits = self.plan(files, default_parallelism(spark))
         reader = Reader(RecordReader(self.options["sequenceBy"], self.options["dateTimeFraction"]))
-        ids = spark.range(0, len(splits), 1, numPartitions=max(len(splits), 1))
-        return ids.mapInArrow(functools.partial(body, reader=reader, splits=splits), schema)
+        return splits_frame(spark, splits, body, schema, reader=reader)
 
     def read(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
         return canonical(self._frame(spark, files, decode_batches, DECODED_SCHEMA), "_offset", "_raw")
@@ -744,7 +727,7 @@ class DtsAvroDecoder(Decoder):
         seen with different types gets the type that holds them all (string when none does)."""
         from lakecdc.changes.columns import widest
 
-        rows = self._frame(spark, files, type_batches, _TYPES_SCHEMA).distinct().collect()
+        rows = self._frame(spark, files, type_batches, TYPES_SCHEMA).distinct().collect()
         found: dict[str, dict[str, tuple[list[T.DataType], list[T.DataType]]]] = {}
         for r in rows:
             by_code = r["type"].startswith(_BY_CODE)

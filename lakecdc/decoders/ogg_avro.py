@@ -15,7 +15,7 @@ Every message is one operation, an Avro record whose schema GoldenGate writes pe
 Inputs, told apart per file:
 
 * **Object Container Files** (start with ``Obj\\x01``; GoldenGate's OCF formatter, HDFS): the
-  schema is in the file header, every codec of :mod:`lakecdc.decoders._avro` is read. Large
+  schema is in the file header, every codec of :mod:`lakecdc.decode.avro.containers` is read. Large
   files are split at block boundaries and read in parallel.
 * **Files of single messages**, each decoded with the per-table ``.avsc`` of ``schemaDirectory``.
   Framing (lakecdc option ``framing``): ``length-prefixed`` (default: each message preceded by
@@ -35,11 +35,11 @@ Inputs, told apart per file:
   schema's added column needs, and a newer message has bytes an older schema leaves over.
 * **Generic wrapper** (``wrapMessageInGenericAvroMessage=true``): every message is an
   ``oracle.goldengate.generic_wrapper`` record ``{table_name, schema_fingerprint, payload}``; the
-  fingerprint (Avro's 64-bit parsing fingerprint, see :func:`~lakecdc.decoders._avro.
+  fingerprint (Avro's 64-bit parsing fingerprint, see :func:`~lakecdc.decode.avro.schemas.
   parsing_fingerprint`) picks the schema version exactly, from the fingerprints of every
   ``.avsc`` of ``schemaDirectory``. An OCF file whose schema is the wrapper is unwrapped too.
 
-Values become exact text as :func:`lakecdc.decoders._avro.text_converter` describes (double
+Values become exact text as :func:`lakecdc.decode.avro.text.text_converter` describes (double
 ``17520.0`` stays ``17520.0``, decimals exactly, bytes base64, nested values JSON). Column types
 (:meth:`column_types`) come from the schemas: ``long`` bigint, ``int`` int, ``double``/``float``
 double, ``boolean``, ``string``, ``decimal(p,s)`` exactly, anything else string (GoldenGate date
@@ -57,7 +57,7 @@ Options are the formatters' property names (without ``gg.handler.<name>.format.`
 ``schemaDirectory`` (``./dirdef``), ``wrapMessageInGenericAvroMessage`` (false),
 ``lineDelimiter`` (none), ``encoding`` of the ``.avsc`` files (UTF-8),
 ``treatAllColumnsAsStrings`` (false: every column typed as string), and lakecdc's ``framing``,
-``maxBlockBytes`` and ``maxBlockRecords`` (an OCF block's limits: :class:`~lakecdc.decoders._avro.BlockLimits`).
+``maxBlockBytes`` and ``maxBlockRecords`` (an OCF block's limits: :class:`~lakecdc.decode.avro.containers.BlockLimits`).
 ``pkUpdateHandling`` (abend): a row formatter with ``delete-insert`` writes a key change as a
 delete and an insert at the same ``op_ts`` and ``pos``; told so, ``ogg-avro-row`` joins each such
 pair into the key change it was (:func:`~lakecdc.decoders._goldengate.rejoin_split_key_changes`),
@@ -71,7 +71,6 @@ from __future__ import annotations
 
 import base64
 import codecs
-import io
 import math
 import os
 import re
@@ -84,33 +83,31 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakecdc.changes.events import IMAGE_TYPE
-from lakecdc.decode.base import Decoder
-from lakecdc.decode.checks import first_error
-from lakecdc.decode.times import parse_op_ts, session_is_utc
-from lakecdc.decoders._avro import (
+from lakecdc.decode.avro.containers import (
     DEFAULT_LIMITS,
     LIMIT_OPTIONS,
     BlockLimits,
+    is_ocf,
+    ocf_records,
+    plan_ocf_splits,
+    read_ocf_header,
+)
+from lakecdc.decode.avro.schemas import (
     Mismatch,
     SchemaDirectory,
-    double_text,
     full_name,
-    is_ocf,
-    iter_length_prefixed,
-    iter_ocf_blocks,
     load_schema_directory,
     parsing_fingerprint,
     peek_string,
-    plan_length_prefixed_splits,
-    plan_ocf_splits,
     read_at,
     read_exact,
-    read_ocf_header,
-    spark_type,
-    text_converter,
-    text_kind,
-    value_text,
 )
+from lakecdc.decode.avro.text import double_text, spark_type, text_converter, text_kind, value_text
+from lakecdc.decode.base import Decoder
+from lakecdc.decode.checks import first_error
+from lakecdc.decode.files.splits import Split, split_bytes, split_numbers, splits_frame
+from lakecdc.decode.kafka.dumps import iter_length_prefixed, length_prefixed_splits
+from lakecdc.decode.times import parse_op_ts, session_is_utc
 from lakecdc.decoders._goldengate import (
     canonical_events,
     check_pk_update_handling,
@@ -141,8 +138,6 @@ WRAPPER_SCHEMA: dict[str, Any] = {
     ],
 }
 FRAMINGS = ("length-prefixed", "delimited", "single")
-SPLIT_BYTES = 128 << 20
-_MIN_SPLIT = 4 << 20  # splits are cut to spread a read over the cores, but not smaller than this
 _BATCH_ROWS = 4096
 _MAX_TASKS = 256
 
@@ -381,33 +376,31 @@ class AvroReader:
     limits: BlockLimits = DEFAULT_LIMITS
     _layouts: dict[Any, Layout] = field(default_factory=dict, repr=False)
 
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def __call__(self, batches: Iterator[pa.RecordBatch], *, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
+        """``mapInArrow`` body: split numbers (:func:`~lakecdc.decode.files.splits.splits_frame`) to rows."""
         rows = _Rows()
-        for batch in batches:
-            for split in batch.to_pylist():
-                for _ in self._split(split, rows):
-                    if len(rows) >= _BATCH_ROWS:
-                        yield rows.flush()
+        for i in split_numbers(batches):
+            for _ in self._split(splits[i], rows):
+                if len(rows) >= _BATCH_ROWS:
+                    yield rows.flush()
         if len(rows):
             yield rows.flush()
 
     # -- per split
-    def _split(self, s: dict[str, Any], rows: _Rows) -> Iterator[None]:
-        path = s["path"]
-        if s["kind"] == "bad":
-            with open(path, "rb") as fh:
+    def _split(self, s: Split, rows: _Rows) -> Iterator[None]:
+        if s.kind == "bad":
+            with open(s.path, "rb") as fh:
                 head = fh.read(1 << 16)
-            rows.add(_file=path, _block=0, _row=0, _offset=0, m_raw=_b64(head), m_error=s["note"])
+            rows.add(_file=s.path, _block=0, _row=0, _offset=0, m_raw=_b64(head), m_error=s.note)
             yield None
-        elif s["kind"] == "ocf":
-            yield from self._ocf(path, s["start"], s["length"], s["first_row"], rows)
+        elif s.kind == "ocf":
+            yield from self._ocf(s, rows)
         else:
-            yield from self._messages(path, rows, s["start"], s["length"], s["first_row"])
+            yield from self._messages(s.path, rows, s.start, s.end, s.first_row)
 
-    def _messages(self, path: str, rows: _Rows, start: int = 0, length: int = -1, first_row: int = 0) -> Iterator[None]:
+    def _messages(self, path: str, rows: _Rows, start: int = 0, stop: int | None = None, first_row: int = 0) -> Iterator[None]:
         with open(path, "rb") as fh:
             if self.framing == "length-prefixed":
-                stop = start + length if length >= 0 else None
                 for n, frame in enumerate(iter_length_prefixed(fh, start), first_row):
                     if stop is not None and frame.offset >= stop:  # the next split's first message
                         return
@@ -504,50 +497,34 @@ class AvroReader:
             raise _Bad(table, f"payload does not decode with {sf.file} (schema_fingerprint {fp}): {exc}") from None
         return record, sf.file, self._layout(sf.fingerprint, sf.schema, sf.file)
 
-    def _ocf(self, path: str, start: int, length: int, first_row: int, rows: _Rows) -> Iterator[None]:
-        from fastavro import parse_schema, schemaless_reader
+    def _ocf(self, split: Split, rows: _Rows) -> Iterator[None]:
+        from fastavro import parse_schema
 
-        row = first_row
+        path, start = split.path, split.start
         with open(path, "rb") as fh:
             header = read_ocf_header(fh)
             wrapped = full_name(header.schema) == WRAPPER_NAME
             parsed = parse_schema(header.schema, _write_hint=False)
             name = f"{os.path.basename(path)} (OCF header)"
             layout = None if wrapped else self._layout(("ocf", path), header.schema, name)
-            for block in iter_ocf_blocks(fh, header, start, start + length, self.limits):
-                where = dict(_file=path, _block=start, _offset=block.offset)
-                if block.error is not None:
-                    rows.add(**where, _row=row, m_raw=_b64(block.data),
-                             m_error=f"OCF block at byte offset {block.offset}: {block.error}")
-                    row += max(block.count, 1)
+            for row, offset, record, error, data in ocf_records(fh, header, parsed, split):
+                where = dict(_file=path, _block=start, _offset=offset, _row=row)
+                if error is not None:
+                    rows.add(**where, m_raw=_b64(data), m_error=error)
                     yield None
                     continue
-                bio = io.BytesIO(block.data)
-                for k in range(block.count):
-                    at = bio.tell()
+                raw = _b64(data)
+                if wrapped:
                     try:
-                        record = schemaless_reader(bio, parsed, None)
-                    except Exception as exc:
-                        rows.add(**where, _row=row, m_raw=_b64(block.data[at:]),
-                                 m_error=f"records {k}..{block.count - 1} of the OCF block at byte offset "
-                                         f"{block.offset} cannot be read: {type(exc).__name__}: {exc}")
-                        row += block.count - k
+                        record, sname, rlayout = self._unwrap(record)
+                    except _Bad as bad:
+                        rows.add(**where, m_table=bad.table, m_raw=raw, m_error=bad.reason)
                         yield None
-                        break
-                    raw = _b64(block.data[at : bio.tell()])
-                    if wrapped:
-                        try:
-                            record, sname, rlayout = self._unwrap(record)
-                        except _Bad as bad:
-                            rows.add(**where, _row=row, m_table=bad.table, m_raw=raw, m_error=bad.reason)
-                            row += 1
-                            yield None
-                            continue
-                    else:
-                        sname, rlayout = name, layout  # type: ignore[assignment]
-                    self._emit(record, rlayout, sname, {**where, "_row": row}, raw, rows)
-                    row += 1
-                    yield None
+                        continue
+                else:
+                    sname, rlayout = name, layout  # type: ignore[assignment]
+                self._emit(record, rlayout, sname, where, raw, rows)
+                yield None
 
     # -- records to rows
     def _layout(self, key: Any, schema: Any, name: str) -> Layout:
@@ -618,16 +595,6 @@ def _wrapper_parsed(dirs: SchemaDirectory) -> Any:
 # -- the decoders --------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Split:
-    path: str
-    kind: str  # "ocf" | "messages" | "bad"
-    start: int
-    length: int
-    first_row: int
-    note: str | None = None
-
-
 class OggAvroDecoder(Decoder):
     """GoldenGate Avro messages (row or op modeled) to canonical change events."""
 
@@ -692,27 +659,26 @@ class OggAvroDecoder(Decoder):
                 raise ConfigError(f"{self.name}: {exc}") from None
         return self._schemas
 
-    def plan(self, files: Sequence[str], parallelism: int = 1) -> list[_Split]:
+    def plan(self, files: Sequence[str], parallelism: int = 1) -> list[Split]:
         """Splits of the inputs: OCF files by blocks, length-prefixed message files at messages,
         other message files whole; ``.avsc`` files skipped. Splits are about the inputs' size over
         ``parallelism`` (at least 4 MB, at most 128 MB), so the cores share the decoding."""
         paths = [p for p in files if not p.endswith(".avsc")]
-        total = sum(os.path.getsize(p) for p in paths)
-        split_bytes = min(SPLIT_BYTES, max(_MIN_SPLIT, total // max(parallelism, 1) + 1))
-        out: list[_Split] = []
+        size_of = split_bytes(sum(os.path.getsize(p) for p in paths), parallelism, policy="share")
+        out: list[Split] = []
         for path in paths:
             size = os.path.getsize(path)
             if size >= 4 and is_ocf(path):
                 try:
-                    _header, splits = plan_ocf_splits(path, split_bytes, self.limits)
+                    _header, splits = plan_ocf_splits(path, size_of, self.limits)
                 except (ValueError, OSError) as exc:
-                    out.append(_Split(path, "bad", 0, size, 0, f"OCF file header: {exc}"))
+                    out.append(Split(path, "bad", 0, size, 0, note=f"OCF file header: {exc}"))
                     continue
-                out += [_Split(path, "ocf", s, n, r) for s, n, r in splits]
+                out += [Split(path, "ocf", s, s + n, r, limits=self.limits) for s, n, r in splits]
             elif self.framing == "length-prefixed":
-                out += [_Split(path, "messages", s, n, r) for s, n, r in plan_length_prefixed_splits(path, split_bytes)]
+                out += [Split(path, "messages", s, e, r) for s, e, r in length_prefixed_splits(path, size_of)]
             else:
-                out.append(_Split(path, "messages", 0, size, 0))
+                out.append(Split(path, "messages", 0, size, 0))
         return out
 
     def read(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
@@ -720,7 +686,7 @@ class OggAvroDecoder(Decoder):
         needs_dir = any(s.kind == "messages" for s in splits)
         schemas = self.schema_directory(required=needs_dir)
         reader = AvroReader(self.kind, self.framing, self.delimiter, self.wrapped, schemas, self.limits)
-        decoded = _splits_frame(spark, splits).mapInArrow(reader, DECODED_SCHEMA)
+        decoded = splits_frame(spark, splits, reader, DECODED_SCHEMA, max_tasks=_MAX_TASKS)
         events = self._canonical(decoded)
         return rejoin_split_key_changes(events) if self.rejoin else events
 
@@ -787,24 +753,6 @@ class OggAvroOpDecoder(OggAvroDecoder):
 
     name: ClassVar[str] = "ogg-avro-op"
     kind: ClassVar[Kind] = "op"
-
-
-def _splits_frame(spark: SparkSession, splits: list[_Split]) -> DataFrame:
-    """The splits as a DataFrame, one partition per split (up to a limit), built without a shuffle."""
-    schema = "path string, kind string, start long, length long, first_row long, note string"
-    if not splits:
-        return spark.createDataFrame([], schema)
-    structs = [
-        F.struct(
-            F.lit(s.path).alias("path"), F.lit(s.kind).alias("kind"), F.lit(s.start).cast("long").alias("start"),
-            F.lit(s.length).cast("long").alias("length"), F.lit(s.first_row).cast("long").alias("first_row"),
-            F.lit(s.note).cast("string").alias("note"),
-        )
-        for s in splits
-    ]
-    n = len(splits)
-    ids = spark.range(0, n, 1, numPartitions=min(n, _MAX_TASKS))
-    return ids.select(F.array(*structs)[F.col("id").cast("int")].alias("s")).select("s.*")
 
 
 __all__ = ["OggAvroOpDecoder", "OggAvroRowDecoder", "parsing_fingerprint"]

@@ -69,7 +69,7 @@ seed's sample configuration ``fieldDelimiter=CDATA[\\u0001]``. lakecdc's own opt
 insert or a delete: every record is read as an upsert (op ``R``). Without ``includeOpTimestamp``
 the order is the position alone, without both it is the order of arrival.
 
-Reading. Records are the lines of :func:`~lakecdc.decoders._records.read_text`, split with
+Reading. Records are the lines of :func:`~lakecdc.decode.files.lines.read_text`, split with
 Spark's ``split`` on the literal delimiter. A file whose ``lineDelimiter`` is not a newline (or
 whose encoding is not UTF-8) is first staged one record per line, each record written as a JSON
 string so that a record holding a raw newline still fits one line, with a ``.lines.json``
@@ -83,13 +83,9 @@ from __future__ import annotations
 
 import codecs
 import datetime as dt
-import hashlib
-import json
-import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from pyspark.sql import Column
@@ -99,6 +95,8 @@ from pyspark.sql import types as T
 from lakecdc.changes.events import IMAGE_TYPE, default_seq
 from lakecdc.decode.base import Decoder
 from lakecdc.decode.checks import first_error
+from lakecdc.decode.files.lines import JSON_LIMITS, read_text
+from lakecdc.decode.files.staging import detect_layout, stage, text_records
 from lakecdc.decode.times import parse_op_ts, session_is_utc
 from lakecdc.decoders._goldengate import (
     check_pk_update_handling,
@@ -106,7 +104,6 @@ from lakecdc.decoders._goldengate import (
     op_keys,
     rejoin_split_key_changes,
 )
-from lakecdc.decoders._records import JSON_LIMITS, detect_layout, read_text
 from lakecdc.decoders.ogg_json_row import (
     TableSchema,
     data_files,
@@ -136,7 +133,6 @@ TEXT_OPTIONS = (
     "nullValueRepresentation", "missingValueRepresentation",
 )
 _NEWLINES = ("\n", "\r\n")  # what both Spark's line reader and locate() split on
-_BLANK = " \t\r\n"
 _JAVA_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|.)", re.DOTALL)
 _SIMPLE_ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "f": "\f"}
 _EPOCH = dt.datetime(1970, 1, 1)
@@ -204,27 +200,9 @@ def stage_records(path: str, staging: str, *, line_delimiter: str, encoding: str
 
     Blank records (whitespace only) are skipped, as blank lines are. A sidecar
     ``<staged>.lines.json`` holds each record's original line (where its first non-blank
-    character is), which :func:`~lakecdc.decoders._records.locate` reports.
+    character is), which :func:`~lakecdc.decode.files.reread.locate` reports.
     """
-    digest = hashlib.sha1(os.path.abspath(path).encode()).hexdigest()[:16]
-    out = Path(staging) / f"{Path(path).name}.{digest}.records.jsonl"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    text = Path(path).read_bytes().decode(encoding, errors="replace")
-    lines: list[int] = []
-    line, scanned = 1, 0
-    with open(out, "w", encoding="utf-8") as fh:
-        start = 0
-        for record in text.split(line_delimiter):
-            stripped = record.lstrip(_BLANK)
-            if stripped.rstrip(_BLANK):
-                first = start + len(record) - len(stripped)
-                line += text.count("\n", scanned, first)
-                scanned = first
-                fh.write(json.dumps(record, ensure_ascii=False) + "\n")
-                lines.append(line)
-            start += len(record) + len(line_delimiter)
-    Path(f"{out}.lines.json").write_text(json.dumps({"source": path, "lines": lines}))
-    return str(out)
+    return stage(path, staging, text_records(line_delimiter, encoding))
 
 
 class OggDelimitedDecoder(Decoder):

@@ -28,9 +28,9 @@ from pyspark.sql import types as T
 from lakecdc.changes.events import IMAGE_TYPE
 from lakecdc.decode.base import Decoder
 from lakecdc.decode.checks import first_error
+from lakecdc.decode.files.lines import CORRUPT, JSON_LIMITS, read_json, read_text
 from lakecdc.decode.times import parse_op_ts, session_is_utc
 from lakecdc.decoders._goldengate import canonical_events, op_column, op_keys, source_map
-from lakecdc.decoders._records import CORRUPT, JSON_LIMITS, read_json, read_text
 from lakecdc.errors import ConfigError
 
 if TYPE_CHECKING:

@@ -76,6 +76,7 @@ from pyspark.sql import types as T
 from lakecdc.changes.events import EVENT_SCHEMA
 from lakecdc.decode.base import Decoder
 from lakecdc.decode.checks import first_error
+from lakecdc.decode.files.lines import CORRUPT, JSON_LIMITS, read_json, read_text
 from lakecdc.decode.times import parse_op_ts, session_is_utc
 from lakecdc.decoders._goldengate import (
     canonical_events,
@@ -85,7 +86,6 @@ from lakecdc.decoders._goldengate import (
     rejoin_split_key_changes,
     source_map,
 )
-from lakecdc.decoders._records import CORRUPT, JSON_LIMITS, read_json, read_text
 from lakecdc.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -349,7 +349,7 @@ class OggJsonRowDecoder(Decoder):
     def _parse(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
         """Each message as ``m_<metadata>`` columns and ``m_columns`` (map of exact texts).
 
-        The message is read wrapped (:func:`~lakecdc.decoders._records.read_json`): Spark's file
+        The message is read wrapped (:func:`~lakecdc.decode.files.lines.read_json`): Spark's file
         source parses it as one ``map<string, string>``, every value the exact text written (a
         string's content, a number's digits as written, an object or array as its JSON text).
         """

@@ -73,9 +73,6 @@ from __future__ import annotations
 
 import codecs
 import functools
-import hashlib
-import json
-import os
 import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -88,8 +85,9 @@ from pyspark.sql import functions as F
 from lakecdc.changes.events import default_seq
 from lakecdc.decode.base import Decoder
 from lakecdc.decode.checks import first_error
+from lakecdc.decode.files.lines import read_lines
+from lakecdc.decode.files.staging import Splitter, on_executors, stage
 from lakecdc.decode.times import parse_op_ts, session_is_utc
-from lakecdc.decoders._records import on_executors
 from lakecdc.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -275,24 +273,27 @@ def file_encoding(head: bytes, default: str) -> str:
     return default
 
 
+def _operations(path: str, *, encoding: str) -> Iterator[tuple[int, str]]:
+    data = Path(path).read_bytes()
+    text = data.decode(file_encoding(data[:1024], encoding), errors="surrogateescape")
+    for line, doc in split_operations(text.removeprefix("\ufeff")):
+        yield line, escape_record(doc)
+
+
+def operations(encoding: str) -> Splitter:
+    """The XML documents of a file (:func:`split_operations`), each escaped onto one line
+    (:func:`escape_record`); the file decoded with the encoding its first prolog declares, else
+    ``encoding``."""
+    return Splitter(f"ogg-xml:{encoding}", functools.partial(_operations, encoding=encoding), ".xml-records")
+
+
 def stage_operations(path: str, staging: str, encoding: str) -> str:
     """Write the documents of ``path`` one per line; return the staged file's path.
 
     A sidecar ``<staged>.lines.json`` holds each staged line's original line number (the format
-    :func:`lakecdc.decoders._records.locate` reads).
+    :func:`lakecdc.decode.files.reread.locate` reads).
     """
-    digest = hashlib.sha1(os.path.abspath(path).encode()).hexdigest()[:16]
-    out = Path(staging) / f"{Path(path).name}.{digest}.xml-records"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    data = Path(path).read_bytes()
-    text = data.decode(file_encoding(data[:1024], encoding), errors="surrogateescape")
-    lines: list[int] = []
-    with open(out, "w", encoding="utf-8", newline="\n") as fh:
-        for line, doc in split_operations(text.removeprefix("\ufeff")):
-            fh.write(escape_record(doc) + "\n")
-            lines.append(line)
-    Path(f"{out}.lines.json").write_text(json.dumps({"source": path, "lines": lines}))
-    return str(out)
+    return stage(path, staging, operations(encoding))
 
 
 # -- parsing one document (runs in Spark's Python workers) --------------------------------------
@@ -461,17 +462,7 @@ class OggXmlDecoder(Decoder):
 
     def parsed(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
         """Staged documents parsed in the executors: ``x_*`` columns plus the origin columns."""
-        paths = self.stage(spark, files, staging=staging)
-        names = {Path(p).resolve().as_uri(): p for p in paths}
-        mapping = F.create_map(*[F.lit(x) for kv in names.items() for x in kv])
-        uri = F.input_file_name()
-        # the same origin columns as _records.read_text (which would re-detect a layout here)
-        lines = spark.read.text(paths).where(F.col("value").rlike("[^ \\t\\r\\n]")).select(
-            "value",
-            F.coalesce(mapping[uri], uri).alias("_file"),
-            F.input_file_block_start().alias("_block"),
-            F.monotonically_increasing_id().alias("_row"),
-        )
+        lines = read_lines(spark, self.stage(spark, files, staging=staging))
         body = functools.partial(parse_batches, encoding=self.options["encoding"])
         return lines.mapInArrow(body, _PARSED_SCHEMA)
 

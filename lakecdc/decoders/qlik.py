@@ -97,7 +97,7 @@ whose ``dataSchema`` reads the message bytes (record ``DataRecord``: ``data``, `
 ``headers``; masks as ``bytes``). Inputs (``framing=auto``): files of length-prefixed envelopes
 (4 bytes big-endian length each), a file that is one envelope (starts with ``atMSG``), or kcat ``-J``
 dumps with base64 payloads (the framing helpers of :mod:`lakecdc.decoders.debezium_avro`). Values are
-rendered by :func:`lakecdc.decoders._avro.text_converter`. Replicate's "publish to a schema registry"
+rendered by :func:`lakecdc.decode.avro.text.text_converter`. Replicate's "publish to a schema registry"
 mode (Confluent wire format without metadata messages) is not read.
 
 Decoding runs in the executors; only the metadata messages (a few per table) are collected, to the
@@ -120,9 +120,14 @@ from pyspark.sql import types as T
 
 from lakecdc.changes.events import IMAGE_TYPE, sortable_position
 from lakecdc.decode.base import Decoder
+from lakecdc.decode.files.lines import read_text
+from lakecdc.decode.files.splits import Split, kind_of, split_bytes, split_numbers, splits_frame
+from lakecdc.decode.files.staging import on_executors
+from lakecdc.decode.kafka.dumps import length_prefixed_splits
+from lakecdc.decode.kafka.records import read_messages
+from lakecdc.decode.rows import gc_paused
 from lakecdc.decode.times import parse_op_ts
 from lakecdc.decoders import _qlik_spark
-from lakecdc.decoders._debezium import gc_paused
 from lakecdc.decoders._qlik import (
     Catalog,
     Row,
@@ -139,8 +144,6 @@ from lakecdc.decoders._qlik_messages import (
     json_value,
     load_metadata_directory,
 )
-from lakecdc.decoders._records import on_executors, read_text
-from lakecdc.decoders.debezium_avro import SPLIT_BYTES, Split, message_splits, read_messages
 from lakecdc.errors import ConfigError
 from lakecdc.spark.compat import default_parallelism
 
@@ -217,16 +220,11 @@ def json_metadata_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Reco
         yield pa.RecordBatch.from_pydict({"md": sorted(found)}, schema=pa.schema([("md", pa.string())]))
 
 
-def _split_ids(batches: Iterator[pa.RecordBatch]) -> Iterator[int]:
-    for batch in batches:
-        yield from batch.column("id").to_pylist()
-
-
 def avro_decode_batches(batches: Iterator[pa.RecordBatch], *, catalog: Catalog, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
     """Split numbers to ``x_*`` rows with ``_offset`` and ``_raw`` (base64, or a kcat line's text)."""
     schema = _arrow_schema([*_ORIGIN, *_X_FIELDS, *_BINARY])
     reader = AvroReader(catalog)
-    for i in _split_ids(batches):
+    for i in split_numbers(batches):
         split = splits[i]
         with gc_paused():
             messages = list(read_messages(split))
@@ -243,7 +241,7 @@ def avro_decode_batches(batches: Iterator[pa.RecordBatch], *, catalog: Catalog, 
 def avro_metadata_batches(batches: Iterator[pa.RecordBatch], *, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
     """Split numbers to the canonical JSON of the metadata envelopes among their messages."""
     reader = AvroReader(Catalog([]))
-    for i in _split_ids(batches):
+    for i in split_numbers(batches):
         found = {_metadata_of(lambda d=m.data: avro_metadata(reader, d)) for m in read_messages(splits[i]) if m.data}
         found.discard(None)
         yield pa.RecordBatch.from_pydict({"md": sorted(found)}, schema=pa.schema([("md", pa.string())]))
@@ -391,37 +389,30 @@ class QlikAvroDecoder(QlikJsonDecoder):
             raise ConfigError(f"{self.name}: framing {self.options['framing']!r} is not one of {', '.join(FRAMINGS)}")
 
     def _kind(self, path: str) -> str:
-        if self.framing != "auto":
-            return "messages" if self.framing == "length-prefixed" else self.framing
-        with open(path, "rb") as fh:
-            head = fh.read(64)
-        if head.startswith(b"atMSG"):
-            return "single"
-        return "kcat" if head.lstrip()[:1] == b"{" else "messages"
+        if self.framing == "auto":
+            with open(path, "rb") as fh:
+                if fh.read(5) == b"atMSG":  # one envelope
+                    return "single"
+        return kind_of(path, self.framing)
 
     def plan(self, files: Sequence[str], parallelism: int = 2) -> list[Split]:
         """The splits of the inputs: length-prefixed files cut at messages, others whole."""
-        total = sum(os.path.getsize(p) for p in files)
-        split_bytes = max(1 << 22, min(SPLIT_BYTES, -(-total // max(parallelism, 1))))
+        size_of = split_bytes(sum(os.path.getsize(p) for p in files), parallelism, policy="ceil")
         out: list[Split] = []
         for path in files:
             kind = self._kind(path)
             if kind == "messages":
-                out += [Split(path, kind, s, e, r) for s, e, r in message_splits(path, split_bytes, frozenset())]
+                out += [Split(path, kind, s, e, r) for s, e, r in length_prefixed_splits(path, size_of)]
             else:
                 out.append(Split(path, kind, 0, os.path.getsize(path), 0))
         return out
-
-    def _frame(self, spark: SparkSession, splits: list[Split], body: Any, schema: T.StructType) -> DataFrame:
-        ids = spark.range(0, len(splits), 1, numPartitions=max(len(splits), 1))
-        return ids.mapInArrow(functools.partial(body, splits=splits), schema)
 
     def learn(self, spark: SparkSession, files: Sequence[str], *, staging: str,
               lines: DataFrame | None = None) -> list[TableVersion]:
         splits = self.plan(files)
         if not splits:
             return []
-        found = self._frame(spark, splits, avro_metadata_batches, _MD).distinct().collect()
+        found = splits_frame(spark, splits, avro_metadata_batches, _MD).distinct().collect()
         return [TableVersion.from_json(r["md"]) for r in found]
 
     def read(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
@@ -429,7 +420,7 @@ class QlikAvroDecoder(QlikJsonDecoder):
         catalog = self.catalog(spark, files, staging=staging)
         splits = self.plan(files, default_parallelism(spark))
         body = functools.partial(avro_decode_batches, catalog=catalog)
-        return canonical(self._frame(spark, splits, body, AVRO_PARSED), "_offset", "_raw")
+        return canonical(splits_frame(spark, splits, body, AVRO_PARSED), "_offset", "_raw")
 
 
 __all__ = ["QlikAvroDecoder", "QlikJsonDecoder", "load_metadata_directory"]

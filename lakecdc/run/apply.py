@@ -63,7 +63,7 @@ from lakecdc.config.settings import (
     per_table,
 )
 from lakecdc.decode import get_decoder
-from lakecdc.decoders._records import EXACT_STRINGS
+from lakecdc.decode.files.lines import EXACT_STRINGS
 from lakecdc.errors import ConfigError, LakecdcError, MissingKeyError, PrimaryKeyUpdateError, explain
 from lakecdc.maintenance.doctor import verify
 from lakecdc.merge.commit import merge_one

@@ -18,7 +18,7 @@ from lakecdc.changes.columns import infer_types, sql_string
 from lakecdc.changes.quarantine import BAD_COLUMNS
 from lakecdc.changes.sequence import SeqField, resequence
 from lakecdc.changes.transactions import HELD
-from lakecdc.decoders._records import source_of
+from lakecdc.decode.files.reread import source_of
 from lakecdc.errors import ConfigError, LakecdcError, MissingKeyError
 from lakecdc.merge.history_plan import HISTORY_COLUMNS, is_history
 from lakecdc.run.state import known_tables, table_path

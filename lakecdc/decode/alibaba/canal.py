@@ -62,8 +62,8 @@ from lakecdc.decode.alibaba.mysql_types import mysql_type, sql_type
 from lakecdc.decode.base import Context, Decoder
 from lakecdc.decode.checks import Check, bad_json, blank_as_null, first_error, missing, op_missing, unknown_op
 from lakecdc.decode.event import Parts, source_map
+from lakecdc.decode.files.lines import CORRUPT, read_json
 from lakecdc.decode.spec import Images, Names, Op, OpTable, Option, Ordering, VendorSpec
-from lakecdc.decoders._records import CORRUPT, read_json
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -63,9 +63,9 @@ from lakecdc.decode.checks import (
     unknown_op,
 )
 from lakecdc.decode.event import Parts
+from lakecdc.decode.files.lines import CORRUPT, read_json
 from lakecdc.decode.spec import Names, Op, OpTable, Option, Ordering, VendorSpec
 from lakecdc.decode.times import parse_op_ts
-from lakecdc.decoders._records import CORRUPT, read_json
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -141,7 +141,7 @@ def test_either_map_key_policy_and_any_meta_order_decode_alike(spark, tmp_path, 
     an update's after image is built either way (a lambda, or map_concat alone). meta's members in
     DTS's order are read by position, in any other order (or with others) by name: same events."""
     from lakecdc.decode.alibaba.shareplex import META_ORDER
-    from lakecdc.decoders._records import exact_json_strings
+    from lakecdc.decode.files.lines import exact_json_strings
     from lakecdc.spark.conf import MAP_KEY_DEDUP, job_conf
 
     def lines(reverse: bool) -> list[str]:

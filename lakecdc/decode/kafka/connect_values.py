@@ -6,7 +6,7 @@ often a logical name (``org.apache.kafka.connect.data.Decimal``, ``io.debezium.t
 ...). :func:`column_text` turns one value into the exact text the canonical images carry (decimal
 digits, ISO-8601 UTC timestamps), :func:`spark_type` gives the column type its schema declares.
 Values may come from JSON (numbers as :class:`Num`, bytes as base64 text) or from Avro (Python
-ints, floats and bytes): both are read. Shared by the Debezium decoders (``_debezium``).
+ints, floats and bytes): both are read.
 """
 
 from __future__ import annotations
@@ -14,74 +14,14 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime as dt
-import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pyspark.sql import types as T
 
-Pairs = list[tuple[str, str | None]]
-
-
-class RecordError(Exception):
-    """A record that cannot be decoded; the message is the quarantine reason."""
-
-
-class Num(str):
-    """A JSON number's exact text (``3.140`` stays ``3.140``)."""
-
-    __slots__ = ()
-
-
-class _Missing:
-    def __repr__(self) -> str:
-        return "MISSING"
-
-
-#: A column value that is not there (an unavailable-value placeholder).
-MISSING: Any = _Missing()
-
-
-# -- JSON text ---------------------------------------------------------------------------------
-
-
-def compact_json(value: Any) -> str:
-    """``value`` as compact JSON, numbers written as they were read (:class:`Num`)."""
-    if value is None:
-        return "null"
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    if isinstance(value, Num):
-        return str(value)
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, (bytes, bytearray)):
-        return json.dumps(base64.b64encode(value).decode("ascii"))
-    if isinstance(value, dict):
-        return "{" + ",".join(f"{json.dumps(str(k), ensure_ascii=False)}:{compact_json(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, (list, tuple)):
-        return "[" + ",".join(compact_json(v) for v in value) + "]"
-    if isinstance(value, float):
-        return repr(value)
-    return str(value)
-
-
-def plain_text(value: Any) -> str | None:
-    """A scalar as text (strings as they are, numbers as written, booleans ``true``/``false``);
-    objects and arrays as compact JSON."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return Num(repr(value) if isinstance(value, float) else str(value))
-    return compact_json(value)
-
+from lakecdc.decode.jsontext import Num, compact_json, plain_text
+from lakecdc.decode.rows import MISSING, Pairs, RecordError
 
 # -- Kafka Connect logical types -----------------------------------------------------------------
 
@@ -103,7 +43,7 @@ ISO_DATE = "io.debezium.time.IsoDate"
 UNTYPED = T.NullType()
 _GEOMETRY = {"io.debezium.data.geometry.Geometry", "io.debezium.data.geometry.Point",
              "io.debezium.data.geometry.Geography"}
-_INT_TYPES = {"int8": T.ByteType(), "int16": T.ShortType(), "int32": T.IntegerType(), "int64": T.LongType()}
+INT_TYPES = {"int8": T.ByteType(), "int16": T.ShortType(), "int32": T.IntegerType(), "int64": T.LongType()}
 _EPOCH = dt.datetime(1970, 1, 1)
 _DIGITS = re.compile(r"-?\d+")
 _ZONED = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(\.\d+)?(Z|[+-]\d\d:?\d\d)")
@@ -261,7 +201,7 @@ def column_text(value: Any, field: Mapping[str, Any] | None, placeholders: froze
     if name in _GEOMETRY and isinstance(value, dict) and value.get("wkb") is not None:
         wkb = value["wkb"]
         return base64.b64encode(wkb).decode("ascii") if isinstance(wkb, (bytes, bytearray)) else str(wkb)
-    if kind in _INT_TYPES:
+    if kind in INT_TYPES:
         return Num(str(_int(value, what)))
     if kind == "bytes" and isinstance(value, (bytes, bytearray)):
         return base64.b64encode(value).decode("ascii")
@@ -303,8 +243,8 @@ def spark_type(field: Mapping[str, Any]) -> T.DataType | None:
         return T.BinaryType()
     if name in _TIMESTAMPS or name in _TIMES:
         return T.StringType()
-    if kind in _INT_TYPES:
-        return _INT_TYPES[kind]
+    if kind in INT_TYPES:
+        return INT_TYPES[kind]
     if kind == "float32":
         return T.FloatType()
     if kind in ("float64", "double"):
@@ -338,7 +278,7 @@ def image_fields(schema: Mapping[str, Any] | None, image: str) -> dict[str, Mapp
 
 
 #: Logical names :func:`column_text` reads specially (no fast path in :func:`column_converter`).
-_SPECIAL = frozenset({DECIMAL, VARIABLE_SCALE_DECIMAL, ZONED_TIMESTAMP, *_DATES, *_TIMES, *_TIMESTAMPS, *_GEOMETRY})
+SPECIAL = frozenset({DECIMAL, VARIABLE_SCALE_DECIMAL, ZONED_TIMESTAMP, *_DATES, *_TIMES, *_TIMESTAMPS, *_GEOMETRY})
 
 Converter = Callable[[Any], Any]
 
@@ -376,9 +316,9 @@ def column_converter(field: Mapping[str, Any] | None, placeholders: frozenset[st
             return general(value)
 
         return decimal
-    if name in _SPECIAL:
+    if name in SPECIAL:
         return general
-    if kind in _INT_TYPES:
+    if kind in INT_TYPES:
 
         def integer(value: Any) -> Any:
             return Num(str(value)) if type(value) is int else general(value)

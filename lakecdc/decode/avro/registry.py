@@ -1,4 +1,4 @@
-"""Writer schemas for ``debezium-avro``: the schema directory, registry references, Connect types.
+"""Writer schemas by schema id: a schema directory or schema-registry export, references resolved.
 
 **The schema directory** (option ``schemaDirectory``, a directory or one JSON file) maps the
 schema id of each Confluent wire-format message to its writer schema: ``<id>.avsc`` files (the
@@ -17,11 +17,8 @@ where the name is first used, so that fastavro and :func:`connect_schema` read o
 schema. A reference the export does not hold is a :class:`~lakecdc.errors.ConfigError` naming the
 schema id, the reference and the versions of that subject the directory does hold.
 
-**Connect types.** :func:`connect_schema` turns an Avro writer schema back into the Kafka Connect
-schema Confluent's ``AvroData`` made it from (``connect.type``, ``connect.name``,
-``connect.parameters``; a plain Avro ``logicalType`` maps to the Connect type that means the
-same), and :func:`without_logical_types` strips Avro's logical types so that fastavro gives raw
-ints and bytes, read exactly through the Connect names.
+The error messages name ``debezium-avro``, the format whose option this is (``debezium-json``
+reads the same directory for kcat records its Avro deserialiser rendered).
 """
 
 from __future__ import annotations
@@ -35,7 +32,6 @@ from typing import Any
 
 from fastavro import parse_schema
 
-from lakecdc.decoders._kafka_connect import DECIMAL
 from lakecdc.errors import ConfigError
 
 # -- the schema directory ------------------------------------------------------------------------
@@ -69,7 +65,7 @@ class Registry:
 
     def key_ids(self) -> frozenset[int]:
         """Ids of record-key schemas (records named ``*.Key``)."""
-        return frozenset(i for i, s in self.schemas.items() if _pairs_as_key(_record_name(s)))
+        return frozenset(i for i, s in self.schemas.items() if pairs_as_key(_record_name(s)))
 
 
 def _record_name(schema: Any) -> str | None:
@@ -79,10 +75,11 @@ def _record_name(schema: Any) -> str | None:
         return _record_name(named[0]) if len(named) == 1 else None
     if not isinstance(schema, dict) or schema.get("type") not in ("record", "error"):
         return None
-    return schema.get("connect.name") or _qualified(schema, "")
+    return schema.get("connect.name") or qualified_name(schema, "")
 
 
-def _pairs_as_key(name: str | None) -> bool:
+def pairs_as_key(name: str | None) -> bool:
+    """Whether a record of this Connect (or Avro full) name is a record key (``*.Key``)."""
     return bool(name) and name.endswith(".Key")  # type: ignore[union-attr]
 
 
@@ -217,7 +214,7 @@ class _References:
 
 def _full_name(schema: Any) -> str | None:
     if isinstance(schema, dict) and schema.get("type") in _NAMED:
-        return _qualified(schema, "")
+        return qualified_name(schema, "")
     return None
 
 
@@ -239,7 +236,7 @@ def inline(schema: Any, named: Mapping[str, Any]) -> Any:
             return node
         kind = node.get("type")
         if kind in _NAMED:
-            full = _qualified(node, ns)
+            full = qualified_name(node, ns)
             defined.add(full)
             if kind not in ("record", "error"):
                 return node
@@ -269,23 +266,8 @@ def _canonical(schema: Any) -> str:
     return json.dumps(schema, sort_keys=True, separators=(",", ":"))
 
 
-# -- Avro schemas as Kafka Connect schemas -------------------------------------------------------
-
-_PRIMITIVE = {"null": "null", "boolean": "boolean", "int": "int32", "long": "int64", "float": "float32",
-              "double": "float64", "bytes": "bytes", "string": "string"}
-#: Avro logical types without ``connect.name``: the Kafka Connect type that reads the same.
-_LOGICAL = {
-    "decimal": DECIMAL,
-    "date": "org.apache.kafka.connect.data.Date",
-    "time-millis": "org.apache.kafka.connect.data.Time",
-    "time-micros": "io.debezium.time.MicroTime",
-    "timestamp-millis": "org.apache.kafka.connect.data.Timestamp",
-    "timestamp-micros": "io.debezium.time.MicroTimestamp",
-    "timestamp-nanos": "io.debezium.time.NanoTimestamp",
-}
-
-
-def _qualified(schema: Mapping[str, Any], namespace: str) -> str:
+def qualified_name(schema: Mapping[str, Any], namespace: str) -> str:
+    """A named schema's full name, its own namespace first, else ``namespace``."""
     name = str(schema.get("name", ""))
     if "." in name:
         return name
@@ -293,91 +275,4 @@ def _qualified(schema: Mapping[str, Any], namespace: str) -> str:
     return f"{ns}.{name}" if ns else name
 
 
-class _ToConnect:
-    """One Avro schema's types as Kafka Connect schemas (``{"type", "name", "parameters",
-    "optional", "fields": [{..., "field": name}]}``), named types resolved."""
-
-    def __init__(self) -> None:
-        self.named: dict[str, dict[str, Any]] = {}
-
-    def of(self, avro: Any, namespace: str = "") -> dict[str, Any]:
-        if isinstance(avro, list):
-            return self._union(avro, namespace)
-        if isinstance(avro, str):
-            if avro in _PRIMITIVE:
-                return {"type": _PRIMITIVE[avro]}
-            full = avro if "." in avro else f"{namespace}.{avro}" if namespace else avro
-            return self.named.get(full) or self.named.get(avro) or {"type": "unknown"}
-        if not isinstance(avro, dict):
-            return {"type": "unknown"}
-        kind = avro.get("type")
-        if isinstance(kind, (list, dict)):
-            return self.of(kind, namespace)
-        if kind in ("record", "error"):
-            return self._record(avro, namespace)
-        if kind in ("enum", "fixed"):
-            out = self._props(avro, {"type": "string" if kind == "enum" else "bytes"})
-            self.named[_qualified(avro, namespace)] = out
-            return out
-        if kind == "array":
-            return self._props(avro, {"type": "array", "items": self.of(avro.get("items"), namespace)})
-        if kind == "map":
-            return self._props(avro, {"type": "map", "keys": {"type": "string"}, "values": self.of(avro.get("values"), namespace)})
-        if isinstance(kind, str) and kind in _PRIMITIVE:
-            return self._props(avro, {"type": _PRIMITIVE[kind]})
-        return self.of(kind, namespace) if isinstance(kind, str) else {"type": "unknown"}
-
-    def _union(self, branches: list[Any], namespace: str) -> dict[str, Any]:
-        real = [b for b in branches if b != "null" and not (isinstance(b, dict) and b.get("type") == "null")]
-        optional = len(real) < len(branches)
-        if len(real) == 1:
-            return {**self.of(real[0], namespace), "optional": optional}
-        return {"type": "union", "optional": optional}
-
-    def _record(self, avro: Mapping[str, Any], namespace: str) -> dict[str, Any]:
-        full = _qualified(avro, namespace)
-        out: dict[str, Any] = {"type": "struct", "name": avro.get("connect.name") or full, "fields": []}
-        self.named[full] = out
-        inner = full.rpartition(".")[0]
-        out["fields"] = [{**self.of(f.get("type"), inner), "field": str(f.get("name"))}
-                         for f in avro.get("fields") or () if isinstance(f, Mapping)]
-        params = avro.get("connect.parameters")
-        if isinstance(params, Mapping):
-            out["parameters"] = {str(k): str(v) for k, v in params.items()}
-        return out
-
-    @staticmethod
-    def _props(avro: Mapping[str, Any], out: dict[str, Any]) -> dict[str, Any]:
-        """Kafka Connect's type, logical name and parameters from the Avro properties."""
-        connect_type = avro.get("connect.type")
-        if isinstance(connect_type, str):
-            out["type"] = connect_type
-        logical = avro.get("logicalType")
-        name = avro.get("connect.name") or _LOGICAL.get(logical if isinstance(logical, str) else "")
-        raw = avro.get("connect.parameters")
-        params = {str(k): str(v) for k, v in raw.items()} if isinstance(raw, Mapping) else {}
-        if logical == "decimal":
-            params.setdefault("scale", str(avro.get("scale", 0)))
-            if not avro.get("connect.name") and "precision" in avro:
-                params.setdefault("connect.decimal.precision", str(avro["precision"]))
-        if name:
-            out["name"] = str(name)
-        if params:
-            out["parameters"] = params
-        return out
-
-
-def connect_schema(avro: Any) -> dict[str, Any]:
-    """The Kafka Connect schema an Avro writer schema stands for (see the module docstring)."""
-    return _ToConnect().of(avro)
-
-
-def without_logical_types(avro: Any) -> Any:
-    """``avro`` without ``logicalType``: fastavro then gives raw ints and bytes, read exactly by
-    :func:`~lakecdc.decoders._kafka_connect.column_text` through the Connect names."""
-    if isinstance(avro, dict):
-        return {k: without_logical_types(v) for k, v in avro.items() if k != "logicalType"}
-    if isinstance(avro, list):
-        return [without_logical_types(v) for v in avro]
-    return avro
-
+__all__ = ["Registry", "inline", "load_registry", "pairs_as_key", "qualified_name"]
