@@ -5,7 +5,8 @@ A vendor's decoder says, as Spark columns over its parsed records, what each rec
 :data:`lakecdc.changes.events.EVENT_SCHEMA` and applies the rules every format shares:
 
 * ``op`` is NULL on a bad record (``_error`` set), and so are both images;
-* an image is kept only for the ops :class:`~lakecdc.decode.spec.Images` names for it;
+* an image is kept only for the ops :class:`~lakecdc.decode.spec.Images` names for it (and an
+  after image on a skipped record when it says so);
 * ``source['skipped']`` is the kind of a skipped (non-row) record and nothing else;
 * ``idx`` (0 when the vendor gives none) and ``seq`` (by the spec's
   :class:`~lakecdc.decode.spec.Ordering`) are set for events and the skipped records that are
@@ -155,6 +156,9 @@ def project(parsed: DataFrame, parts: Parts, spec: VendorSpec) -> DataFrame:
         before_image = after_image = F.col("_e_after")
     else:
         before_image, after_image = F.col("_e_before"), F.col("_e_after")
+    after_ops = _ops(images.after, op)
+    if images.skipped_after:
+        after_ops = after_ops | F.col("_e_skipped").isNotNull()
     events = staged.select(
         F.col("_e_table").alias("table"),
         F.when(good, op).alias("op"),
@@ -165,7 +169,7 @@ def project(parsed: DataFrame, parts: Parts, spec: VendorSpec) -> DataFrame:
         F.col("_e_txid").alias("txid"),
         F.col("_e_keys").alias("keys"),
         F.when(good & _ops(images.before, op), before_image).alias("before"),
-        F.when(good & _ops(images.after, op), after_image).alias("after"),
+        F.when(good & after_ops, after_image).alias("after"),
         _with_skipped(F.col("_e_source"), F.col("_e_skipped")).alias("source"),
         *ORIGIN,
         error,

@@ -131,12 +131,15 @@ class Images:
     ``Parts.after`` and it becomes the before image of the ops in ``before`` and the after image
     of the ops in ``after``. ``whole`` tells whether a format's after images hold every column of
     the row (``always``: Debezium, Canal, DTS), may omit columns (``per-record``), or never do.
+    ``skipped_after``: a skipped record keeps the after image the vendor gives it (a schema change
+    naming the table's columns as NULLs, which the pipeline adds to the table).
     """
 
     before: frozenset[str] = frozenset({"U", "D"})
     after: frozenset[str] = frozenset({"I", "U", "R"})
     single: bool = False
     whole: Literal["always", "per-record", "never"] = "per-record"
+    skipped_after: bool = False
 
 
 @dataclass(frozen=True)

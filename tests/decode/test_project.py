@@ -255,3 +255,14 @@ def test_options_are_parsed_from_the_spec():
         spec.parse_options({"strict": "maybe"})
     with pytest.raises(ConfigError, match="f: mode='c' is not one of a, b"):
         parse_options("f", {"mode": "a"}, frozenset(), {"mode": "c"}, spec.options)
+
+
+@pytest.mark.spark
+def test_skipped_records_keep_their_after_image_only_when_the_spec_says(spark):
+    """``Images(skipped_after=True)``: a skipped record keeps the after image the vendor gave it
+    (a schema change naming columns); by default it has none; a row event is unaffected."""
+    keeps = VendorSpec(name="k", ops=OPS, images=Images(skipped_after=True))
+    ddl, insert = run(spark, [record(0, "DDL"), record(1, "INSERT")], spec=keeps)
+    assert (ddl.op, ddl.after, insert.after) == (None, AFTER, AFTER)
+    ddl, = run(spark, [record(0, "DDL")])
+    assert ddl.after is None
