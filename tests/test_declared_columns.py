@@ -286,9 +286,9 @@ def test_a_debezium_column_always_unavailable_is_created_and_keeps_the_value_it_
     declared by the schema, so the table has it (NULL); a later value is kept by a later update
     whose ``note`` is unavailable again."""
     try:
-        import tests.test_debezium_avro as dbz
+        import tests.decode.debezium.test_debezium_avro as dbz
     except ModuleNotFoundError:
-        import test_debezium_avro as dbz  # type: ignore[no-redef]
+        import tests.decode.debezium.test_debezium_avro as dbz  # type: ignore[no-redef]
 
     registry = dbz.write_registry(tmp_path / "schemas")
     gone = dbz.UNAVAILABLE

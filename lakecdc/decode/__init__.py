@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from lakecdc.decode.alibaba.canal import CanalJsonDecoder
 from lakecdc.decode.alibaba.shareplex import SharePlexJsonDecoder
 from lakecdc.decode.base import Decoder
-from lakecdc.decoders.debezium_avro import DebeziumAvroDecoder
-from lakecdc.decoders.debezium_json import DebeziumJsonDecoder
+from lakecdc.decode.debezium.avro import DebeziumAvroDecoder
+from lakecdc.decode.debezium.json import DebeziumJsonDecoder
 from lakecdc.decoders.dts_avro import DtsAvroDecoder
 from lakecdc.decoders.ogg_avro import OggAvroOpDecoder, OggAvroRowDecoder
 from lakecdc.decoders.ogg_delimited import OggDelimitedDecoder

@@ -127,6 +127,26 @@ def rows_parts(rows: DataFrame, *, op_ts: Column | None = None, idx: Column | No
     )
 
 
+def _texts(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _texts(v)
+
+
+def encodable(row: Row) -> Row:
+    """``row``, or a failed row when a text in it is no UTF-8 (a lone surrogate from a JSON
+    escape such as ``\\ud800``, which Arrow cannot hold)."""
+    for text in _texts(list(row)):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return failed("a string holds a lone surrogate (a JSON escape such as \\ud800 without its pair), "
+                          "which is no Unicode text", table=row.table)
+    return row
+
+
 @contextlib.contextmanager
 def gc_paused() -> Iterator[None]:
     """The cyclic garbage collector off meanwhile (a ``mapInArrow`` body decoding one batch).
@@ -145,4 +165,4 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-__all__ = ["MISSING", "ROW_SCHEMA", "Pairs", "RecordError", "Row", "failed", "gc_paused", "rows_parts", "skipped"]
+__all__ = ["MISSING", "ROW_SCHEMA", "Pairs", "RecordError", "Row", "encodable", "failed", "gc_paused", "rows_parts", "skipped"]

@@ -17,7 +17,7 @@ TS = 1_714_564_800_000_000  # 2024-05-01 12:00 UTC, in microseconds
 
 
 def events(spark, rows: list[Row]) -> list:
-    records = [("f.json", 0, n, *(dict(v) if isinstance(v, list) and f in MAPS else v for f, v in zip(Row._fields, r)))
+    records = [("f.json", 0, n, *(dict(v) if isinstance(v, list) and f in MAPS else v for f, v in zip(Row._fields, r, strict=True)))
                for n, r in enumerate(rows)]
     df = spark.createDataFrame(records, ROW_SCHEMA)
     return project(df, rows_parts(df), SPEC).orderBy("_row").collect()

@@ -19,11 +19,11 @@ from deltalake import DeltaTable
 
 import lakecdc
 from lakecdc.decode.avro.registry import Registry
+from lakecdc.decode.debezium.avro_reader import Reader
+from lakecdc.decode.debezium.ddl import DdlColumn, ddl_type, merge_declared
+from lakecdc.decode.debezium.envelope import decode_value, parse_json
+from lakecdc.decode.debezium.settings import Settings
 from lakecdc.decode.files.splits import Split
-from lakecdc.decoders._debezium import Settings, decode_value
-from lakecdc.decoders._debezium_ddl import DdlColumn, ddl_type, merge_declared
-from lakecdc.decoders.debezium_avro import Reader
-from lakecdc.decoders.debezium_json import parse_json
 
 try:
     from tests.debezium_avro_render import length_prefixed, wire
@@ -32,7 +32,7 @@ except ModuleNotFoundError:  # tests/ is on sys.path, not the repository root
     from debezium_avro_render import length_prefixed, wire  # type: ignore[no-redef]
     from helpers import rows  # type: ignore[no-redef]
 
-SAMPLES = Path(__file__).parent / "fixtures" / "samples" / "debezium-json"  # vendored (MANIFEST.tsv)
+SAMPLES = Path(__file__).parents[2] / "fixtures" / "samples" / "debezium-json"  # vendored (MANIFEST.tsv)
 FORMAT = "debezium-json"
 
 

@@ -26,8 +26,8 @@ from lakecdc.changes.quarantine import quarantine_path
 from lakecdc.decode import DECODERS, get_decoder
 from lakecdc.decode.avro.connect import connect_schema
 from lakecdc.decode.avro.registry import load_registry
+from lakecdc.decode.debezium.rules import sortable
 from lakecdc.decode.kafka.dumps import length_prefixed_splits
-from lakecdc.decoders._debezium import sortable
 from lakecdc.errors import ConfigError
 
 try:
@@ -40,9 +40,9 @@ try:
         as_debezium,
         decoded_table,
     )
+    from tests.decode.debezium.test_debezium_json import WRITTEN
     from tests.helpers import rows
     from tests.oracle import Oracle, declaring
-    from tests.test_debezium_json import WRITTEN
     from tests.test_property import assert_counts, assert_targets_match, scenarios
 except ModuleNotFoundError:  # tests/ is on sys.path, not the repository root
     from debezium_avro_render import AvroRenderer, length_prefixed, wire  # type: ignore[no-redef]
@@ -504,8 +504,8 @@ def test_message_splits_of_a_small_file_is_one(tmp_path):
 
 
 def test_float_texts_are_those_of_the_32_bit_value():
-    from lakecdc.decoders._debezium import Settings
-    from lakecdc.decoders.debezium_avro import Plan
+    from lakecdc.decode.debezium.avro_reader import Plan
+    from lakecdc.decode.debezium.settings import Settings
 
     plan = Plan.of(ENVELOPE, "t", Settings())
     record = fastavro.schemaless_reader(io.BytesIO(MESSAGES[0][1][5:]), plan.parsed, None)

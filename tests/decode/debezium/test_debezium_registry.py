@@ -13,9 +13,9 @@ import fastavro
 import pytest
 
 from lakecdc.decode.avro.registry import inline, load_registry
+from lakecdc.decode.debezium.avro_reader import Reader
+from lakecdc.decode.debezium.settings import Settings
 from lakecdc.decode.files.splits import Split
-from lakecdc.decoders._debezium import Settings
-from lakecdc.decoders.debezium_avro import Reader
 from lakecdc.errors import ConfigError
 
 try:

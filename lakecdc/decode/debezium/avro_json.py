@@ -39,13 +39,14 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from lakecdc.decode.avro.schemas import expand_names
+from lakecdc.decode.debezium.avro_reader import Plan
+from lakecdc.decode.debezium.envelope import Key, decode_value
+from lakecdc.decode.debezium.settings import Settings
 from lakecdc.decode.jsontext import compact_json, slow_loads
-from lakecdc.decode.rows import Pairs, RecordError
-from lakecdc.decoders._debezium import Key, Row, Settings, decode_value
+from lakecdc.decode.rows import Pairs, RecordError, Row
 
 if TYPE_CHECKING:
     from lakecdc.decode.avro.registry import Registry
-    from lakecdc.decoders.debezium_avro import Plan
 
 _PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})
 _BRANCHES = frozenset({*_PRIMITIVES, "array", "map"})
@@ -205,8 +206,6 @@ class AvroJson:
         if known is None:
             if schema_id not in reg.schemas:
                 raise RecordError(reg.unknown(schema_id))
-            from lakecdc.decoders.debezium_avro import Plan  # (imports debezium_json: not at module level)
-
             schema = reg.schemas[schema_id]
             expanded, named = expand_names(schema)
             plan = Plan.of(schema, reg.label(schema_id), self.settings, reg.topic(schema_id))

@@ -22,10 +22,10 @@ from hypothesis import strategies as st
 import lakecdc
 from lakecdc.changes.quarantine import quarantine_path
 from lakecdc.decode import DECODERS, get_decoder
+from lakecdc.decode.debezium.rules import op_ts_micros, sortable
 from lakecdc.decode.files.lines import exact_json_strings
 from lakecdc.decode.files.reread import locate
 from lakecdc.decode.kafka.connect_values import decimal_text, zoned_to_utc
-from lakecdc.decoders._debezium import op_ts_micros, sortable
 from lakecdc.errors import ConfigError
 
 try:
@@ -59,8 +59,8 @@ except ModuleNotFoundError:  # tests/ is on sys.path, not the repository root
         scenarios,
     )
 
-FIX = Path(__file__).parent / "fixtures" / "debezium-json"
-SHARED_SAMPLES = Path(os.environ.get("LAKECDC_SAMPLES", Path(__file__).parent / "fixtures" / "samples"))
+FIX = Path(__file__).parents[2] / "fixtures" / "debezium-json"
+SHARED_SAMPLES = Path(os.environ.get("LAKECDC_SAMPLES", Path(__file__).parents[2] / "fixtures" / "samples"))
 SAMPLES = "debezium-json"
 FORMAT = "debezium-json"
 
@@ -517,7 +517,7 @@ def test_options_are_checked():
 
 
 def test_connector_positions():
-    from lakecdc.decoders._debezium import connector_position
+    from lakecdc.decode.debezium.rules import connector_position
 
     def pad(*parts: object) -> str:
         return "|".join(sortable(p) if p != "~" else "~" for p in parts)

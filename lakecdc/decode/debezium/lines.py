@@ -1,12 +1,12 @@
 """Reading ``debezium-json`` lines in the executors: records to canonical rows, in Arrow batches.
 
 :class:`LineReader` decodes the lines of one partition in order (see
-:mod:`lakecdc.decoders.debezium_json` for the layouts): a comment line or a key line is a skipped
+:mod:`lakecdc.decode.debezium.json` for the layouts): a comment line or a key line is a skipped
 record, a key line gives the primary-key columns of the value on the next line, a kcat record
 (``topic``, ``partition``, ``offset``, ...) carries its key and value as JSON text, as JSON, as
 base64 of JSON, or as the Avro datum kcat's own deserialiser rendered
-(:mod:`lakecdc.decoders._debezium_avro_json`). The envelope itself is
-:func:`lakecdc.decoders._debezium.decode_value`'s.
+(:mod:`lakecdc.decode.debezium.avro_json`). The envelope itself is
+:func:`lakecdc.decode.debezium.envelope.decode_value`'s.
 
 Speed (the issue-4 benchmark decodes a million events): lines are parsed with msgspec and each
 distinct Kafka Connect schema text once (:mod:`lakecdc.decode.jsontext`, :mod:`lakecdc.decode.kafka.connect`), the
@@ -24,48 +24,29 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 from pyspark.sql import types as T
 
-from lakecdc.decode.files.kcat import split_key_value
-from lakecdc.decode.jsontext import compact_json, loads, slow_loads
-from lakecdc.decode.kafka.connect import ConnectSplitter, unwrap_connect
-from lakecdc.decode.kafka.records import KCAT_MEMBERS, kafka_pairs, kcat_part
-from lakecdc.decode.rows import ROW_SCHEMA, RecordError, gc_paused
-from lakecdc.decoders._debezium import (
+from lakecdc.decode.debezium.avro_json import AvroJson, is_avro_json
+from lakecdc.decode.debezium.envelope import (
     Images,
     Key,
-    Row,
-    Settings,
     decode_value,
-    failed,
     image_readers,
     looks_like_key,
-    name_from_topic,
     non_row_reason,
-    skipped,
+    parse_json,
+    same_table,
 )
-from lakecdc.decoders._debezium_avro_json import AvroJson, is_avro_json
+from lakecdc.decode.debezium.rules import name_from_topic
+from lakecdc.decode.debezium.settings import Settings
+from lakecdc.decode.files.kcat import split_key_value
+from lakecdc.decode.jsontext import compact_json, loads
+from lakecdc.decode.kafka.connect import ConnectSplitter, unwrap_connect
+from lakecdc.decode.kafka.records import KCAT_MEMBERS, kafka_pairs, kcat_part
+from lakecdc.decode.rows import ROW_SCHEMA, RecordError, Row, encodable, failed, gc_paused, skipped
 
 if TYPE_CHECKING:
     from lakecdc.decode.avro.registry import Registry
 
 _MAP = pa.map_(pa.string(), pa.string())
-
-# -- JSON ------------------------------------------------------------------------------------------
-
-
-def parse_json(text: str, what: str = "record") -> Any:
-    """JSON with every number kept as its exact text (:class:`~lakecdc.decode.jsontext.Num`)."""
-    return slow_loads(text, what)
-
-
-def same_table(key: Key, schema: Mapping[str, Any] | None) -> bool:
-    """A key belongs to the next value unless both schemas name different tables (the part
-    before ``.Key`` / ``.Envelope``; seed 001's own key and value differ in the schema part)."""
-    value_name = schema.get("name") if isinstance(schema, Mapping) else None
-    key_name = key.schema_name
-    if not value_name or not key_name:
-        return True
-    return key_name.rsplit(".", 2)[-2:-1] == value_name.rsplit(".", 2)[-2:-1]
-
 
 # -- reading lines -----------------------------------------------------------------------------------
 
@@ -244,33 +225,13 @@ _ROW_TYPES = (pa.string(), pa.string(), pa.int64(), pa.string(), pa.string(), pa
               _MAP, _MAP, _MAP, pa.string())
 
 
-def _texts(value: Any) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, (list, tuple)):
-        for v in value:
-            yield from _texts(v)
-
-
-def _encodable(row: Row) -> Row:
-    """``row``, or a failed row when a text in it is no UTF-8 (a lone surrogate from a JSON
-    escape such as ``\\ud800``, which Arrow cannot hold)."""
-    for text in _texts(list(row)):
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            return failed("a string holds a lone surrogate (a JSON escape such as \\ud800 without its pair), "
-                          "which is no Unicode text", table=row.table)
-    return row
-
-
 def rows_batch(batch: pa.RecordBatch, out: list[Row]) -> pa.RecordBatch:
     """The ``x_*`` batch of ``out``, the rows of ``batch``'s lines (its origin columns kept)."""
     cols = list(zip(*out, strict=True)) if out else [[] for _ in Row._fields]
     try:
         arrays = [pa.array(col, kind) for col, kind in zip(cols, _ROW_TYPES, strict=True)]
     except UnicodeEncodeError:
-        cols = list(zip(*[_encodable(r) for r in out], strict=True))
+        cols = list(zip(*[encodable(r) for r in out], strict=True))
         arrays = [pa.array(col, kind) for col, kind in zip(cols, _ROW_TYPES, strict=True)]
     origin = [batch.column("_file"), batch.column("_block"), batch.column("_row")]
     return pa.RecordBatch.from_arrays(origin + arrays, schema=_ARROW_SCHEMA)

@@ -6,7 +6,7 @@ lines are read as text and each line that starts with a known schema text (one o
 :func:`~lakecdc.decode.kafka.connect.connect_prefixes`) has it cut off in the JVM
 (``_head`` says which). For a schema SQL can read (:func:`plan`), the rest of the line, the
 payload, is parsed by ``from_json`` as the bare envelope and decoded by the same SQL as files
-without schema (:func:`~lakecdc.decoders._debezium_spark.decode_parsed`), the schema's logical
+without schema (:func:`~lakecdc.decode.debezium.sql.decode_parsed`), the schema's logical
 types applied per column:
 
 * ``int8``..``int64``, ``string``, ``boolean`` and ``bytes`` values are their JSON text, as the
@@ -18,7 +18,7 @@ types applied per column:
 A schema with any other type (a float, whose text ``from_json`` renders through a double; dates,
 times, timestamps, variable-scale decimals, geometries, structs and arrays; a renamed column)
 sends its lines to the Python reader, as does every line SQL does not read exactly (a longer or
-malformed Decimal, text after the payload, everything :func:`~lakecdc.decoders._debezium_spark.plain`
+malformed Decimal, text after the payload, everything :func:`~lakecdc.decode.debezium.sql.plain`
 refuses). Those lines reach the Python reader with their whole text.
 
 A value of the wrong JSON type for its schema field (text in an ``int64`` field) is quarantined
@@ -36,13 +36,13 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakecdc.changes.columns import sql_string
+from lakecdc.decode.debezium.envelope import parse_json
+from lakecdc.decode.debezium.settings import Settings
+from lakecdc.decode.debezium.sql import ENVELOPE, NO_SHAPE, Images, Shape, decode_parsed
 from lakecdc.decode.files.lines import CORRUPT, JSON_LIMITS
 from lakecdc.decode.kafka.connect import connect_prefixes, unwrap_connect
 from lakecdc.decode.kafka.connect_values import DECIMAL, INT_TYPES, SPECIAL, column_name, image_fields
 from lakecdc.decode.rows import RecordError
-from lakecdc.decoders._debezium import Settings
-from lakecdc.decoders._debezium_lines import parse_json
-from lakecdc.decoders._debezium_spark import ENVELOPE, NO_SHAPE, Images, Shape, decode_parsed
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -139,8 +139,8 @@ def _decimal_stages(v: str, scale: int) -> list[list[tuple[str, str]]]:
 
 def _images(parsed: DataFrame, plans: Mapping[int, Plan]) -> tuple[DataFrame, Images | None]:
     """``parsed`` with the ``_<image><head>_same`` columns, and how
-    :func:`~lakecdc.decoders._debezium_spark.decode_parsed` converts the Decimal values of the
-    lines' images (:class:`~lakecdc.decoders._debezium_spark.Images`; None when no image holds a
+    :func:`~lakecdc.decode.debezium.sql.decode_parsed` converts the Decimal values of the
+    lines' images (:class:`~lakecdc.decode.debezium.sql.Images`; None when no image holds a
     Decimal).
 
     An image written as the connector writes it (every field of the schema, in order: ``_same``)
@@ -184,11 +184,11 @@ def _images(parsed: DataFrame, plans: Mapping[int, Plan]) -> tuple[DataFrame, Im
 def decode(lines: DataFrame, prefixes: Sequence[str], settings: Settings, registry: Registry | None, *,
            shape: Shape = NO_SHAPE) -> DataFrame:
     """ROW_SCHEMA's rows of ``lines`` (``value``, ``_file``, ``_block``, ``_row``, ``_head``:
-    :meth:`~lakecdc.decoders.debezium_json.DebeziumJsonDecoder.lines`), the lines whose schema
+    :meth:`~lakecdc.decode.debezium.json.DebeziumJsonDecoder.lines`), the lines whose schema
     :func:`plan` accepts decoded in SQL, the others by the Python reader.
 
     ``shape``: what the files' first records say of their lines
-    (:func:`~lakecdc.decoders._debezium_spark.shape_of`).
+    (:func:`~lakecdc.decode.debezium.sql.shape_of`).
     """
     plans = {i: p for i, prefix in enumerate(prefixes) if (p := plan(prefix)) is not None}
     value, head = F.col("value"), F.col("_head")

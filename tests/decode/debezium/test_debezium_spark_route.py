@@ -1,4 +1,4 @@
-"""``debezium-json`` files of bare envelopes are decoded by Spark (:mod:`lakecdc.decoders._debezium_spark`);
+"""``debezium-json`` files of bare envelopes are decoded by Spark (:mod:`lakecdc.decode.debezium.sql`);
 every line it does not read itself goes to the Python reader. Both routes must give the same rows
 as ``reader=python`` (the Python reader for the whole file), whatever the lines hold."""
 
@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
 from lakecdc.decode import get_decoder
+from lakecdc.decode.debezium.sql import Shape, shape_of, spark_file
 from lakecdc.decode.files.lines import exact_json_strings
-from lakecdc.decoders._debezium_spark import Shape, shape_of, spark_file
 from lakecdc.errors import ConfigError
 
 
@@ -211,8 +211,8 @@ def test_small_files_sharing_a_partition_and_blocks_in_other_layouts(spark, tmp_
 @pytest.mark.spark
 def test_positions_are_sortable_as_the_python_reader_writes_them(spark):
     """LSNs of any number of parts, upper or lower case, digits and other text (no lambda in SQL)."""
-    from lakecdc.decoders._debezium import sortable
-    from lakecdc.decoders._debezium_spark import _sortable
+    from lakecdc.decode.debezium.rules import sortable
+    from lakecdc.decode.debezium.rules import sql_sortable as _sortable
 
     texts = ["00000025:00000d98:00a2", "25:D98:A2", "1:2", "0:1:2:3", "ABCDEF0123456789ABCD:1:2", "4711", "", None,
              "mysql-bin.000012", "12345678901234567890123"]

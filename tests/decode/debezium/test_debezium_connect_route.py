@@ -1,4 +1,4 @@
-"""``debezium-json`` with ``schemas.enable=true`` read by Spark (:mod:`lakecdc.decoders._debezium_connect`):
+"""``debezium-json`` with ``schemas.enable=true`` read by Spark (:mod:`lakecdc.decode.debezium.connect_sql`):
 the payload of each line whose Connect schema SQL reads is decoded in SQL, Decimals included; every
 other line goes to the Python reader with its whole text. Both must give the rows ``reader=python``
 gives, whatever the lines hold."""
@@ -17,11 +17,11 @@ from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
 from lakecdc.decode import get_decoder
+from lakecdc.decode.debezium.connect_sql import _beyond, _decimal_stages, connect_file, plan
 from lakecdc.decode.files.lines import exact_json_strings
 from lakecdc.decode.kafka.connect import connect_prefixes
 from lakecdc.decode.kafka.connect_values import decimal_text
-from lakecdc.decoders._debezium_connect import _beyond, _decimal_stages, connect_file, plan
-from tests.test_debezium_json_fast import DECIMAL, _field
+from tests.decode.debezium.test_debezium_json_fast import DECIMAL, _field
 
 
 def _schema(*fields: dict[str, Any], name: str = "srv.app.t") -> dict[str, Any]:

@@ -15,15 +15,15 @@ import pytest
 from pyspark.sql import functions as F
 
 from lakecdc.decode import get_decoder
+from lakecdc.decode.debezium.ddl import merge_declared
+from lakecdc.decode.debezium.json import type_batches
+from lakecdc.decode.debezium.lines import LineReader, decode_batches
 from lakecdc.decode.files.lines import read_lines
 from lakecdc.decode.files.staging import first_record
 from lakecdc.decode.kafka.connect import connect_prefixes
 from lakecdc.decode.kafka.records import TYPES_SCHEMA
 from lakecdc.decode.rows import ROW_SCHEMA
-from lakecdc.decoders._debezium_ddl import merge_declared
-from lakecdc.decoders._debezium_lines import LineReader, decode_batches
-from lakecdc.decoders.debezium_json import type_batches
-from tests.test_debezium_json_fast import IMAGE, PAYLOADS, ROW, SCHEMA, SETTINGS, _payload
+from tests.decode.debezium.test_debezium_json_fast import IMAGE, PAYLOADS, ROW, SCHEMA, SETTINGS, _payload
 
 OTHER = {**SCHEMA, "name": "srv.app.u.Envelope",
          "fields": [{**ROW, "field": "before", "name": "srv.app.u.Value"}, {**ROW, "field": "after", "name": "srv.app.u.Value"},

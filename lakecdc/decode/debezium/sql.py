@@ -19,7 +19,7 @@ option ``reader=spark`` (the default), a file whose first record is such an enve
   its op needs;
 * every other line (a tombstone, a transaction marker, a schema change, a heartbeat, a bad
   record, a placeholder to drop, ...) goes to the Python reader
-  (:class:`~lakecdc.decoders._debezium_lines.LineReader`) through a pandas UDF that sees only those
+  (:class:`~lakecdc.decode.debezium.lines.LineReader`) through a pandas UDF that sees only those
   lines (the others reach it as NULL), so its rows are the same as ever.
 
 One difference from reading the whole file in Python: a *key* record in the middle of such a file
@@ -42,23 +42,22 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakecdc.changes.events import digits, padded_parts, zero_pad
+from lakecdc.decode.debezium.lines import LineReader
+from lakecdc.decode.debezium.rules import (
+    KNOWN_CONNECTORS,
+    NAMING,
+    connector_of,
+    sql_connector,
+    sql_op_ts,
+    sql_position,
+    sql_sortable,
+    sql_table,
+    sql_text,
+)
+from lakecdc.decode.debezium.settings import OPS, Settings
 from lakecdc.decode.files.lines import CORRUPT, JSON_LIMITS, read_json
 from lakecdc.decode.files.reread import Rereader
-from lakecdc.decode.rows import ROW_SCHEMA
-from lakecdc.decoders._debezium import (
-    _LSN_WIDTH,
-    _MAX,
-    _NAMING,
-    _NUM_WIDTH,
-    _SNAPSHOT_FLAGS,
-    OPS,
-    Settings,
-    connector_of,
-    failed,
-    sortable,
-)
-from lakecdc.decoders._debezium_lines import LineReader, _encodable
+from lakecdc.decode.rows import ROW_SCHEMA, encodable, failed
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -77,8 +76,6 @@ _NOT_ENVELOPE = ("schema", "payload", "topic", "partition", "offset")
 _X_SCHEMA = T.StructType([f for f in ROW_SCHEMA.fields if f.name.startswith("x_")])
 _X_FIELDS = tuple(_X_SCHEMA.fieldNames())
 _MAPS = frozenset({"x_before", "x_after", "x_source"})
-#: The connectors read here: every one the Python reader names tables for, but MongoDB.
-_KNOWN_CONNECTORS = tuple(c for c in _NAMING if c != "mongodb")
 _SEP = "\u0001"
 #: What Spark's JSON parser writes for a lone surrogate escape such as ``\\ud800`` (a JSON text,
 #: but no Unicode one), which the Python reader fails the record for: a line with it in a value or
@@ -127,11 +124,11 @@ NO_SHAPE = Shape()
 
 def shape_of(sources: Sequence[Mapping | None]) -> Shape:
     """The :class:`Shape` of files whose first records have these ``source`` blocks (the layout
-    is the first one's; no connectors when a block names none :data:`_KNOWN_CONNECTORS` has)."""
+    is the first one's; no connectors when a block names none :data:`KNOWN_CONNECTORS` has)."""
     blocks = [s if isinstance(s, Mapping) else {} for s in sources]
     named = {connector_of(b) for b in blocks}
     return Shape(tuple(blocks[0]) if blocks else (),
-                 tuple(sorted(named)) if named <= set(_KNOWN_CONNECTORS) else ())
+                 tuple(sorted(named)) if named <= set(KNOWN_CONNECTORS) else ())
 
 
 def source_block(first_record: str | None) -> Mapping | None:
@@ -161,20 +158,20 @@ _POSITION_MEMBERS = {
 _LOOKED_UP = tuple(sorted(
     {"connector", "snapshot", "scn", "commit_scn", "redo_thread", "ssn", "commit_lsn", "change_lsn",
      "event_serial_no", "file", "pos", "lsn", "txId", "ts_ns", "ts_us", "ts_ms"}
-    | {p for parts in _NAMING.values() for p in parts}
+    | {p for parts in NAMING.values() for p in parts}
 ))
 
 
-class _Fields:
+class Fields:
     """The parsed envelope's columns by name (``m["source"]``), as :data:`ENVELOPE` reads them,
     and the source block's members (``m.src("scn")``), for lines of a :class:`Shape` (with a
     layout, ``_same`` says a line's block is written so)."""
 
     def __init__(self, shape: Shape = NO_SHAPE) -> None:
         self.layout = shape.layout
-        self.connectors = shape.connectors or _KNOWN_CONNECTORS
+        self.connectors = shape.connectors or KNOWN_CONNECTORS
         #: the ``_conn`` values read in SQL (none named or guessed too, when nothing is known)
-        self.readable = shape.connectors or (*_KNOWN_CONNECTORS, "")
+        self.readable = shape.connectors or (*KNOWN_CONNECTORS, "")
 
     def __getitem__(self, name: str) -> Column:
         return F.col(name)
@@ -209,127 +206,12 @@ class _Fields:
         return F.coalesce(F.map_contains_key(F.col("source"), name), F.lit(False))
 
 
-def _pad(c: Column, width: int = _NUM_WIDTH) -> Column:
-    """``str.rjust(width, "0")``: never cut (``lpad`` would)."""
-    return F.when(F.length(c) >= width, c).otherwise(zero_pad(c, width))
-
-
-def _text(c: Column) -> Column:
-    """``_debezium._text``: NULL for NULL and the empty string."""
-    return F.when(c != "", c)
-
-
-def _sortable(c: Column) -> Column:
-    """``_debezium.sortable`` for texts: digits zero-padded to 20, an LSN per part to 16 lower-case
-    hex digits, other text as it is, NULL as the empty string."""
-    lsn = padded_parts(F.lower(c), ":", _LSN_WIDTH)
-    return (
-        F.when(c.isNull() | (c == ""), F.lit(""))
-        .when(digits(c), _pad(c))
-        .when(c.rlike("^[0-9A-Fa-f]+(:[0-9A-Fa-f]+)+$"), lsn)
-        .otherwise(c)
-    )
-
-
-def _joined(*parts: Column) -> Column:
-    return F.concat_ws("|", *parts)
-
-
-def _connector(m: _Fields) -> Column:
-    """``_debezium.connector_of``: the named connector (lower case), else guessed from the members."""
-    named = m.src("connector")
-    guessed = (
-        F.when(m.has("scn") | m.has("commit_scn"), "oracle")
-        .when(m.has("change_lsn") | m.has("commit_lsn"), "db2")
-        .when(m.has("file") & m.has("pos"), "mysql")
-        .when(m.has("lsn"), "postgresql")
-        .when(m.has("collection") | m.has("ord"), "mongodb")
-        .otherwise("")
-    )
-    # (lower() maps case by ICU: skipped for the names as connectors write them)
-    return F.when(named.isin(*_KNOWN_CONNECTORS), named).when(named != "", F.lower(named)).otherwise(guessed)
-
-
-def _table(m: _Fields, settings: Settings) -> Column:
-    """``_debezium.source_table``: the source block's names joined by dots (NULL without the last)."""
-
-    def join(parts: tuple[str, ...]) -> Column:
-        return F.when(_text(m.src(parts[-1])).isNotNull(), F.concat_ws(".", *[_text(m.src(p)) for p in parts]))
-
-    if settings.table_name:
-        return join(settings.table_name)
-    connector = m["_conn"]
-    default = F.when(_text(m.src("schema")).isNotNull(), join(("schema", "table"))).otherwise(join(("db", "table")))
-    out = F.when(F.lit(False), F.lit(None).cast("string"))
-    for name in m.connectors:
-        out = out.when(connector == name, join(_NAMING[name]))
-    return out.otherwise(default)
-
-
-def _op_ts(m: _Fields) -> Column:
-    """``_debezium.op_ts_micros``: source ts_ns/ts_us/ts_ms, else the envelope's, in microseconds
-    (NULL when the first number found does not fit: the Python reader then says why)."""
-    out = F.when(F.lit(False), F.lit(None).cast("bigint"))
-    for block in (m.src, m.__getitem__):
-        for name, scale in (("ts_ns", None), ("ts_us", 1), ("ts_ms", 1000)):
-            v = block(name)
-            n = v.try_cast("bigint")
-            if scale is None:  # nanoseconds floored to microseconds: a long's division when not negative
-                micros = F.when(n >= 0, F.call_function("div", n, F.lit(1000))).otherwise(
-                    F.floor(n.cast("decimal(20,0)") / F.lit(1000)).cast("bigint"))
-            else:
-                micros = F.try_multiply(n, F.lit(scale))
-            integer = F.when(v.startswith("-"), digits(F.substring(v, 2, 1 << 20))).otherwise(digits(v))
-            out = out.when(integer, micros.cast("bigint"))
-    return out
-
-
-def _position(m: _Fields) -> Column:
-    """``_debezium.connector_position``: ``pos`` when positional, else NULL (MongoDB never comes here).
-    Built from the members' sortable texts (:meth:`_Fields.sortable`; that of an empty text is
-    that of NULL, so ``_text`` need not come first)."""
-    s, q, connector = m.src, m.sortable, m["_conn"]
-    flag = s("snapshot")
-    snapshot = F.when(flag == "false", F.lit(False)).otherwise(F.lower(flag).isin(*sorted(_SNAPSHOT_FLAGS)))
-    read = (m["_op"] == "R") | F.coalesce(snapshot, F.lit(False))
-    scn, commit = _text(s("scn")), _text(s("commit_scn"))
-    # _sortable(coalesce(commit, scn)) and _sortable(coalesce(scn, commit))
-    first = F.when(commit.isNotNull(), q("commit_scn")).otherwise(q("scn"))
-    then = F.when(scn.isNotNull(), q("scn")).otherwise(q("commit_scn"))
-    oracle = (
-        F.when(read & scn.isNotNull(), _joined(q("scn"), q("scn"), F.lit(_MAX), F.lit(_MAX)))
-        .when(commit.isNotNull() | scn.isNotNull(), _joined(first, then, q("redo_thread"), q("ssn")))
-    )
-    c_lsn, ch_lsn = _text(s("commit_lsn")), _text(s("change_lsn"))
-    db2 = (
-        F.when(c_lsn.isNull(), F.lit(None).cast("string"))
-        .when(ch_lsn.isNull(), _joined(q("commit_lsn"), F.lit(_MAX), F.lit(_MAX)))
-        .otherwise(_joined(q("commit_lsn"), q("change_lsn"), q("event_serial_no")))
-    )
-    file = _text(s("file"))
-    binlog = F.when(file.rlike("^.*?[0-9]+$"), F.concat(
-        F.regexp_extract(file, "^(.*?)([0-9]+)$", 1),
-        _pad(F.regexp_extract(file, "^(.*?)([0-9]+)$", 2)),
-    )).otherwise(file)
-    row = F.when(m.has("row"), q("row")).otherwise(F.lit(sortable("0")))
-    mysql = F.when(file.isNotNull() & s("pos").isNotNull(), _joined(
-        binlog, q("pos"), F.when(read, "0").otherwise("1"), row))
-    lsn = _text(s("lsn"))
-    pg = F.when(lsn.isNotNull(), _joined(q("lsn"), F.when(read, "1").otherwise("0")))
-    pos = F.when(F.lit(False), F.lit(None).cast("string"))
-    for names, branch in ((("oracle",), oracle), (("db2", "sqlserver"), db2), (("mysql", "mariadb"), mysql),
-                          (("postgresql",), pg)):
-        if wanted := [n for n in names if n in m.connectors]:
-            pos = pos.when(connector.isin(*wanted), branch)
-    return pos
-
-
 def _prefixed_keys(block: Column, prefix: str) -> Column:
     """The map's keys each with ``prefix`` (no lambda: ``transform_keys`` is interpreted per key)."""
     return F.split(F.concat(F.lit(prefix), F.array_join(F.map_keys(block), _SEP + prefix)), _SEP)
 
 
-def _source_map(m: _Fields) -> Column:
+def _source_map(m: Fields) -> Column:
     """``_debezium._source_pairs``: ``source.<member>``, the envelope's ts_*, ``transaction.<member>``
     (read only for a :func:`plain` line: its keys hold no ``\\u0001``). One map built from two
     arrays: building a map hashes every key, so a ``map_concat`` of maps would hash them twice."""
@@ -364,7 +246,7 @@ def odd(settings: Settings) -> Column:
     return out
 
 
-def plain(m: _Fields, settings: Settings) -> Column:
+def plain(m: Fields, settings: Settings) -> Column:
     """Whether a parsed line is an envelope :func:`envelope_columns` reads as the Python reader
     would (see the module docstring); every other line goes to the Python reader."""
     op = m["op"]
@@ -391,22 +273,22 @@ def plain(m: _Fields, settings: Settings) -> Column:
     return out
 
 
-def position(m: _Fields, settings: Settings) -> Column:
+def position(m: Fields, settings: Settings) -> Column:
     """``pos`` of a :func:`plain` envelope (``sequenceBy`` names read from ``_srcmap``, the
     :func:`_source_map`)."""
     if settings.sequence_by and settings.sequence_by != ("op_ts",):
-        return F.concat_ws("|", *[_sortable(m["_srcmap"][n]) for n in settings.sequence_by])
-    return _position(m)
+        return F.concat_ws("|", *[sql_sortable(m["_srcmap"][n]) for n in settings.sequence_by])
+    return sql_position(m)
 
 
-def sequence(m: _Fields, settings: Settings) -> Column:
+def sequence(m: Fields, settings: Settings) -> Column:
     """``seq`` of a :func:`plain` envelope, from its ``_pos``."""
     if settings.sequence_by == ("op_ts",):
         return F.lit(None).cast("string")
     return m["_pos"]  # (NULL when the connector gives no position: then op_ts orders)
 
 
-def envelope_columns(m: _Fields) -> dict[str, Column]:
+def envelope_columns(m: Fields) -> dict[str, Column]:
     """The ``x_*`` columns (:data:`~lakecdc.decode.rows.ROW_SCHEMA`) of a
     :func:`plain` envelope, from the columns :func:`decode` computes first."""
     op = m["_op"]
@@ -416,7 +298,7 @@ def envelope_columns(m: _Fields) -> dict[str, Column]:
         "x_op_ts": m["_ts"],
         "x_pos": m["_pos"],
         "x_seq": m["_seq"],
-        "x_txid": F.coalesce(_text(m["transaction"]["id"]), _text(m.src("txId"))),
+        "x_txid": F.coalesce(sql_text(m["transaction"]["id"]), sql_text(m.src("txId"))),
         "x_keys": F.lit(None).cast("array<string>"),
         "x_before": F.when(op.isin("U", "D"), m["before"]),
         "x_after": F.when(op.isin("I", "R", "U"), m["after"]),
@@ -430,7 +312,7 @@ def envelope_columns(m: _Fields) -> dict[str, Column]:
 
 def _row_json(row: tuple) -> str:
     out: dict[str, object] = {}
-    for name, value in zip(_X_FIELDS, _encodable(row), strict=True):
+    for name, value in zip(_X_FIELDS, encodable(row), strict=True):
         out[name] = dict(value) if isinstance(value, list) and name in _MAPS else value
     return json.dumps(out, ensure_ascii=False)
 
@@ -516,7 +398,7 @@ def decode_parsed(parsed: DataFrame, settings: Settings, registry: Registry | No
     :func:`python_rows`) or a column giving every line's text (:func:`python_texts`).
     ``images`` converts the raw images of a plain line (see :data:`Images`).
     """
-    m = _Fields(shape)
+    m = Fields(shape)
     layout = shape.layout
     ops = F.create_map(*[F.lit(x) for kv in OPS.items() for x in kv])
     # the parts used more than once, as columns of their own (each evaluated once per row)
@@ -533,8 +415,8 @@ def decode_parsed(parsed: DataFrame, settings: Settings, registry: Registry | No
         looked_up = [F.col("source")[n].alias(f"_s_{n}") for n in _LOOKED_UP]
     parsed = (
         parsed.select("*", *looked_up, ops[m["op"]].alias("_op"))
-        .select("*", _connector(m).alias("_conn"), _op_ts(m).alias("_ts"))
-        .select("*", _table(m, settings).alias("_tbl"))
+        .select("*", sql_connector(m).alias("_conn"), sql_op_ts(m).alias("_ts"))
+        .select("*", sql_table(m, settings).alias("_tbl"))
         .select("*", plain(m, settings).alias("_plain"))
     )
     if images is not None:
@@ -543,7 +425,7 @@ def decode_parsed(parsed: DataFrame, settings: Settings, registry: Registry | No
         parsed
         # (each its own column: Spark does not share an expression between CASE branches)
         .select("*", F.when(F.col("_plain"), _source_map(m)).alias("_srcmap"))
-        .select("*", *[F.when(F.col("_plain"), _sortable(m.src(n))).alias(f"_q_{n}") for n in m.position_members()])
+        .select("*", *[F.when(F.col("_plain"), sql_sortable(m.src(n))).alias(f"_q_{n}") for n in m.position_members()])
         .select("*", F.when(F.col("_plain"), position(m, settings)).alias("_pos"))
         .select("*", sequence(m, settings).alias("_seq"))
     )

@@ -12,13 +12,13 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from lakecdc.decode.debezium.envelope import image_readers
+from lakecdc.decode.debezium.json import DebeziumJsonDecoder
+from lakecdc.decode.debezium.lines import LineReader, decode_batches
 from lakecdc.decode.jsontext import Num, loads, slow_loads
 from lakecdc.decode.kafka.connect import ConnectSplitter
 from lakecdc.decode.kafka.connect_values import ImageReader, image_pairs
 from lakecdc.decode.rows import RecordError
-from lakecdc.decoders._debezium import image_readers
-from lakecdc.decoders._debezium_lines import LineReader, decode_batches
-from lakecdc.decoders.debezium_json import DebeziumJsonDecoder
 
 SETTINGS = DebeziumJsonDecoder({}).settings
 DECIMAL = "org.apache.kafka.connect.data.Decimal"
@@ -145,7 +145,7 @@ def test_a_lone_surrogate_fails_its_record_not_the_batch():
 def test_only_lines_that_may_declare_types_are_parsed_for_them(line: str, declares: bool):
     """column_types parses a line only when a ``schema`` member holds no string (or it is a schema
     change): a bare envelope's ``"schema": "BENCH"`` in ``source`` is no Connect schema."""
-    from lakecdc.decoders.debezium_json import _may_declare
+    from lakecdc.decode.debezium.json import _may_declare
 
     assert _may_declare(line) is declares
 

@@ -65,6 +65,8 @@ from typing import Any
 
 from pyspark.sql import types as T
 
+from lakecdc.changes.columns import widest
+
 #: ``type`` of a declared-types row saying the run holds row messages without a schema.
 SCHEMALESS = "schemaless"
 _DDL_KEY = "ddl"
@@ -274,8 +276,6 @@ def merge_declared(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, T.D
     """Per table, the column types of the rows a decoder's type pass found: Kafka Connect types
     (several for one column: the type that holds them all), else the latest schema change's type
     (not its decimal/date/timestamp types when the run has row messages without schema)."""
-    from lakecdc.changes.columns import widest
-
     connect: dict[str, dict[str, list[T.DataType]]] = {}
     ddl: dict[str, dict[str, tuple[str, T.DataType]]] = {}
     schemaless = False

@@ -20,9 +20,9 @@ from lakecdc.decode.files.lines import exact_json_strings
 try:
     from tests.debezium_avro_render import AvroRenderer
     from tests.debezium_render import Renderer, Style, as_debezium, decoded_table, kcat_avro_json
+    from tests.decode.debezium.test_debezium_avro import IDS, SCHEMAS, TS
+    from tests.decode.debezium.test_debezium_json import WRITTEN
     from tests.oracle import Oracle, declaring
-    from tests.test_debezium_avro import IDS, SCHEMAS, TS
-    from tests.test_debezium_json import WRITTEN
     from tests.test_property import assert_counts, assert_targets_match, scenarios
 except ModuleNotFoundError:  # tests/ is on sys.path, not the repository root
     from debezium_avro_render import AvroRenderer  # type: ignore[no-redef]
@@ -207,7 +207,7 @@ def test_union_branches_named_by_full_names_that_inherit_their_namespace(spark, 
     record's, so the ``Value`` record inside the ``...order_items.Envelope`` is
     ``dbserver1.inventory.order_items.Value``; Java writes a union branch with that full name, and a
     reference ``"Value"`` is resolved in that namespace too."""
-    from tests.test_debezium_avro import ENVELOPE, VALUE
+    from tests.decode.debezium.test_debezium_avro import ENVELOPE, VALUE
 
     value = {k: v for k, v in VALUE.items() if k != "namespace"}  # inherits the Envelope's namespace
     fields = [{**f, "type": ["null", value] if f["name"] == "before" else ["null", "Value"]}
