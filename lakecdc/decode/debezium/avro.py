@@ -247,7 +247,7 @@ class DebeziumAvroDecoder(Decoder):
     def variant_images(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
         """``table``, ``before``, ``after`` as ``map<string, variant>`` for the columns no schema
         types (``VariableScaleDecimal``)."""
-        vmap = T.MapType(T.StringType(), T.VariantType())
+        vmap = "map<string, variant>"
         df = self._frame(spark, files, variant_batches, VARIANT_SCHEMA)
         return df.select("table", F.from_json("before", vmap).alias("before"), F.from_json("after", vmap).alias("after"))
 

@@ -238,3 +238,7 @@ class AvroJson:
         return decode_value(payload, schema, key=key, kafka=kafka, topic=topic, settings=self.settings,
                             parse=slow_loads, images=plan.images if plan else None)
 
+
+__all__ = [
+    "AvroJson", "datum", "is_avro_json", "unwrap",
+]

@@ -217,6 +217,8 @@ def decode(lines: DataFrame, prefixes: Sequence[str], settings: Settings, regist
 def connect_file(first_record: str | None) -> dict | None:
     """The payload of a file's first record when it is a compact Connect pair holding an envelope
     of a schema SQL reads (:func:`plan`): the file is then read here."""
+    if first_record is None:
+        return None
     prefix = connect_prefixes([first_record])
     if not prefix or plan(prefix[0]) is None:
         return None
@@ -227,3 +229,8 @@ def connect_file(first_record: str | None) -> dict | None:
     if schema is None or not isinstance(payload, dict):
         return None
     return payload if isinstance(payload.get("op"), str) and isinstance(payload.get("source"), dict) else None
+
+
+__all__ = [
+    "ENVELOPE_ONLY", "Plan", "connect_file", "decode", "plan",
+]

@@ -61,7 +61,7 @@ import json
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from pyspark.sql import types as T
 
@@ -149,13 +149,19 @@ def _column(raw: Mapping[str, Any], index: int) -> DdlColumn | None:
     )
 
 
+def member_map(value: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    """The object ``value[name]``; empty when it is absent or no object."""
+    found = value.get(name)
+    return found if isinstance(found, Mapping) else {}
+
+
 def table_changes(payload: Mapping[str, Any]) -> list[TableChange]:
     """The record's table changes (entries that are no object are passed over)."""
     out = []
     for change in history(payload).get("tableChanges") or ():
         if not isinstance(change, Mapping):
             continue
-        spec = change.get("table") if isinstance(change.get("table"), Mapping) else {}
+        spec = member_map(change, "table")
         raw_cols = [c for c in spec.get("columns") or () if isinstance(c, Mapping)]
         found = [_column(c, i) for i, c in enumerate(raw_cols)]
         cols = [c for c in found if c is not None]
@@ -272,7 +278,13 @@ def declared_rows(changes: Sequence[TableChange], connector: str, order: str,
             yield table, col.name, entry
 
 
-def merge_declared(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, T.DataType]]:
+class TypeRow(Protocol):
+    """A row of a type pass (``table``, ``column``, ``type``), e.g. a collected Spark row."""
+
+    def __getitem__(self, name: str, /) -> Any: ...
+
+
+def merge_declared(rows: Iterable[TypeRow]) -> dict[str, dict[str, T.DataType]]:
     """Per table, the column types of the rows a decoder's type pass found: Kafka Connect types
     (several for one column: the type that holds them all), else the latest schema change's type
     (not its decimal/date/timestamp types when the run has row messages without schema)."""
@@ -302,3 +314,9 @@ def merge_declared(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, T.D
             if column.lower() not in typed and not (schemaless and _encoded(dtype)):
                 mine[column] = dtype
     return out
+
+
+__all__ = [
+    "SCHEMALESS", "DdlColumn", "TableChange", "TypeRow", "ddl_type", "declared_rows", "history", "member_map",
+    "merge_declared", "order_of", "table_changes", "table_of",
+]

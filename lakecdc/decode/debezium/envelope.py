@@ -34,7 +34,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lakecdc.decode.debezium.ddl import declared_rows, history, order_of, table_changes, table_of
+from lakecdc.decode.debezium.ddl import declared_rows, history, member_map, order_of, table_changes, table_of
 from lakecdc.decode.debezium.mongo import mongo_document, mongo_update, mongo_value
 from lakecdc.decode.debezium.rules import (
     connector_of,
@@ -98,7 +98,7 @@ def schema_change(payload: Mapping[str, Any], settings: Settings, extra: Sequenc
     ``position``) that the pipeline adds to the table: see :mod:`lakecdc.decode.debezium.ddl`."""
     record = history(payload)
     changes = table_changes(payload)
-    source = payload.get("source") if isinstance(payload.get("source"), Mapping) else {}
+    source = member_map(payload, "source")
     ddl = text_of(record.get("ddl"))
     first = changes[0] if changes else None
     table = table_of(first.ident, connector_of(source)) if first and not settings.table_name else None
@@ -119,7 +119,7 @@ def schema_change_types(payload: Mapping[str, Any], settings: Settings) -> Itera
     ``tableName`` option: the record names no table then)."""
     if settings.table_name:
         return
-    source = payload.get("source") if isinstance(payload.get("source"), Mapping) else {}
+    source = member_map(payload, "source")
     connector = connector_of(source)
     pos, _positional = connector_position(source, connector, "I")
     order = order_of(pos, op_ts_micros(payload, source))
@@ -302,9 +302,9 @@ def _envelope(
     key: Key | None, kafka: Pairs, settings: Settings, parse: Any, images: Images | None = None,
 ) -> Row:
     op_text = payload.get("op")
-    op = OPS.get(op_text) if isinstance(op_text, str) else None
-    if op is None:
+    if not isinstance(op_text, str) or op_text not in OPS:
         raise RecordError(f"unknown op '{plain_text(op_text)}' (expected one of {OP_LIST})")
+    op = OPS[op_text]
     if not isinstance(source, dict):
         raise RecordError(f"'source' missing for op '{op_text}' (expected an object)")
     if not table:

@@ -334,7 +334,7 @@ class DebeziumJsonDecoder(Decoder):
         types) for the columns no schema types."""
         lines, prefixes = self.lines(spark, files, staging=staging)
         body = functools.partial(variant_batches, settings=self.settings, registry=self.registry(), prefixes=prefixes)
-        vmap = T.MapType(T.StringType(), T.VariantType())
+        vmap = "map<string, variant>"
         df = lines.mapInArrow(body, VARIANT_SCHEMA)
         return df.select("table", F.from_json("before", vmap).alias("before"), F.from_json("after", vmap).alias("after"))
 

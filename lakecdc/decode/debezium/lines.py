@@ -137,9 +137,9 @@ class LineReader:
         schema_name = schema.get("name") if schema else None
         if isinstance(payload, dict) and "op" not in payload and non_row_reason(payload, schema_name) is None \
                 and looks_like_key(payload, schema_name):
-            key = Key(payload, schema, compact_json(payload))
-            self.pending = (file, row, key)
-            return skipped("key", table=name_from_topic(schema_name, self.settings), extra=[("key", key.text)])
+            found = Key(payload, schema, compact_json(payload))
+            self.pending = (file, row, found)
+            return skipped("key", table=name_from_topic(schema_name, self.settings), extra=[("key", found.text)])
         key = None
         if pending is not None and pending[0] == file and pending[1] == row - 1 and same_table(pending[2], schema):
             key, self.paired = pending[2], True
@@ -227,7 +227,7 @@ _ROW_TYPES = (pa.string(), pa.string(), pa.int64(), pa.string(), pa.string(), pa
 
 def rows_batch(batch: pa.RecordBatch, out: list[Row]) -> pa.RecordBatch:
     """The ``x_*`` batch of ``out``, the rows of ``batch``'s lines (its origin columns kept)."""
-    cols = list(zip(*out, strict=True)) if out else [[] for _ in Row._fields]
+    cols: list[Any] = list(zip(*out, strict=True)) if out else [[] for _ in Row._fields]
     try:
         arrays = [pa.array(col, kind) for col, kind in zip(cols, _ROW_TYPES, strict=True)]
     except UnicodeEncodeError:
@@ -248,3 +248,8 @@ def decode_batches(batches: Iterator[pa.RecordBatch], *, settings: Settings,
             result = rows_batch(batch, out)
             del out, lines  # freed while the collector is off: its next pass finds nothing of them
         yield result
+
+
+__all__ = [
+    "LineReader", "decode_batches", "lines_of", "rows_batch",
+]

@@ -57,7 +57,7 @@ from lakecdc.decode.debezium.rules import (
 from lakecdc.decode.debezium.settings import OPS, Settings
 from lakecdc.decode.files.lines import CORRUPT, JSON_LIMITS, read_json
 from lakecdc.decode.files.reread import Rereader
-from lakecdc.decode.rows import ROW_SCHEMA, encodable, failed
+from lakecdc.decode.rows import ROW_SCHEMA, Pairs, Row, encodable, failed
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -75,7 +75,6 @@ ENVELOPE = T.StructType(
 _NOT_ENVELOPE = ("schema", "payload", "topic", "partition", "offset")
 _X_SCHEMA = T.StructType([f for f in ROW_SCHEMA.fields if f.name.startswith("x_")])
 _X_FIELDS = tuple(_X_SCHEMA.fieldNames())
-_MAPS = frozenset({"x_before", "x_after", "x_source"})
 _SEP = "\u0001"
 #: What Spark's JSON parser writes for a lone surrogate escape such as ``\\ud800`` (a JSON text,
 #: but no Unicode one), which the Python reader fails the record for: a line with it in a value or
@@ -212,7 +211,7 @@ def _prefixed_keys(block: Column, prefix: str) -> Column:
 
 
 def _source_map(m: Fields) -> Column:
-    """``_debezium._source_pairs``: ``source.<member>``, the envelope's ts_*, ``transaction.<member>``
+    """The source map of :func:`~lakecdc.decode.debezium.envelope.decode_value`: ``source.<member>``, the envelope's ts_*, ``transaction.<member>``
     (read only for a :func:`plain` line: its keys hold no ``\\u0001``). One map built from two
     arrays: building a map hashes every key, so a ``map_concat`` of maps would hash them twice."""
     keys, values = [m.source_keys()], [F.map_values(m["source"])]
@@ -310,10 +309,15 @@ def envelope_columns(m: Fields) -> dict[str, Column]:
 # -- the other lines, in Python -------------------------------------------------------------------
 
 
-def _row_json(row: tuple) -> str:
-    out: dict[str, object] = {}
-    for name, value in zip(_X_FIELDS, encodable(row), strict=True):
-        out[name] = dict(value) if isinstance(value, list) and name in _MAPS else value
+def _object(pairs: Pairs | None) -> dict[str, str | None] | None:
+    return None if pairs is None else dict(pairs)
+
+
+def _row_json(row: Row) -> str:
+    """The ``x_*`` row as JSON (its maps as objects), for ``from_json`` with :data:`_X_SCHEMA`."""
+    row = encodable(row)
+    out: dict[str, object] = dict(zip(_X_FIELDS, row, strict=True))
+    out.update(x_before=_object(row.before), x_after=_object(row.after), x_source=_object(row.source))
     return json.dumps(out, ensure_ascii=False)
 
 
@@ -329,9 +333,10 @@ def python_rows(settings: Settings, registry: Registry | None):  # noqa: ANN201 
         try:
             for splits, rows, files, blocks, texts in batches:  # (NULL file, block and text for the plain rows)
                 there = files.notna().to_numpy()
-                found = again.texts(splits.to_numpy(), rows.to_numpy(), files, blocks, there & texts.isna().to_numpy())
+                found = again.texts(splits.to_numpy(), rows.to_numpy(), files.to_numpy(), blocks.to_numpy(),
+                                    there & texts.isna().to_numpy())
                 out = pd.Series([None] * len(files), dtype=object)
-                for i in np.flatnonzero(there):
+                for i in np.flatnonzero(there).tolist():
                     text = found[i] if i in found else texts[i]
                     row = reader.read(text, files[i], int(rows[i])) if isinstance(text, str) else \
                         failed("could not read the record's text again")
@@ -354,7 +359,7 @@ def python_texts(settings: Settings, registry: Registry | None):  # noqa: ANN201
         reader = LineReader(settings, registry)
         for rows, files, texts in batches:
             out = pd.Series([None] * len(texts), dtype=object)
-            for i in np.flatnonzero(texts.notna().to_numpy()):
+            for i in np.flatnonzero(texts.notna().to_numpy()).tolist():
                 out[i] = _row_json(reader.read(texts[i], files[i], int(rows[i])))
             yield out
 
@@ -448,3 +453,9 @@ def decode_parsed(parsed: DataFrame, settings: Settings, registry: Registry | No
     if images is None:
         return out
     return images.convert(out).select("_file", "_block", "_row", *[f.name for f in _X_SCHEMA.fields])
+
+
+__all__ = [
+    "ENVELOPE", "NO_SHAPE", "Fields", "Images", "Shape", "decode", "decode_parsed", "envelope_columns", "odd",
+    "plain", "position", "python_rows", "python_texts", "sequence", "shape_of", "source_block", "spark_file",
+]

@@ -99,7 +99,7 @@ class Rereader:
         self._first: dict[int, int] = {}
         self._open: dict[int, tuple[IO[bytes], Iterator[tuple[int, bytes]], list[int], Callable]] = {}
 
-    def texts(self, splits: np.ndarray, rows: np.ndarray, files: Sequence, blocks: Sequence,
+    def texts(self, splits: np.ndarray, rows: np.ndarray, files: Sequence | np.ndarray, blocks: Sequence | np.ndarray,
               wanted: np.ndarray) -> dict[int, str | None]:
         """Position in the batch -> text, for the ``wanted`` rows (None: not found again)."""
         index = rows & INDEX_MASK

@@ -9,7 +9,6 @@ import datetime as dt
 import io
 import json
 import struct
-import tempfile
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from lakecdc.decode.avro.registry import load_registry
 from lakecdc.decode.debezium.rules import sortable
 from lakecdc.decode.kafka.dumps import length_prefixed_splits
 from lakecdc.errors import ConfigError
+from tests.decode.helpers import decode as decode_events
 
 try:
     from tests.debezium_avro_render import AvroRenderer, length_prefixed, wire
@@ -211,9 +211,8 @@ def write_registry(directory: Path, *, export: bool = False) -> Path:
 
 
 def decode(spark, *paths: Path, **options: str) -> list[Any]:
-    staging = tempfile.mkdtemp(prefix="lakecdc-staging-")
-    df = get_decoder(FORMAT, options).read(spark, [str(p) for p in paths], staging=staging)
-    return df.orderBy("_file", "_block", "_row").collect()
+    """Every output row (skipped ones too), in file order."""
+    return decode_events(spark, FORMAT, list(paths), **options)
 
 
 def events(found: list[Any]) -> list[Any]:

@@ -8,7 +8,6 @@ import datetime as dt
 import json
 import os
 import shutil
-import tempfile
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -23,10 +22,10 @@ import lakecdc
 from lakecdc.changes.quarantine import quarantine_path
 from lakecdc.decode import DECODERS, get_decoder
 from lakecdc.decode.debezium.rules import op_ts_micros, sortable
-from lakecdc.decode.files.lines import exact_json_strings
 from lakecdc.decode.files.reread import locate
 from lakecdc.decode.kafka.connect_values import decimal_text, zoned_to_utc
 from lakecdc.errors import ConfigError
+from tests.decode.helpers import decode as decode_events
 
 try:
     from tests.debezium_render import (
@@ -70,10 +69,7 @@ FORMAT = "debezium-json"
 
 def decode(spark, *paths: Path, **options: str) -> list[Any]:
     """Every output row (skipped ones too), in file order."""
-    with exact_json_strings(spark):
-        staging = tempfile.mkdtemp(prefix="lakecdc-staging-")
-        df = get_decoder(FORMAT, options).read(spark, [str(p) for p in paths], staging=staging)
-        return df.orderBy("_file", "_block", "_row").collect()
+    return decode_events(spark, FORMAT, list(paths), **options)
 
 
 def events(found: list[Any]) -> list[Any]:

@@ -5,7 +5,6 @@ the writer schemas, and a round trip of rendered histories against the oracle.""
 from __future__ import annotations
 
 import json
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import lakecdc
-from lakecdc.decode import get_decoder
-from lakecdc.decode.files.lines import exact_json_strings
+from tests.decode.helpers import decode as decode_events
 
 try:
     from tests.debezium_avro_render import AvroRenderer
@@ -91,9 +89,7 @@ GOLDEN = [
 
 
 def _decode(spark, path: Path, **options: str) -> list[Any]:
-    with exact_json_strings(spark):
-        df = get_decoder(FORMAT, options).read(spark, [str(path)], staging=tempfile.mkdtemp(prefix="lakecdc-staging-"))
-        return df.orderBy("_row").collect()
+    return decode_events(spark, FORMAT, path, **options)
 
 
 @pytest.fixture(scope="module")
