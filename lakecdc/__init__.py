@@ -14,6 +14,10 @@ Example (a notebook with a ``spark`` session)::
     summary = lakecdc.apply("landing/", "lake/", format="ogg-json",
                             keys={"QASOURCE.TCUSTORD": ["CUST_CODE", "ORDER_ID"]}, spark=spark)
     print(summary.render())
+
+    # settings built once, reused by many runs (keyword arguments override them per run)
+    orders = lakecdc.Settings(format="debezium-json", keys={"APP.ORDERS": ["ID"]}, pk_update="update")
+    lakecdc.apply("landing/", "lake/", settings=orders, spark=spark)
 """
 
 # first: a missing or unsupported PySpark is refused in one line before any module needs it
@@ -33,7 +37,9 @@ from lakecdc.errors import (
 )
 from lakecdc.maintenance.doctor import TargetDamaged
 from lakecdc.maintenance.maintain import MaintenanceReport, maintain
-from lakecdc.run.apply import apply, read_changes, read_table
+from lakecdc.config.settings import Settings
+from lakecdc.run.apply import apply
+from lakecdc.run.read import read_changes, read_table
 from lakecdc.run.lease import TargetBusy
 from lakecdc.run.summary import RunSummary, TableSummary
 from lakecdc.spark.session import get_spark
@@ -53,6 +59,7 @@ __all__ = [
     "MissingKeyError",
     "PrimaryKeyUpdateError",
     "RunSummary",
+    "Settings",
     "StreamBatch",
     "TableSummary",
     "TargetBusy",
