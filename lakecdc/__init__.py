@@ -25,6 +25,7 @@ from lakecdc.spark.versions import PYSPARK as _PYSPARK  # noqa: F401
 
 # isort: split
 from lakecdc.changes.events import to_ops, to_rows
+from lakecdc.config.settings import Settings
 from lakecdc.errors import (
     CommitConflict,
     ConfigError,
@@ -37,10 +38,9 @@ from lakecdc.errors import (
 )
 from lakecdc.maintenance.doctor import TargetDamaged
 from lakecdc.maintenance.maintain import MaintenanceReport, maintain
-from lakecdc.config.settings import Settings
 from lakecdc.run.apply import apply
-from lakecdc.run.read import read_changes, read_table
 from lakecdc.run.lease import TargetBusy
+from lakecdc.run.read import read_changes, read_table
 from lakecdc.run.summary import RunSummary, TableSummary
 from lakecdc.spark.session import get_spark
 from lakecdc.streaming import BatchFailed, ChangeStream, StreamBatch, stream

@@ -390,9 +390,7 @@ def stream(
         >>> s = lakecdc.stream("landing/", "lake/", format="ogg-json")          # doctest: +SKIP
         >>> s.await_termination(); print(s.total.render())                      # doctest: +SKIP
     """
-    chosen = _stream_settings(settings, overrides)
-    if max_files_per_trigger is not None and max_files_per_trigger < 1:
-        raise ConfigError(f"max_files_per_trigger {max_files_per_trigger}: expected a number of files, 1 or more")
+    chosen = _stream_settings(settings, overrides, max_files_per_trigger)
     trigger_kw = parse_trigger(trigger)
     landing_path = _landing(landing)
     target_s = str(Path(target).resolve())
@@ -421,9 +419,11 @@ def stream(
     return handle
 
 
-def _stream_settings(settings: Settings | None, overrides: Mapping[str, Any]) -> Settings:
+def _stream_settings(settings: Settings | None, overrides: Mapping[str, Any], max_files: int | None) -> Settings:
     """The settings every batch applies with, checked (and the contracts read) before the stream
     starts: a mistake fails now, not in the first batch."""
+    if max_files is not None and max_files < 1:
+        raise ConfigError(f"max_files_per_trigger {max_files}: expected a number of files, 1 or more")
     unknown = sorted(set(overrides) - set(APPLY_SETTINGS))
     if unknown:
         raise ConfigError(f"stream() got unknown setting(s) {', '.join(unknown)}; apply settings are "
