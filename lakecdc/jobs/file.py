@@ -59,13 +59,14 @@ unknown key, a wrong type, a missing ``target``) is reported with its line befor
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from lakecdc.config import values as V
 from lakecdc.config.durations import parse_size, parse_trigger
-from lakecdc.config.settings import DEFAULT_VACUUM_RETENTION, Settings
+from lakecdc.config.settings import DEFAULT_VACUUM_RETENTION, EVERY_TABLE, Settings
 from lakecdc.config.sources import from_job, read_yaml
 from lakecdc.config.where import Where
 from lakecdc.decoders import DECODERS
@@ -139,6 +140,21 @@ class Job:
     @property
     def contracts(self) -> Any:
         return self.settings.contracts
+
+    @property
+    def table_paths(self) -> Mapping[str, str]:
+        """``tables.paths``: where source tables' Delta tables live."""
+        return self.settings.table_paths
+
+    @property
+    def pk_update_by_table(self) -> dict[str, str]:
+        """``tables.pk_update``: the tables' own ``pk_update`` (the job's own is ``"*"``'s)."""
+        return {t: m for t, m in self.settings.pk_update.items() if t != EVERY_TABLE}
+
+    @property
+    def retention_by_table(self) -> dict[str, dt.timedelta]:
+        """``tables.tombstone_retention``: the tables' own retention."""
+        return {t: r for t, r in self.settings.tombstone_retention.items() if t != EVERY_TABLE}
 
     def settings_for(self, source: Source) -> Settings:
         """The settings ``source`` is applied with."""
