@@ -142,6 +142,21 @@ def test_a_job_files_settings_are_one_settings_object(tmp_path):
     assert s.keys_for("S.T") == ("ID",) and job.include == ("S.*",)
 
 
+def test_job_and_config_files_take_environment_variables(tmp_path, monkeypatch):
+    """``${NAME}`` in a job file is the environment variable's value (dev and prod targets from
+    one file); an unset one is an error naming the file and line."""
+    path = tmp_path / "job.yaml"
+    path.write_text("target: ${LAKE_ROOT}/lake\nsources:\n  - {input: x, format: ogg-json}\n"
+                    "tables:\n  keys: {S.T: [${KEY_COLUMN}]}\n")
+    monkeypatch.setenv("LAKE_ROOT", "/data/prod")
+    monkeypatch.setenv("KEY_COLUMN", "ID")
+    job = load_job(path)
+    assert job.target == "/data/prod/lake" and job.settings.keys_for("S.T") == ("ID",)
+    monkeypatch.delenv("KEY_COLUMN")
+    with pytest.raises(ConfigError, match=r"job.yaml:5: \$\{KEY_COLUMN\}: the environment variable KEY_COLUMN is not set"):
+        load_job(path)
+
+
 def test_a_wrong_contract_value_names_the_file_line_and_property(tmp_path):
     """A contract's ``lakecdc.*`` properties use the same parsers."""
     path = tmp_path / "c.yaml"

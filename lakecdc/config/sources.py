@@ -15,6 +15,8 @@ wherever it was written, with where it was written:
 from __future__ import annotations
 
 import argparse
+import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -64,16 +66,29 @@ def layered(*layers: Mapping[str, Any]) -> dict[str, Any]:
 # -- YAML: --config files and job files -------------------------------------------------------
 
 
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
 def read_yaml(path: str | Path, what: str = "a mapping of settings") -> tuple[dict[str, Any], Where]:
-    """A YAML file's top-level mapping and the lines of its keys (for errors)."""
+    """A YAML file's top-level mapping and the lines of its keys (for errors). ``${NAME}``
+    stands for the environment variable ``NAME`` (one file for dev and prod targets)."""
     import yaml
 
-    text = Path(path).read_text()
+    text = _substituted(str(path), Path(path).read_text())
     where = Where(str(path), text)
     data = yaml.safe_load(text) or {}
     if not isinstance(data, dict):
         raise where.error((), f"expected {what} at the top level")
     return data, where
+
+
+def _substituted(path: str, text: str) -> str:
+    """``text`` with each ``${NAME}`` replaced by the environment variable's value."""
+    for number, line in enumerate(text.splitlines(), 1):
+        for m in _VARIABLE.finditer(line):
+            if m.group(1) not in os.environ:
+                raise ConfigError(f"{path}:{number}: ${{{m.group(1)}}}: the environment variable {m.group(1)} is not set")
+    return _VARIABLE.sub(lambda m: os.environ[m.group(1)], text)
 
 
 def from_config(path: str | Path | None) -> dict[str, Any]:

@@ -52,8 +52,11 @@ A job file::
 With ``--stream`` every source must be one directory (a landing directory; no globs) and
 ``min_file_age`` must be 0: a stream takes each file once, when it lands (see lakecdc.streaming).
 
-Relative paths are read from the directory the command runs in. A mistake in the file (an
-unknown key, a wrong type, a missing ``target``) is reported with its line before anything runs.
+Relative paths are read from the directory the command runs in. ``${NAME}`` anywhere in the file
+is the environment variable ``NAME`` (``target: ${LAKE_ROOT}/lake``: one file for dev and prod).
+A mistake in the file (an unknown key, a wrong type or value, a missing ``target``) is reported
+with its line and key before anything runs; the settings' values are those of
+:class:`lakecdc.Settings`, read by :func:`lakecdc.config.sources.from_job`.
 """
 
 from __future__ import annotations
