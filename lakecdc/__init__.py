@@ -14,6 +14,10 @@ Example (a notebook with a ``spark`` session)::
     summary = lakecdc.apply("landing/", "lake/", format="ogg-json",
                             keys={"QASOURCE.TCUSTORD": ["CUST_CODE", "ORDER_ID"]}, spark=spark)
     print(summary.render())
+
+    # settings built once, reused by many runs (keyword arguments override them per run)
+    orders = lakecdc.Settings(format="debezium-json", keys={"APP.ORDERS": ["ID"]}, pk_update="update")
+    lakecdc.apply("landing/", "lake/", settings=orders, spark=spark)
 """
 
 # first: a missing or unsupported PySpark is refused in one line before any module needs it
@@ -21,6 +25,7 @@ from lakecdc.spark.versions import PYSPARK as _PYSPARK  # noqa: F401
 
 # isort: split
 from lakecdc.changes.events import to_ops, to_rows
+from lakecdc.config.settings import Settings
 from lakecdc.errors import (
     CommitConflict,
     ConfigError,
@@ -33,8 +38,9 @@ from lakecdc.errors import (
 )
 from lakecdc.maintenance.doctor import TargetDamaged
 from lakecdc.maintenance.maintain import MaintenanceReport, maintain
-from lakecdc.run.apply import apply, read_changes, read_table
+from lakecdc.run.apply import apply
 from lakecdc.run.lease import TargetBusy
+from lakecdc.run.read import read_changes, read_table
 from lakecdc.run.summary import RunSummary, TableSummary
 from lakecdc.spark.session import get_spark
 from lakecdc.streaming import BatchFailed, ChangeStream, StreamBatch, stream
@@ -53,6 +59,7 @@ __all__ = [
     "MissingKeyError",
     "PrimaryKeyUpdateError",
     "RunSummary",
+    "Settings",
     "StreamBatch",
     "TableSummary",
     "TargetBusy",

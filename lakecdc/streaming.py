@@ -42,7 +42,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import fnmatch
-import inspect
 import json
 import os
 import shutil
@@ -53,14 +52,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lakecdc.changes.events import PK_UPDATE_MODES
 from lakecdc.check.contracts import load_contracts
 from lakecdc.config.durations import parse_trigger
+from lakecdc.config.settings import Settings
 from lakecdc.decode import get_decoder
 from lakecdc.errors import ConfigError, LakecdcError
-from lakecdc.run.apply import apply, combine_summaries
+from lakecdc.run.apply import apply
 from lakecdc.run.ledger import Ledger, list_inputs
-from lakecdc.run.summary import RunSummary
+from lakecdc.run.summary import RunSummary, combine_summaries
 from lakecdc.spark.compat import is_spark_connect
 from lakecdc.spark.session import get_spark
 
@@ -80,12 +79,9 @@ CONNECT_BATCHES = Path("_lakecdc") / "stream-batches"
 #: Spark's ``maxFileAge`` for the landing directory: in practice, never.
 MAX_FILE_AGE = "36500d"
 
-#: The apply settings a stream passes on to every batch (everything but inputs, target, format,
-#: options, spark and progress, which the stream sets itself).
-APPLY_SETTINGS: tuple[str, ...] = tuple(
-    name for name in inspect.signature(apply).parameters
-    if name not in ("inputs", "target", "format", "options", "spark", "progress", "reapply")
-)
+#: The settings a stream passes on to every batch's ``apply`` (all but ``reapply``, which names
+#: files an earlier run applied: give it to ``apply``).
+APPLY_SETTINGS: tuple[str, ...] = tuple(name for name in Settings.names() if name != "reapply")
 
 # apply sets session settings for its duration (lakecdc.spark.conf.job_conf), and a target has one
 # writer at a time (lakecdc.run.lease): batches of all the streams of this process apply one at a time.
@@ -247,11 +243,9 @@ class _ServerBatch:
 
     landing: Path
     target: str
-    format: str
-    options: Mapping[str, str] | None
     max_files: int | None
     glob_filter: str | None
-    settings: Mapping[str, Any]
+    settings: Settings
     records: str
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
@@ -260,8 +254,7 @@ class _ServerBatch:
             return
         record: dict[str, Any] = {"batch_id": batch_id, "files": files}
         try:
-            summary = apply(files, self.target, format=self.format, options=self.options,
-                            spark=batch_df.sparkSession, **self.settings)
+            summary = apply(files, self.target, settings=self.settings, spark=batch_df.sparkSession)
         except BaseException as exc:
             record["error"] = f"{type(exc).__name__}: {exc}"
             self._leave(batch_id, record)
@@ -276,6 +269,41 @@ class _ServerBatch:
         part = out.with_suffix(".part")
         part.write_text(json.dumps(record))
         os.replace(part, out)
+
+
+@dataclass(frozen=True)
+class _LocalBatch:
+    """``foreachBatch``'s function in this process: applies a batch's files (one batch of all
+    this process's streams at a time), records it in ``handle``, calls ``on_batch``, and stops
+    the query with :class:`BatchFailed` when a table failed."""
+
+    landing: Path
+    target: str
+    max_files: int | None
+    glob_filter: str | None
+    settings: Settings
+    spark: SparkSession
+    handle: ChangeStream
+    on_batch: Callable[[StreamBatch], None] | None
+    say: Progress
+
+    def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
+        try:
+            files = _batch_files(batch_df, self.landing, self.target, self.max_files, self.glob_filter)
+            if not files:
+                return
+            with _APPLY_LOCK:
+                self.say(f"batch {batch_id}: {len(files)} new file(s)")
+                summary = apply(files, self.target, settings=self.settings, spark=self.spark,
+                                progress=lambda msg: self.say(f"batch {batch_id}: {msg}"))
+                batch = self.handle._record(batch_id, files, summary)
+                if self.on_batch is not None:
+                    self.on_batch(batch)
+                if not summary.ok:
+                    raise BatchFailed(batch)
+        except BaseException as exc:
+            self.handle._error = exc  # await_termination raises it instead of Spark's wrapper
+            raise
 
 
 def _in_name_order(files: list[str], landing: Path, target: str, glob_filter: str | None) -> list[str]:
@@ -312,8 +340,7 @@ def stream(
     landing: str | os.PathLike[str],
     target: str | os.PathLike[str],
     *,
-    format: str = "ogg-json",
-    options: Mapping[str, str] | None = None,
+    settings: Settings | None = None,
     checkpoint: str | os.PathLike[str] | None = None,
     trigger: str | dt.timedelta = "available-now",
     max_files_per_trigger: int | None = None,
@@ -321,20 +348,20 @@ def stream(
     spark: SparkSession | None = None,
     on_batch: Callable[[StreamBatch], None] | None = None,
     progress: Progress | None = None,
-    **apply_settings: Any,
+    **overrides: Any,
 ) -> ChangeStream:
     """Start a Structured Streaming query that applies the files landing under ``landing`` to ``target``.
 
     Each micro-batch runs :func:`lakecdc.apply` on the batch's new files, with the same settings
-    (``keys``, ``pk_update``, ``column_list``, ``include_tables``, ``contracts``, ``engine``, ...:
-    see :data:`APPLY_SETTINGS`), so a stream and ``apply`` runs build the same tables and share one
-    ledger: a file is applied once whichever of them took it.
+    (``format``, ``keys``, ``pk_update``, ``column_list``, ``include_tables``, ``contracts``,
+    ``engine``, ...: see :data:`APPLY_SETTINGS`), so a stream and ``apply`` runs build the same
+    tables and share one ledger: a file is applied once whichever of them took it.
 
     Args:
         landing: the directory files land in (read recursively; names starting with ``.`` or ``_``
             are ignored, as ``apply`` does).
         target: root directory; each source table becomes ``<target>/<table>``.
-        format / options: as for ``apply``.
+        settings: a :class:`~lakecdc.config.settings.Settings`, as for ``apply``.
         checkpoint: Spark's checkpoint directory; default ``<target>/_lakecdc/stream-checkpoint``.
             One per landing directory: give another one to stream a second landing directory into
             the same target.
@@ -349,12 +376,11 @@ def stream(
         spark: the session; default the active one, else an embedded local one.
         on_batch: called with each :class:`StreamBatch` after its ``apply`` (a failed one too), while
             no other lakecdc stream of this process writes; an exception it raises stops the query
-            (the next start replays the batch, and the ledger applies nothing of it again). On Spark
-            Connect, where batches run in the server, it is called in the client for the batches
-            done so far whenever the stream is waited on (``await_termination``,
-            ``process_all_available``, ``stop``) or asked for ``total``.
+            (a restart replays the batch; the ledger applies nothing twice). On Spark Connect it is
+            called in the client, for the batches done so far, whenever the stream is waited on
+            or asked for ``total``.
         progress: called with short messages (``batch 3: ...``), as ``apply`` does.
-        **apply_settings: the other keyword arguments of :func:`lakecdc.apply`.
+        **overrides: settings by name over ``settings``'s, as for :func:`lakecdc.apply`.
 
     Returns:
         A started :class:`ChangeStream`; ``await_termination()`` waits for it (and raises a failed
@@ -363,69 +389,74 @@ def stream(
     Example:
         >>> s = lakecdc.stream("landing/", "lake/", format="ogg-json")          # doctest: +SKIP
         >>> s.await_termination(); print(s.total.render())                      # doctest: +SKIP
-        >>> s = lakecdc.stream("landing/", "lake/", trigger="30 seconds")       # doctest: +SKIP
     """
-    unknown = sorted(set(apply_settings) - set(APPLY_SETTINGS))
+    chosen = _stream_settings(settings, overrides, max_files_per_trigger)
+    trigger_kw = parse_trigger(trigger)
+    landing_path = _landing(landing)
+    target_s = str(Path(target).resolve())
+    checkpoint_s = str(Path(checkpoint).resolve() if checkpoint else Path(target_s) / DEFAULT_CHECKPOINT)
+    spark = spark or get_spark()
+    say = progress or (lambda _msg: None)
+    handle = ChangeStream(target=target_s, format=chosen.format)
+
+    batch_function: Callable[[DataFrame, int], None] = _LocalBatch(
+        landing_path, target_s, max_files_per_trigger, path_glob_filter, chosen, spark, handle, on_batch, say)
+    if is_spark_connect(spark):
+        records = Path(target_s) / CONNECT_BATCHES / uuid.uuid4().hex
+        records.mkdir(parents=True, exist_ok=True)
+        handle._records, handle._on_batch, handle._say = records, on_batch, say
+        batch_function = _ServerBatch(landing_path, target_s, max_files_per_trigger, path_glob_filter, chosen,
+                                      str(records))
+    say(f"streaming {landing_path} into {target_s} ({chosen.format}, trigger {trigger}, checkpoint {checkpoint_s})")
+    handle.query = (  # file: paths, as apply reads them
+        _file_stream(spark, landing_path, max_files_per_trigger, path_glob_filter)
+        .writeStream.queryName(f"lakecdc {chosen.format} {landing_path} -> {target_s}")
+        .option("checkpointLocation", f"file:{checkpoint_s}")
+        .trigger(**trigger_kw)
+        .foreachBatch(batch_function)
+        .start()
+    )
+    return handle
+
+
+def _stream_settings(settings: Settings | None, overrides: Mapping[str, Any], max_files: int | None) -> Settings:
+    """The settings every batch applies with, checked (and the contracts read) before the stream
+    starts: a mistake fails now, not in the first batch."""
+    if max_files is not None and max_files < 1:
+        raise ConfigError(f"max_files_per_trigger {max_files}: expected a number of files, 1 or more")
+    unknown = sorted(set(overrides) - set(APPLY_SETTINGS))
     if unknown:
         raise ConfigError(f"stream() got unknown setting(s) {', '.join(unknown)}; apply settings are "
                           f"{', '.join(APPLY_SETTINGS)}")
-    pk_update = apply_settings.get("pk_update", "delete-insert")
-    if pk_update not in PK_UPDATE_MODES:
-        raise ConfigError(f"pk_update {pk_update!r} is not one of {', '.join(PK_UPDATE_MODES)}")
-    if apply_settings.get("min_file_age"):
+    chosen = Settings.build(settings, **overrides)
+    if chosen.reapply:
+        raise ConfigError("reapply: a stream applies new files; read files again with lakecdc.apply(..., reapply=...)")
+    if chosen.min_file_age:
         raise ConfigError(
             "min_file_age: a stream takes each file once, when Spark lists it, so it cannot leave a young "
             "file for later; make files land whole (write them elsewhere or under a name starting with '.', "
             "then rename them into the landing directory), or use lakecdc.apply / lakecdc run --watch, "
             "which wait for files to settle and also apply lines appended to a file later"
         )
-    if max_files_per_trigger is not None and max_files_per_trigger < 1:
-        raise ConfigError(f"max_files_per_trigger {max_files_per_trigger}: expected a number of files, 1 or more")
-    trigger_kw = parse_trigger(trigger)
-    get_decoder(format, options)  # an unknown format or option fails now, not in the first batch
-    contracts = apply_settings.get("contracts")
-    if contracts is not None and not isinstance(contracts, Mapping):
-        apply_settings["contracts"] = load_contracts(contracts)  # read (and checked) once, at the start
+    get_decoder(chosen.format, chosen.options)  # an unknown format or option fails now, not in the first batch
+    if chosen.contracts is not None and not isinstance(chosen.contracts, Mapping):
+        chosen = chosen.with_(contracts=load_contracts(chosen.contracts))  # read (and checked) once, at the start
+    return chosen
+
+
+def _landing(landing: str | os.PathLike[str]) -> Path:
+    """The landing directory, resolved; it must exist and be a directory."""
     landing_path = Path(landing).resolve()
     if not landing_path.exists():
         raise FileNotFoundError(f"input {str(landing)!r} does not exist")
     if not landing_path.is_dir():
         raise ConfigError(f"stream input {str(landing)!r} is a file; a stream reads a directory "
                           "(use lakecdc.apply for given files)")
-    target_s = str(Path(target).resolve())
-    checkpoint_s = str(Path(checkpoint).resolve() if checkpoint else Path(target_s) / DEFAULT_CHECKPOINT)
-    spark = spark or get_spark()
-    say = progress or (lambda _msg: None)
-    handle = ChangeStream(target=target_s, format=format)
+    return landing_path
 
-    def run_batch(batch_df: DataFrame, batch_id: int) -> None:
-        try:
-            files = _batch_files(batch_df, landing_path, target_s, max_files_per_trigger, path_glob_filter)
-            if not files:
-                return
-            with _APPLY_LOCK:
-                say(f"batch {batch_id}: {len(files)} new file(s)")
-                summary = apply(
-                    files, target_s, format=format, options=options, spark=spark,
-                    progress=lambda msg: say(f"batch {batch_id}: {msg}"), **apply_settings,
-                )
-                batch = handle._record(batch_id, files, summary)
-                if on_batch is not None:
-                    on_batch(batch)
-                if not summary.ok:
-                    raise BatchFailed(batch)
-        except BaseException as exc:
-            handle._error = exc  # await_termination raises it instead of Spark's wrapper
-            raise
 
-    batch_function: Callable[[DataFrame, int], None] = run_batch
-    if is_spark_connect(spark):
-        records = Path(target_s) / CONNECT_BATCHES / uuid.uuid4().hex
-        records.mkdir(parents=True, exist_ok=True)
-        handle._records, handle._on_batch, handle._say = records, on_batch, say
-        batch_function = _ServerBatch(landing_path, target_s, format, options, max_files_per_trigger,
-                                      path_glob_filter, dict(apply_settings), str(records))
-
+def _file_stream(spark: SparkSession, landing: Path, max_files: int | None, glob_filter: str | None) -> DataFrame:
+    """The streaming DataFrame of the paths of new files under ``landing`` (contents not read)."""
     reader = (
         spark.readStream.format("binaryFile")
         .schema("path STRING, modificationTime TIMESTAMP, length BIGINT, content BINARY")
@@ -435,19 +466,10 @@ def stream(
         # too old to apply; the price is the source's memory of the files it has seen.
         .option("maxFileAge", MAX_FILE_AGE)
     )
-    if max_files_per_trigger is not None:
-        reader = reader.option("maxFilesPerTrigger", str(max_files_per_trigger))
-    if path_glob_filter:
-        reader = reader.option("pathGlobFilter", path_glob_filter)
-    say(f"streaming {landing_path} into {target_s} ({format}, trigger {trigger}, checkpoint {checkpoint_s})")
-    handle.query = (
-        # file: paths, as apply reads them (a bare path would be the cluster's default filesystem);
-        # Hadoop takes them unencoded, spaces and all
-        reader.load(f"file:{landing_path}").select("path")
-        .writeStream.queryName(f"lakecdc {format} {landing_path} -> {target_s}")
-        .option("checkpointLocation", f"file:{checkpoint_s}")
-        .trigger(**trigger_kw)
-        .foreachBatch(batch_function)
-        .start()
-    )
-    return handle
+    if max_files is not None:
+        reader = reader.option("maxFilesPerTrigger", str(max_files))
+    if glob_filter:
+        reader = reader.option("pathGlobFilter", glob_filter)
+    # file: paths, as apply reads them (a bare path would be the cluster's default filesystem);
+    # Hadoop takes them unencoded, spaces and all
+    return reader.load(f"file:{landing}").select("path")

@@ -31,20 +31,21 @@ never rounded through a double on the way.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from lakecdc.config.settings import DEFAULT_PK_UPDATE
+from lakecdc.config.values import PK_UPDATE_MODES, PkUpdate  # noqa: F401 - PK_UPDATE_MODES: named here too
+from lakecdc.config.values import pk_update as parse_pk_update
 from lakecdc.errors import PrimaryKeyUpdateError
 from lakecdc.spark.conf import MAP_KEY_DEDUP, conf_value
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-PkUpdate = Literal["abend", "update", "delete-insert"]
-PK_UPDATE_MODES: tuple[str, ...] = ("abend", "update", "delete-insert")
 
 IMAGE_TYPE = T.MapType(T.StringType(), T.StringType(), valueContainsNull=True)
 
@@ -233,7 +234,7 @@ def key_changed(keys: Column, before: Column, after: Column) -> Column:
     )
 
 
-def to_rows(events: DataFrame, *, pk_update: PkUpdate = "abend") -> DataFrame:
+def to_rows(events: DataFrame, *, pk_update: PkUpdate = DEFAULT_PK_UPDATE) -> DataFrame:
     """Rows-style change events: the single image a GoldenGate row formatter would emit.
 
     Inserts, reads and updates carry their after image, deletes their before image, truncates
@@ -245,8 +246,11 @@ def to_rows(events: DataFrame, *, pk_update: PkUpdate = "abend") -> DataFrame:
     * ``delete-insert`` splits it into a delete of the before image and an insert of the after
       image (the insert completed from the before image for columns missing in after).
 
+    The default is :func:`lakecdc.apply`'s (``delete-insert``).
+
     Returns the canonical columns with ``row`` in place of ``before``/``after``.
     """
+    pk_update = parse_pk_update(pk_update)
     moved = key_changed(F.col("keys"), F.col("before"), F.col("after"))
     flagged = events.withColumn("_pk_moved", (F.col("op") == "U") & F.coalesce(moved, F.lit(False)))
     if pk_update == "abend":

@@ -48,14 +48,14 @@ basis for good: the first merge records it as the Delta table property ``lakecdc
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakecdc.changes.events import sortable_micros, sortable_position, zero_pad
+from lakecdc.config.values import SEQ_KINDS, SeqField
 from lakecdc.errors import ConfigError
 from lakecdc.run.state import stored_max_seq, table_path
 
@@ -66,55 +66,9 @@ if TYPE_CHECKING:
 
 #: The Delta table property that records a table's sequence basis.
 SEQUENCE_BY_PROPERTY = "lakecdc.sequenceBy"
-KINDS = ("int", "ts", "str")
+KINDS = SEQ_KINDS
 _WHOLE = {T.ByteType: 3, T.ShortType: 5, T.IntegerType: 10, T.LongType: 19}
 _NINES = "9876543210"
-
-
-@dataclass(frozen=True)
-class SeqField:
-    """One field of a ``sequence_by`` list: ``op_ts``, ``pos``, ``source.<name>`` or a column."""
-
-    name: str
-    kind: str | None = None  # int / ts / str: compare as this type over the column's own
-
-    def __str__(self) -> str:
-        return f"{self.name}:{self.kind}" if self.kind else self.name
-
-    @property
-    def is_column(self) -> bool:
-        return self.name not in ("op_ts", "pos") and not self.name.startswith("source.")
-
-
-def parse_sequence_by(value: str | Sequence[str], *, what: str = "sequence_by") -> tuple[SeqField, ...]:
-    """``"UPDATED_AT, source.scn:int"`` or ``["UPDATED_AT", "source.scn:int"]`` as fields."""
-    items = value.split(",") if isinstance(value, str) else list(value)
-    fields = []
-    for raw in items:
-        text = str(raw).strip()
-        name, sep, kind = text.rpartition(":") if ":" in text else (text, "", "")
-        name = name.strip()
-        if not name or (sep and kind not in KINDS) or name == "source.":
-            raise ConfigError(
-                f"{what}: {raw!r} is not a field; use op_ts, pos, source.<name> or a column name, "
-                f"optionally followed by :int, :ts or :str"
-            )
-        fields.append(SeqField(name, kind or None))
-    if not fields:
-        raise ConfigError(f"{what}: empty; give one field or more (e.g. UPDATED_AT)")
-    return tuple(fields)
-
-
-def per_table_sequence_by(value: Any) -> tuple[tuple[SeqField, ...], dict[str, tuple[SeqField, ...]]]:
-    """lakecdc.run.apply's ``sequence_by``: fields for every table, or ``{table: fields}`` with an
-    optional ``"*"`` entry for the others. Returns (default, by table); () is the format's order."""
-    if value is None:
-        return (), {}
-    if not isinstance(value, Mapping):
-        return parse_sequence_by(value), {}
-    by_table = {str(t): parse_sequence_by(v, what=f"sequence_by of table {t!r}") for t, v in value.items() if t != "*"}
-    default = parse_sequence_by(value["*"], what="sequence_by '*'") if value.get("*") else ()
-    return default, by_table
 
 
 def basis(fields: Sequence[SeqField]) -> str | None:

@@ -74,10 +74,9 @@ from typing import Any
 import yaml
 from pyspark.sql import types as T
 
-from lakecdc.changes.events import PK_UPDATE_MODES
-from lakecdc.changes.sequence import SeqField, parse_sequence_by
 from lakecdc.check.rules import Rule, distinct_checks, property_rules, table_rules
-from lakecdc.config.durations import parse_duration
+from lakecdc.config.sources import DECLARED, declared
+from lakecdc.config.values import SeqField
 from lakecdc.config.where import Where
 from lakecdc.errors import ConfigError
 
@@ -192,7 +191,7 @@ def load_contract(path: str | Path) -> list[Contract]:
     return out
 
 
-_OWN = ("lakecdc.pk_update", "lakecdc.tombstone_retention", "lakecdc.target", "lakecdc.sequence_by")
+_OWN = DECLARED
 
 
 def _lakecdc_section(props: Any, at: tuple[str, ...], where: Where) -> dict[str, Any]:
@@ -212,25 +211,7 @@ def _lakecdc_section(props: Any, at: tuple[str, ...], where: Where) -> dict[str,
             continue
         if name not in _OWN:
             raise where.error((*pat, "property"), f"{name!r}: lakecdc knows {', '.join(_OWN)}")
-        if name == "lakecdc.pk_update":
-            if value not in PK_UPDATE_MODES:
-                raise where.error((*pat, "value"), f"{value!r}: use {', '.join(PK_UPDATE_MODES)}")
-            out["pk_update"] = str(value)
-        elif name == "lakecdc.tombstone_retention":
-            try:
-                out["tombstone_retention"] = parse_duration(str(value))
-            except ConfigError as exc:
-                raise where.error((*pat, "value"), str(exc)) from None
-        elif name == "lakecdc.sequence_by":
-            try:
-                out["sequence_by"] = parse_sequence_by(value if isinstance(value, list) else str(value or ""),
-                                                       what="lakecdc.sequence_by")
-            except ConfigError as exc:
-                raise where.error((*pat, "value"), str(exc)) from None
-        else:
-            if not value:
-                raise where.error((*pat, "value"), "expected the table's path")
-            out["target"] = str(value)
+        setting, out[setting] = declared(name, value, where, (*pat, "value"))
     return out
 
 

@@ -1,135 +1,331 @@
-"""What shapes a run besides its inputs: :class:`ApplySettings` and its per-table settings.
+"""What shapes a run besides its inputs: :class:`Settings`, one frozen object.
 
-Built by :func:`lakecdc.apply` from its arguments (and by jobs from their YAML); read by every
-step of the run. The engine a run merges with is picked by :mod:`lakecdc.merge.pick`.
+Build it once and reuse it (``lakecdc.Settings(format="debezium-json", keys={"S.T": ["ID"]})``),
+or let :func:`lakecdc.apply` build it from its keyword arguments; the CLI's flags, ``--config``
+YAML, job files and data contracts reach the same fields through :mod:`lakecdc.config.sources`.
+Every field accepts the forms its keyword argument of :func:`lakecdc.apply` accepts and keeps one
+of them (a per-table setting as ``{table: value}`` with ``"*"`` for the others); a value it does
+not accept is a :class:`~lakecdc.errors.ConfigError` naming the setting, the value and what it
+accepts. Every default is stated once, here.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import fnmatch
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from lakecdc.changes.columns import sql_string
+from lakecdc.config import values as V
+from lakecdc.config.values import BadValue, PkUpdate, ScdType, SeqField
 from lakecdc.errors import ConfigError
 
-if TYPE_CHECKING:
-    from lakecdc.changes.events import PkUpdate
-    from lakecdc.changes.sequence import SeqField
-    from lakecdc.check.contracts import Contract
-
+#: The format a run reads when it does not say.
+DEFAULT_FORMAT = "ogg-json"
+#: What a primary-key update becomes when the run, the table and its contract do not say.
+DEFAULT_PK_UPDATE: PkUpdate = "delete-insert"
 #: How long a deleted key blocks late events when the run does not say (its tombstone's life).
 DEFAULT_TOMBSTONE_RETENTION = dt.timedelta(days=7)
+#: What a table is when ``stored_as_scd_type`` does not name it: its current state.
+DEFAULT_SCD_TYPE: ScdType = 1
+#: How much history ``maintain``'s vacuum keeps (Delta's default ``delta.deletedFileRetentionDuration``).
+DEFAULT_VACUUM_RETENTION = dt.timedelta(days=7)
+#: Tables prepared and merged at once when the caller does not say: per-table work is mostly
+#: waiting (Spark job scheduling, Delta log reads, delta-rs merges, which release the GIL), so even
+#: 2 cores merge 12 tables 1.7-2x faster 4 at a time (bench/README.md, "Concurrent table merges").
+DEFAULT_PARALLEL_TABLES = 4
+
+#: The key of a per-table setting's value for the tables it does not name.
+EVERY_TABLE = "*"
 
 Progress = Callable[[str], None]
 
 
-@dataclass(frozen=True)
-class ApplySettings:
-    """Everything that shapes a run besides its inputs."""
+class Declared(Protocol):
+    """What a data contract declares for its table that a run's settings defer to
+    (:class:`lakecdc.check.contracts.Contract`)."""
 
-    format: str
-    keys: Mapping[str, tuple[str, ...]]
-    pk_update: PkUpdate
-    tombstone_retention: dt.timedelta
-    treat_all_as_strings: bool
-    #: per table, the only columns to keep (DLT's ``column_list``; keys are always kept)
+    keys: tuple[str, ...]
+    pk_update: str | None
+    tombstone_retention: dt.timedelta | None
+    sequence_by: tuple[SeqField, ...]
+    target: str | None
+
+
+def _per_table(scalar: Callable[..., Any]) -> Callable[[Any, str], dict[str, Any]]:
+    """A parser of ``value`` or ``{table: value}`` (``"*"``: the others) from one of ``value``."""
+
+    def parse(value: Any, setting: str) -> dict[str, Any]:
+        if value is None:
+            return {}
+        pairs = value.items() if isinstance(value, Mapping) else [(EVERY_TABLE, value)]
+        out: dict[str, Any] = {}
+        for table, v in pairs:
+            try:
+                out[str(table)] = scalar(v, setting)
+            except BadValue as exc:
+                if table == EVERY_TABLE or exc.table is not None:
+                    raise
+                raise exc.for_table(str(table)) from None
+        return out
+
+    return parse
+
+
+def _keys(value: Any, setting: str) -> dict[str, tuple[str, ...]]:
+    """``{table: cols}``; a plain list (DLT's ``keys=["ID"]`` for a one-table input) is the key of
+    every table whose messages carry none."""
+    return _per_table(lambda v, s: V.columns(v, s))(value, setting)
+
+
+def _change_data_feed(value: Any, setting: str) -> tuple[str, ...]:
+    if isinstance(value, bool):
+        return (EVERY_TABLE,) if value else ()
+    return V.patterns(value, setting) if value else ()
+
+
+def _table_names(value: Any, setting: str) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        if not value.strip().strip("."):
+            raise BadValue(setting, value, "a catalog.schema prefix or a mapping {TABLE: CATALOG_TABLE}")
+        return value
+    if not isinstance(value, Mapping):
+        raise BadValue(setting, value, "a catalog.schema prefix or a mapping {TABLE: CATALOG_TABLE}")
+    return {str(t): tuple(v) if isinstance(v, (list, tuple)) else str(v) for t, v in value.items()}
+
+
+def _contracts(value: Any, setting: str) -> Any:
+    if value is None or isinstance(value, (Mapping, str, os.PathLike)):
+        return value
+    raise BadValue(setting, value, "a contract file or directory, or contracts by source table")
+
+
+def _optional(scalar: Callable[..., Any]) -> Callable[[Any, str], Any]:
+    return lambda value, setting: None if value is None else scalar(value, setting)
+
+
+#: The parser of each field (the value as given -> the value kept); each keeps its own output.
+PARSERS: dict[str, Callable[[Any, str], Any]] = {
+    "format": V.name,
+    "options": V.string_map,
+    "keys": _keys,
+    "pk_update": _per_table(V.pk_update),
+    "tombstone_retention": _per_table(V.duration),
+    "sequence_by": _per_table(V.sequence),
+    "column_list": _per_table(V.columns),
+    "except_column_list": _per_table(V.columns),
+    "apply_as_truncates": V.flag,
+    "complete_transactions": V.flag,
+    "include_tables": V.patterns,
+    "exclude_tables": V.patterns,
+    "contracts": _contracts,
+    "stored_as_scd_type": _per_table(V.scd_type),
+    "track_history_column_list": _per_table(V.columns),
+    "track_history_except_column_list": _per_table(V.columns),
+    "change_data_feed": _change_data_feed,
+    "engine": V.engine,
+    "storage_options": V.string_map,
+    "table_paths": V.string_map,
+    "table_names": _table_names,
+    "min_file_age": V.seconds,
+    "parallel_tables": lambda v, s: DEFAULT_PARALLEL_TABLES if v is None else V.count(v, s),
+    "wait": _optional(V.seconds),
+    "reapply": lambda v, s: (v,) if isinstance(v, (str, os.PathLike)) else tuple(v or ()),
+}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything that shapes a run besides its inputs (and the Spark session).
+
+    The fields are :func:`lakecdc.apply`'s keyword arguments (see there what each does) and take
+    the same values; :meth:`with_` returns a copy with some of them changed::
+
+        base = lakecdc.Settings(format="debezium-json", keys={"S.T": ["ID"]})
+        lakecdc.apply("landing/", "lake/", settings=base)
+        lakecdc.apply("landing/", "lake/", settings=base, pk_update="abend")   # this run only
+
+    Per-table settings are kept as ``{table: value}``, ``"*"`` holding the value for the tables
+    they do not name; ask for one table's value with the ``..._for`` methods.
+    """
+
+    #: a registered format name (see :data:`lakecdc.decode.DECODERS`)
+    format: str = DEFAULT_FORMAT
+    #: the format's options (GoldenGate property names for GoldenGate formats)
+    options: Mapping[str, str] = field(default_factory=dict)
+    #: primary-key columns per source table, for messages that carry none (DLT's ``keys``):
+    #: ``{"QASOURCE.TCUSTORD": ["CUST_CODE", "ORDER_ID"]}``; a plain list (``["ID"]``, DLT's form for
+    #: a one-table input) is the key of every table whose messages carry none (kept as ``"*"``)
+    keys: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: ``delete-insert`` (default), ``update`` or ``abend`` (see ``semantics.md``); or per source
+    #: table, ``{"S.ORDERS": "update"}`` (a ``"*"`` entry for the others)
+    pk_update: Mapping[str, PkUpdate] = field(default_factory=dict)
+    #: how long a deleted key keeps blocking late events (a timedelta or ``"7d"``); or per source
+    #: table (a ``"*"`` entry for the others)
+    tombstone_retention: Mapping[str, dt.timedelta] = field(default_factory=dict)
+    #: order changes by these fields instead of the format's seq (DLT's ``sequence_by``):
+    #: ``["UPDATED_AT"]`` for every table, or per source table ``{"S.ORDERS": ["VERSION",
+    #: "source.scn:int"]}`` (a ``"*"`` entry for the others; a contract's ``lakecdc.sequence_by``
+    #: comes between the two). Fields: ``op_ts``, ``pos``, ``source.<name>`` or a column, compared by
+    #: type (see :mod:`lakecdc.changes.sequence`); the format's seq breaks ties. An event without a
+    #: value is quarantined. A table keeps the basis it was built with.
+    sequence_by: Mapping[str, tuple[SeqField, ...]] = field(default_factory=dict)
+    #: per table, the only columns written to the target (DLT's ``column_list``); key columns are
+    #: always written. ``{"S.ORDERS": ["ID", "STATUS"]}``
     column_list: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    #: per table, columns to leave out (DLT's ``except_column_list``)
+    #: per table, columns never written (DLT's ``except_column_list``)
     except_column_list: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    #: False: truncates are read but not applied (DLT's ``apply_as_truncates``)
+    #: False to read truncates without applying them (DLT's ``apply_as_truncates``)
     apply_as_truncates: bool = True
-    #: apply a source transaction only once all its events are there (see lakecdc.changes.transactions)
+    #: apply a source transaction only when all its events have been read (formats with
+    #: transaction markers: Debezium's BEGIN/END); the events of one still open are held for the
+    #: next run (see :mod:`lakecdc.changes.transactions`)
     complete_transactions: bool = False
-    #: source-table name patterns (fnmatch) to apply / to leave out; the others' events are skipped
+    #: source-table name patterns (``QASOURCE.*``, fnmatch, case-sensitive): only tables matching an
+    #: include pattern (all, when none is given) and no exclude pattern are applied; the others'
+    #: events are counted as skipped
     include_tables: tuple[str, ...] = ()
     exclude_tables: tuple[str, ...] = ()
-    #: data contracts by source table: declared keys and column types (lakecdc.check.contracts)
-    contracts: Mapping[str, Contract] = field(default_factory=dict)
-    #: per source table, a ``pk_update`` / tombstone retention other than the run's
-    pk_update_by_table: Mapping[str, PkUpdate] = field(default_factory=dict)
-    retention_by_table: Mapping[str, dt.timedelta] = field(default_factory=dict)
-
-    #: per table (exact names or fnmatch patterns, ``"*"``: every table): 2 for an SCD type 2
-    #: history table instead of the current state (DLT's ``stored_as_scd_type``; lakecdc.consolidate.history)
-    stored_as_scd_type: Mapping[str, int] = field(default_factory=dict)
-    #: per table (names or patterns): the only columns whose changes open a new version / columns
-    #: whose changes never do (DLT's ``track_history_column_list`` / ``..._except_column_list``)
+    #: ODCS data contracts (a file, a directory of them, or loaded ones by source table): their
+    #: keys for messages without keys, their column types over inference, their ``lakecdc.*``
+    #: settings under the run's per-table ones
+    contracts: str | os.PathLike[str] | Mapping[str, Declared] | None = None
+    #: 2 (or ``"2"``) for SCD type 2 history tables (every version, with ``__START_AT`` /
+    #: ``__END_AT``; see :mod:`lakecdc.consolidate.history`) instead of current-state tables (1, the
+    #: default); for all tables, or per table: ``{"S.ORDERS": 2}`` (fnmatch patterns work)
+    stored_as_scd_type: Mapping[str, ScdType] = field(default_factory=dict)
+    #: for history tables, the only columns whose changes open a new version / columns whose
+    #: changes never do (a change of other columns updates the current version in place); per table
+    #: (names or patterns), or a list for every history table
     track_history_column_list: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     track_history_except_column_list: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    #: table names or patterns whose Delta tables have Change Data Feed enabled
+    #: enable Delta's Change Data Feed on every table (True) or on these tables (names or patterns)
     change_data_feed: tuple[str, ...] = ()
-    #: fields that order the changes instead of the format's seq (DLT's ``sequence_by``; see
-    #: lakecdc.changes.sequence): for every table, and per source table (over contracts, over the default)
-    sequence_by: tuple[SeqField, ...] = ()
-    sequence_by_table: Mapping[str, tuple[SeqField, ...]] = field(default_factory=dict)
-    #: how many tables are prepared and merged at the same time (see :func:`_each_table`)
-    parallel_tables: int = 1
+    #: ``auto`` (delta-spark when its JVM classes are present, else delta-rs), ``delta-rs``,
+    #: ``delta-spark``, or an engine object
+    engine: Any = "auto"
+    #: delta-rs's storage options (object store credentials and endpoints)
+    storage_options: Mapping[str, str] = field(default_factory=dict)
+    #: where a source table's Delta table lives instead of ``<target>/<table>``: a path relative to
+    #: the target, an absolute path or a URI (``{"S.ORDERS": "orders"}``). Recorded with the
+    #: target, so later runs need not repeat it; a table that exists is not moved this way
+    table_paths: Mapping[str, str] = field(default_factory=dict)
+    #: source tables kept as tables of the Spark session's catalog (delta-spark engine):
+    #: ``{"SRC.ORDERS": "main.sales.orders"}`` (managed), ``{"SRC.ORDERS": ("main.sales.orders",
+    #: "s3://bucket/orders")}`` (external), or a ``"catalog.schema"`` prefix for every table.
+    #: Recorded with the target like ``table_paths``
+    table_names: Mapping[str, str | tuple[str, str]] | str | None = None
+    #: seconds; files changed more recently are left for a later run (a writer may still be at
+    #: work on them). A file of a line-oriented format that grows after it was applied has its new
+    #: complete lines applied by a later run; other formats' files must not change once read
+    min_file_age: float = 0.0
+    #: how many tables are prepared and merged at once (at most the number of tables); 1 merges
+    #: one at a time
+    parallel_tables: int = DEFAULT_PARALLEL_TABLES
+    #: seconds to wait for another writer of the target to finish (None: raise
+    #: :class:`~lakecdc.run.lease.TargetBusy` at once); one writer per target at a time
+    wait: float | None = None
+    #: files applied before to read again in this run, by path or pattern (``fnmatch``, on the
+    #: whole path or on the file name: ``"landing/2024-06-*.json"``, ``"*.avro"``): files read with
+    #: the wrong ``format`` and quarantined, or after a decoder's fix. Each is taken out of the
+    #: ledger and applied as a new file; changes the tables already hold count as duplicate or late
+    reapply: tuple[str, ...] = ()
 
-    def sequence_for(self, table: str) -> tuple[SeqField, ...]:
-        """The table's own ``sequence_by``, else its contract's, else the run's; () the format's seq."""
-        declared = self.contracts[table].sequence_by if table in self.contracts else ()
-        return self.sequence_by_table.get(table) or declared or self.sequence_by
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            object.__setattr__(self, f.name, PARSERS[f.name](getattr(self, f.name), f.name))
+        for a, b in (("column_list", "except_column_list"),
+                     ("track_history_column_list", "track_history_except_column_list")):
+            for table in sorted(set(getattr(self, a)) & set(getattr(self, b))):
+                raise ConfigError(f"table {table!r}: give {a} or {b}, not both")
 
-    def scd_type(self, table: str) -> int:
-        """1 for a current-state table, 2 for a history table."""
-        return int(match_table(self.stored_as_scd_type, table) or 1)
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        """Every setting's name (the keyword arguments :func:`lakecdc.apply` takes besides its inputs)."""
+        return tuple(f.name for f in dataclasses.fields(cls))
 
-    def wants_change_data_feed(self, table: str) -> bool:
-        return any(fnmatch.fnmatchcase(table, p) for p in self.change_data_feed)
+    @classmethod
+    def build(cls, settings: Settings | None = None, **overrides: Any) -> Settings:
+        """``settings`` (default: every default) with ``overrides`` in place of its fields; a name
+        that is not a setting is a :class:`ConfigError` listing the settings."""
+        unknown = sorted(set(overrides) - set(cls.names()))
+        if unknown:
+            raise ConfigError(f"unknown setting(s) {', '.join(unknown)}; the settings are {', '.join(cls.names())}")
+        if settings is not None and not isinstance(settings, Settings):
+            raise ConfigError(f"settings={settings!r}: expected a lakecdc.Settings")
+        return dataclasses.replace(settings, **overrides) if settings is not None else cls(**overrides)
+
+    def with_(self, **overrides: Any) -> Settings:
+        """A copy with ``overrides`` in place of these fields (the same names and values as the fields)."""
+        return Settings.build(self, **overrides)
+
+    # -- one table's value -----------------------------------------------------------------------
+
+    @property
+    def loaded_contracts(self) -> Mapping[str, Any]:
+        """The contracts by source table, once loaded (:func:`lakecdc.apply` loads them first)."""
+        if self.contracts is None:
+            return {}
+        if not isinstance(self.contracts, Mapping):
+            raise ConfigError(f"the contracts at {self.contracts} are not loaded yet (lakecdc.check.contracts.load_contracts)")
+        return self.contracts
+
+    def contract(self, table: str) -> Declared | None:
+        """``table``'s contract (once the contracts are loaded), or None."""
+        return self.loaded_contracts.get(table)
+
+    def keys_for(self, table: str) -> tuple[str, ...] | None:
+        """The key columns the run names for ``table`` (its own, else every table's); None: none."""
+        return self.keys.get(table) or self.keys.get(EVERY_TABLE)
 
     def pk_update_for(self, table: str) -> PkUpdate:
         """The table's own setting, else its contract's, else the run's."""
-        declared = self.contracts[table].pk_update if table in self.contracts else None
-        return self.pk_update_by_table.get(table) or declared or self.pk_update  # type: ignore[return-value]
+        declared = self.contract(table)
+        return (self.pk_update.get(table) or (declared.pk_update if declared else None)  # type: ignore[return-value]
+                or self.pk_update.get(EVERY_TABLE, DEFAULT_PK_UPDATE))
 
     def retention_for(self, table: str) -> dt.timedelta:
-        declared = self.contracts[table].tombstone_retention if table in self.contracts else None
-        found = self.retention_by_table.get(table, declared)
-        return found if found is not None else self.tombstone_retention
+        """The table's own tombstone retention, else its contract's, else the run's."""
+        declared = self.contract(table)
+        for found in (self.tombstone_retention.get(table), declared.tombstone_retention if declared else None):
+            if found is not None:
+                return found
+        return self.default_retention
 
-    def route_sql(self) -> str | None:
-        """SQL over ``table``: true for a table that is applied; None when every table is."""
-        if not self.include_tables and not self.exclude_tables:
-            return None
+    @property
+    def default_retention(self) -> dt.timedelta:
+        """The run's tombstone retention (for the tables no setting or contract names)."""
+        return self.tombstone_retention.get(EVERY_TABLE, DEFAULT_TOMBSTONE_RETENTION)
 
-        def any_of(patterns: tuple[str, ...]) -> str:
-            return " OR ".join(f"table RLIKE {sql_string('^' + fnmatch.translate(p))}" for p in patterns)
+    def sequence_for(self, table: str) -> tuple[SeqField, ...]:
+        """The table's own ``sequence_by``, else its contract's, else the run's; () the format's seq."""
+        declared = self.contract(table)
+        return (self.sequence_by.get(table) or (declared.sequence_by if declared else ())
+                or self.sequence_by.get(EVERY_TABLE, ()))
 
-        inc = f"({any_of(self.include_tables)})" if self.include_tables else "true"
-        exc = f"NOT ({any_of(self.exclude_tables)})" if self.exclude_tables else "true"
-        return f"({inc} AND {exc})"
+    def scd_type(self, table: str) -> ScdType:
+        """1 for a current-state table, 2 for a history table."""
+        found = match_table(self.stored_as_scd_type, table)
+        return found if found is not None else DEFAULT_SCD_TYPE
+
+    def wants_change_data_feed(self, table: str) -> bool:
+        return any(fnmatch.fnmatchcase(table, p) for p in self.change_data_feed)
 
     def ignores(self, table: str, column: str, keys: Sequence[str]) -> bool:
         """True when ``column`` of ``table`` is left out of the target by a column list."""
         low = column.lower()
         if low in {k.lower() for k in keys}:
             return False
-        only = self.column_list.get(table)
+        only = self.column_list.get(table, self.column_list.get(EVERY_TABLE))
         if only is not None and low not in {c.lower() for c in only}:
             return True
-        return low in {c.lower() for c in self.except_column_list.get(table, ())}
-
-
-def per_table(value: Any, what: str) -> tuple[Any, dict[str, Any]]:
-    """A run-wide setting given once, or per source table with an optional ``"*"`` default."""
-    if not isinstance(value, Mapping):
-        return value, {}
-    by_table = {str(k): v for k, v in value.items() if k != "*"}
-    default = value.get("*", DEFAULT_TOMBSTONE_RETENTION if what == "tombstone_retention" else "delete-insert")
-    return default, by_table
-
-
-def normalise_keys(keys: Mapping[str, Sequence[str] | str] | None) -> dict[str, tuple[str, ...]]:
-    out: dict[str, tuple[str, ...]] = {}
-    for table, cols in (keys or {}).items():
-        items = [c.strip() for c in (cols.split(",") if isinstance(cols, str) else cols)]
-        if not items or not all(items):
-            raise ConfigError(f"keys for table {table!r} are empty")
-        out[table] = tuple(items)
-    return out
+        but = self.except_column_list.get(table, self.except_column_list.get(EVERY_TABLE, ()))
+        return low in {c.lower() for c in but}
 
 
 def match_table(mapping: Mapping[str, Any], table: str) -> Any:
@@ -141,40 +337,3 @@ def match_table(mapping: Mapping[str, Any], table: str) -> Any:
         if fnmatch.fnmatchcase(table, pattern):
             return mapping[pattern]
     return None
-
-
-def _column_lists(value: Mapping[str, Sequence[str] | str] | Sequence[str] | str | None, what: str) -> dict[str, tuple[str, ...]]:
-    """``{table: cols}`` as given, or columns for every table (``"*"``) from a plain list or ``"A,B"``."""
-    if value is None:
-        return {}
-    pairs = dict(value.items()) if isinstance(value, Mapping) else {"*": value}
-    out: dict[str, tuple[str, ...]] = {}
-    for table, cols in pairs.items():
-        items = tuple(c.strip() for c in (cols.split(",") if isinstance(cols, str) else cols))
-        if not all(items):
-            raise ConfigError(f"{what} for table {table!r}: an empty column name in {cols!r}")
-        out[table] = items
-    return out
-
-
-def history_settings(
-    stored_as_scd_type: Mapping[str, int] | int,
-    track_history_column_list: Mapping[str, Sequence[str] | str] | Sequence[str] | str | None,
-    track_history_except_column_list: Mapping[str, Sequence[str] | str] | Sequence[str] | str | None,
-    change_data_feed: bool | Sequence[str] | str,
-) -> dict[str, Any]:
-    """The :class:`ApplySettings` fields of ``apply``'s history arguments, checked."""
-    types = {"*": stored_as_scd_type} if isinstance(stored_as_scd_type, int) else dict(stored_as_scd_type or {})
-    for table, kind in types.items():
-        if kind not in (1, 2):
-            raise ConfigError(f"stored_as_scd_type for {table!r} is {kind!r}; use 1 (current state) or 2 (history)")
-    track = _column_lists(track_history_column_list, "track_history_column_list")
-    but = _column_lists(track_history_except_column_list, "track_history_except_column_list")
-    for table in set(track) & set(but):
-        raise ConfigError(f"table {table!r}: give track_history_column_list or track_history_except_column_list, not both")
-    if isinstance(change_data_feed, bool):
-        cdf: tuple[str, ...] = ("*",) if change_data_feed else ()
-    else:
-        cdf = (change_data_feed,) if isinstance(change_data_feed, str) else tuple(change_data_feed)
-    return {"stored_as_scd_type": types, "track_history_column_list": track,
-            "track_history_except_column_list": but, "change_data_feed": cdf}

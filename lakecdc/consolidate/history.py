@@ -49,13 +49,13 @@ from lakecdc.errors import ConfigError
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from lakecdc.config.settings import ApplySettings
+    from lakecdc.config.settings import Settings
 
 #: Count columns of the fold's output (non-zero on one row per key).
 COUNT_COLUMNS = ("_events", "_dups", "_stale", "_errors")
 
 
-def tracked_columns(settings: ApplySettings, table: str, layout: Layout) -> frozenset[int]:
+def tracked_columns(settings: Settings, table: str, layout: Layout) -> frozenset[int]:
     """Positions of the columns whose changes open a new version (never the key columns)."""
     only = match_table(settings.track_history_column_list, table)
     but = match_table(settings.track_history_except_column_list, table)

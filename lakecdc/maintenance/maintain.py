@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from lakecdc.config.settings import DEFAULT_TOMBSTONE_RETENTION
+from lakecdc.config.settings import DEFAULT_TOMBSTONE_RETENTION, DEFAULT_VACUUM_RETENTION
 from lakecdc.errors import ConfigError
 from lakecdc.merge.commit import retry_conflicts
 from lakecdc.merge.delta_rs import DeltaRsEngine
@@ -42,10 +42,6 @@ from lakecdc.spark.session import get_spark
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-#: Delta's default ``delta.deletedFileRetentionDuration``: vacuum keeps a week of history.
-DEFAULT_VACUUM_RETENTION = dt.timedelta(days=7)
-
 
 @dataclass(frozen=True)
 class MaintenanceReport:

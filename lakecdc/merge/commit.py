@@ -30,7 +30,7 @@ from lakecdc.run.state import expire_tombstones, tombstone_path, tombstone_rows,
 from lakecdc.run.summary import TableSummary
 
 if TYPE_CHECKING:
-    from lakecdc.config.settings import ApplySettings, Progress
+    from lakecdc.config.settings import Progress, Settings
     from lakecdc.merge.delta_rs import DeltaRsEngine
 
 #: The table property that turns on Delta's Change Data Feed.
@@ -54,7 +54,7 @@ def enable_change_data_feed(engine: DeltaRsEngine, path: str) -> bool:
     return True
 
 
-def change_data_feed(engine: DeltaRsEngine, settings: ApplySettings, prep: Prepared) -> None:
+def change_data_feed(engine: DeltaRsEngine, settings: Settings, prep: Prepared) -> None:
     """Turn on Change Data Feed for a current-state table that asks for it, before its merge: an
     existing table gets the property, a new one is created with it (``commit_table`` then finds it)."""
     if not settings.wants_change_data_feed(prep.table):
@@ -93,7 +93,7 @@ def retry_conflicts(action: Callable[[], T_], *, what: str, say: Progress | None
 
 
 def commit_table(
-    engine: DeltaRsEngine, settings: ApplySettings, target: str, prep: Prepared, *, run_id: int, now: dt.datetime,
+    engine: DeltaRsEngine, settings: Settings, target: str, prep: Prepared, *, run_id: int, now: dt.datetime,
 ) -> TableSummary:
     """MERGE one current-state table's net actions exactly once (the run's app transaction),
     creating the table or adding its new columns first, then record its tombstones and truncate
@@ -153,7 +153,7 @@ def history_schema(layout: Layout) -> T.StructType:
 
 
 def commit_history(
-    engine: DeltaRsEngine, settings: ApplySettings, target: str, prep: HistoryPrepared, *, run_id: int, now: dt.datetime,
+    engine: DeltaRsEngine, settings: Settings, target: str, prep: HistoryPrepared, *, run_id: int, now: dt.datetime,
 ) -> TableSummary:
     """MERGE one history table's versions exactly once (the run's app transaction), then record its
     tombstones and truncate mark, as the current-state commit does."""
@@ -205,7 +205,7 @@ _SESSION_COMMIT_LOCK = threading.Lock()
 
 
 def merge_one(
-    engine: DeltaRsEngine, settings: ApplySettings, target: str, prep: Prepared | HistoryPrepared,
+    engine: DeltaRsEngine, settings: Settings, target: str, prep: Prepared | HistoryPrepared,
     *, run_id: int, now: dt.datetime, say: Progress,
 ) -> TableSummary:
     """Commit one prepared table; a table records its sequence basis before its first merge (when

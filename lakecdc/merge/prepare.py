@@ -54,7 +54,7 @@ from lakecdc.run.state import (
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from lakecdc.config.settings import ApplySettings, Progress
+    from lakecdc.config.settings import Progress, Settings
     from lakecdc.merge.delta_rs import DeltaRsEngine
 
 
@@ -119,7 +119,7 @@ class Speculation:
 
 
 def fast_path(
-    spark: SparkSession, engine: DeltaRsEngine, settings: ApplySettings, target: str, events: DataFrame,
+    spark: SparkSession, engine: DeltaRsEngine, settings: Settings, target: str, events: DataFrame,
     *, run_id: int, say: Progress,
 ) -> Prepared | None:
     """The run's one table prepared in a single pass over the data, or None (see :class:`Speculation`)."""
@@ -127,7 +127,7 @@ def fast_path(
     if len(known) != 1:
         return None
     ((table, keys),) = known.items()
-    configured = settings.keys.get(table)
+    configured = settings.keys_for(table)
     if configured and [c.lower() for c in configured] != [k.lower() for k in keys]:
         return None
     path = table_path(target, table)
@@ -155,7 +155,7 @@ def fast_path(
 
 
 def prepare_table(
-    spark: SparkSession, engine: DeltaRsEngine, settings: ApplySettings, target: str, table: str,
+    spark: SparkSession, engine: DeltaRsEngine, settings: Settings, target: str, table: str,
     prof: dict, shape: TableShape, inferred: dict[str, T.DataType], events: DataFrame,
     *, speculation: Speculation | None = None,
 ) -> tuple[Prepared, DataFrame | None] | None:
@@ -307,7 +307,7 @@ def _truncates(mine: DataFrame, prof: dict, watermark: str | None) -> tuple[list
 
 
 def prepare_history(
-    spark: SparkSession, engine: DeltaRsEngine, settings: ApplySettings, target: str, table: str,
+    spark: SparkSession, engine: DeltaRsEngine, settings: Settings, target: str, table: str,
     prof: dict, shape: TableShape, inferred: dict[str, T.DataType], events: DataFrame,
 ) -> tuple[HistoryPrepared, DataFrame | None]:
     """Fold one history table's events into versions (collected as Arrow) and count what was left

@@ -20,6 +20,7 @@ the tables' transaction versions, or a table behind the Delta version a run reco
 
 from __future__ import annotations
 
+import fnmatch
 import glob
 import hashlib
 import json
@@ -295,3 +296,18 @@ def _resume_at(fh: Any, done: int) -> int:
             return lo + nl + 1
         pos = lo
     return 0
+
+
+def reapply_matcher(patterns: str | Sequence[str]) -> Callable[[str], bool]:
+    """Whether a file path is chosen by ``patterns`` (paths or fnmatch patterns, matched against
+    the whole resolved path or the file name)."""
+    items = [patterns] if isinstance(patterns, (str, os.PathLike)) else list(patterns)
+    whole = [str(Path(os.fspath(p)).expanduser().absolute()) for p in items]
+    exact = {str(Path(os.fspath(p)).resolve()) for p in items}
+    names = [os.fspath(p) for p in items if os.sep not in os.fspath(p)]
+
+    def chosen(path: str) -> bool:
+        return (path in exact or any(fnmatch.fnmatchcase(path, w) for w in whole)
+                or any(fnmatch.fnmatchcase(Path(path).name, n) for n in names))
+
+    return chosen

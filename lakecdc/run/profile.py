@@ -26,7 +26,7 @@ from lakecdc.run.state import known_tables, table_path
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from lakecdc.config.settings import ApplySettings, Progress
+    from lakecdc.config.settings import Progress, Settings
     from lakecdc.decode.base import Decoder
     from lakecdc.merge.delta_rs import DeltaRsEngine
 
@@ -197,7 +197,7 @@ class TableShape:
     reserved: tuple[str, ...] = ()
 
 
-def table_shape(engine: DeltaRsEngine, settings: ApplySettings, target: str, table: str, prof: dict) -> TableShape:
+def table_shape(engine: DeltaRsEngine, settings: Settings, target: str, table: str, prof: dict) -> TableShape:
     """Columns and keys of ``table`` from its target (if any) and this run's events.
 
     Delta column names ignore case, so spellings that differ only in case are one column (the
@@ -218,8 +218,8 @@ def table_shape(engine: DeltaRsEngine, settings: ApplySettings, target: str, tab
     recorded = known_tables(target).get(table) if exists else None
     # messages without keys (inserts and deletes of some formats) fall back on the recorded ones
     fallback = recorded if not prof["keys"] else None
-    contract = settings.contracts.get(table)
-    configured = settings.keys.get(table) or (contract.keys if contract and contract.keys else None)
+    contract = settings.contract(table)
+    configured = settings.keys_for(table) or (contract.keys if contract and contract.keys else None)
     keys = resolve_keys(table, prof["keys"], configured or fallback, existing_cols + seen)
     ignored = [c for c in seen if settings.ignores(table, c, keys)]
     seen = [c for c in seen if c not in ignored]
@@ -251,7 +251,7 @@ def table_shape(engine: DeltaRsEngine, settings: ApplySettings, target: str, tab
     )
 
 
-def history_shape(settings: ApplySettings, table: str, path: str, shape: TableShape) -> TableShape:
+def history_shape(settings: Settings, table: str, path: str, shape: TableShape) -> TableShape:
     """``shape`` checked against the storage asked for: a history table's validity columns are
     taken out of its source columns; a table cannot change between current state and history."""
     wanted = settings.scd_type(table) == 2
@@ -305,7 +305,7 @@ def declared_columns(
     return dict(decoder.column_types(spark, files, staging=staging))
 
 
-def with_declared(shape: TableShape, declared: Mapping[str, T.DataType], settings: ApplySettings, table: str) -> TableShape:
+def with_declared(shape: TableShape, declared: Mapping[str, T.DataType], settings: Settings, table: str) -> TableShape:
     """``shape`` with the columns the input declares but no image of the run holds (a column
     every message leaves out: a Qlik mask bit 0, an Avro ``_isMissing`` flag, a DTS ``NONE``, a
     Debezium unavailable value) added as new columns: rows inserted now read NULL for them, and
@@ -324,7 +324,7 @@ def with_declared(shape: TableShape, declared: Mapping[str, T.DataType], setting
 
 
 def new_column_types(
-    spark: SparkSession, decoder: Decoder, settings: ApplySettings, files: list[str],
+    spark: SparkSession, decoder: Decoder, settings: Settings, files: list[str],
     wanted: dict[str, dict[str, list[str]]], *, staging: str, say: Progress,
     declared: Mapping[str, Mapping[str, T.DataType]] | None = None,
 ) -> dict[str, dict[str, T.DataType]]:
@@ -336,12 +336,12 @@ def new_column_types(
     """
     if not wanted:
         return {}
-    if settings.treat_all_as_strings:
+    if decoder.all_strings:
         return {t: {c: T.StringType() for c in cols} for t, cols in wanted.items()}
     if declared is None:
         declared = decoder.column_types(spark, files, staging=staging)
     declared = {t: dict(cols) for t, cols in declared.items()}
-    for table, contract in settings.contracts.items():  # a contract's types win over the input's
+    for table, contract in settings.loaded_contracts.items():  # a contract's types win over the input's
         declared[table] = {**declared.get(table, {}), **contract.types}
     out: dict[str, dict[str, T.DataType]] = {}
     rest: dict[str, dict[str, list[str]]] = {}

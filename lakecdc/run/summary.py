@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
+
+from lakecdc.changes.quarantine import quarantine_path
 
 
 @dataclass(frozen=True)
@@ -241,4 +244,22 @@ def unreadable_message(files: tuple[str, ...], fmt: str) -> str:
         f"ERROR {len(files)} file(s) gave no row change, and most of their records were quarantined "
         f"(read as {fmt}: the wrong format?): {shown}. They are recorded as applied; once the cause is "
         f"fixed, apply them again with `lakecdc apply --reapply FILE_OR_GLOB ...` (API: reapply=[...])"
+    )
+
+
+def combine_summaries(results: list[RunSummary], *, target: str, fmt: str, engine: str, seconds: float) -> RunSummary:
+    """One summary of several runs (or batches) into ``target``: the tables' counts added up."""
+    tables: dict[str, TableSummary] = {}
+    for r in results:
+        for t in r.tables:
+            tables[t.source_table] = tables[t.source_table].plus(t) if t.source_table in tables else t
+    return RunSummary(
+        target=target, format=fmt, runs=tuple(x for r in results for x in r.runs),
+        files=sum(r.files for r in results), tables=tuple(tables[k] for k in sorted(tables)),
+        quarantine=quarantine_path(target), quarantined_unrouted=sum(r.quarantined_unrouted for r in results),
+        skipped_unrouted=sum(r.skipped_unrouted for r in results),
+        skipped_unrouted_kinds=functools.reduce(add_kinds, (r.skipped_unrouted_kinds for r in results), {}),
+        file_accounts={f: acc for r in results for f, acc in r.file_accounts.items()},
+        unreadable_files=tuple(f for r in results for f in r.unreadable_files),
+        seconds=seconds, engine=engine, resumed=any(r.resumed for r in results),
     )

@@ -12,7 +12,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from lakecdc.run.apply import apply, read_table
+from lakecdc.run.apply import apply
+from lakecdc.run.read import read_table
 from lakecdc.spark.classarchive import recording_options
 from lakecdc.spark.session import get_spark
 
