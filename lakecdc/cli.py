@@ -15,7 +15,7 @@ from lakecdc.check.quality import check_changes, check_tables, data_docs_index, 
 from lakecdc.config.durations import parse_duration, parse_size
 from lakecdc.decode import DECODERS
 from lakecdc.errors import ConfigError, LakecdcError
-from lakecdc.ggprops import read_gg_properties
+from lakecdc.decode.goldengate.properties import read_gg_properties
 from lakecdc.jobs import Job, JobResult, load_job, run_job, stream_job, watch
 from lakecdc.maintenance.doctor import diagnose, render, repair, to_json
 from lakecdc.maintenance.maintain import maintain

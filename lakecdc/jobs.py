@@ -75,7 +75,7 @@ from lakecdc.config.durations import parse_duration, parse_size, parse_trigger
 from lakecdc.config.where import Where
 from lakecdc.decode import DECODERS
 from lakecdc.errors import ConfigError
-from lakecdc.ggprops import read_gg_properties
+from lakecdc.decode.goldengate.properties import read_gg_properties
 from lakecdc.maintenance.maintain import maintain
 from lakecdc.merge.delta_rs import DeltaRsEngine
 from lakecdc.run.apply import apply

@@ -17,7 +17,7 @@ from lakecdc.errors import ConfigError, UnknownFormatError
 
 pytestmark = pytest.mark.spark
 
-FIX = Path(__file__).parent / "fixtures" / "ogg-json"
+FIX = Path(__file__).parents[2] / "fixtures" / "ogg-json"
 
 
 def render(rows) -> list[str]:

@@ -26,8 +26,8 @@ from lakecdc.changes.quarantine import QUARANTINE_SCHEMA, quarantine_path, write
 from lakecdc.decode.avro.containers import plan_ocf_splits
 from lakecdc.decode.avro.schemas import parsing_fingerprint, rabin64
 from lakecdc.decode.files import splits as splits_module
-from lakecdc.decoders import ogg_avro
-from lakecdc.decoders.ogg_avro import unescape
+from lakecdc.decode.goldengate import avro as ogg_avro
+from lakecdc.decode.goldengate.avro import unescape
 from lakecdc.errors import ConfigError
 from lakecdc.merge.delta_rs import DeltaRsEngine
 
@@ -90,7 +90,7 @@ except ModuleNotFoundError:  # tests/ is on sys.path, not the repository root
         scenarios,
     )
 
-FIX = Path(__file__).parent / "fixtures" / "ogg-avro"
+FIX = Path(__file__).parents[2] / "fixtures" / "ogg-avro"
 SEED_SCHEMA = {kind: json.loads((FIX / kind / "GG.TCUSTORD.avsc").read_text()) for kind in ("row", "op")}
 SEED_MESSAGES = {kind: [json.loads(x) for x in (FIX / f"{kind}-examples.jsonl").read_text().splitlines()]
                  for kind in ("row", "op")}

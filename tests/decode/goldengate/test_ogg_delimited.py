@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 import lakecdc
 from lakecdc.decode import DECODERS, get_decoder
 from lakecdc.decode.files.reread import locate
-from lakecdc.decoders.ogg_delimited import java_unescape, parse_columns_option, regex_literal, split_pattern
+from lakecdc.decode.goldengate.delimited import java_unescape, parse_columns_option, regex_literal, split_pattern
 from lakecdc.errors import ConfigError
 
 try:
@@ -40,7 +40,7 @@ except ModuleNotFoundError:  # tests/ is on sys.path, not the repository root
 
 pytestmark = pytest.mark.spark
 
-FIX = Path(__file__).parent / "fixtures" / "ogg-delimited"
+FIX = Path(__file__).parents[2] / "fixtures" / "ogg-delimited"
 SEED = FIX / "seed-13.2.2-pipe.txt"
 TCUSTORD = ("CUST_CODE", "ORDER_DATE", "PRODUCT_CODE", "ORDER_ID", "PRODUCT_PRICE", "PRODUCT_AMOUNT", "TRANSACTION_ID")
 TCUSTORD_COLUMNS = "GG.TCUSTORD=" + ",".join(TCUSTORD)

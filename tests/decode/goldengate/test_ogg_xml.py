@@ -19,7 +19,7 @@ import lakecdc
 from lakecdc.changes.quarantine import quarantine_path
 from lakecdc.decode import DECODERS, get_decoder
 from lakecdc.decode.files.reread import locate
-from lakecdc.decoders.ogg_xml import escape_record, split_operations, unescape_record
+from lakecdc.decode.goldengate.xml import escape_record, split_operations, unescape_record
 from lakecdc.errors import ConfigError
 from lakecdc.run.state import table_path
 
@@ -47,7 +47,7 @@ except ModuleNotFoundError:  # tests/ is on sys.path, not the repository root
         scenarios,
     )
 
-FIX = Path(__file__).parent / "fixtures" / "ogg-xml"
+FIX = Path(__file__).parents[2] / "fixtures" / "ogg-xml"
 PUBLIC = ("table", "op", "op_ts", "pos", "idx", "seq", "txid", "keys", "before", "after", "source", "_error")
 
 

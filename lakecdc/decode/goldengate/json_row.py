@@ -23,7 +23,7 @@ only (a row-modeled update has no before image, so nothing in the message reveal
 the old row stays in the target), with ``delete-insert`` it wrote a delete of the before image
 and an insert of the after image at the update's own ``op_ts`` and ``pos``. Told
 ``pkUpdateHandling=delete-insert``, lakecdc joins each such pair into the key change it was
-(:func:`~lakecdc.decoders._goldengate.rejoin_split_key_changes`), which ``pk_update`` then
+(:func:`~lakecdc.decode.goldengate.common.rejoin_split_key_changes`), which ``pk_update`` then
 applies as for op-modeled JSON (``abend`` fails the batch; ``delete-insert``/``update`` complete
 the new row from the before image and the old row). With the other values the records are read
 as they are.
@@ -78,7 +78,7 @@ from lakecdc.decode.base import Decoder
 from lakecdc.decode.checks import first_error
 from lakecdc.decode.files.lines import CORRUPT, JSON_LIMITS, read_json, read_text
 from lakecdc.decode.times import parse_op_ts, session_is_utc
-from lakecdc.decoders._goldengate import (
+from lakecdc.decode.goldengate.common import (
     canonical_events,
     check_pk_update_handling,
     op_column,

@@ -30,7 +30,7 @@ from lakecdc.decode.base import Decoder
 from lakecdc.decode.checks import first_error
 from lakecdc.decode.files.lines import CORRUPT, JSON_LIMITS, read_json, read_text
 from lakecdc.decode.times import parse_op_ts, session_is_utc
-from lakecdc.decoders._goldengate import canonical_events, op_column, op_keys, source_map
+from lakecdc.decode.goldengate.common import canonical_events, op_column, op_keys, source_map
 from lakecdc.errors import ConfigError
 
 if TYPE_CHECKING:

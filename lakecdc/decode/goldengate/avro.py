@@ -60,7 +60,7 @@ Options are the formatters' property names (without ``gg.handler.<name>.format.`
 ``maxBlockBytes`` and ``maxBlockRecords`` (an OCF block's limits: :class:`~lakecdc.decode.avro.containers.BlockLimits`).
 ``pkUpdateHandling`` (abend): a row formatter with ``delete-insert`` writes a key change as a
 delete and an insert at the same ``op_ts`` and ``pos``; told so, ``ogg-avro-row`` joins each such
-pair into the key change it was (:func:`~lakecdc.decoders._goldengate.rejoin_split_key_changes`),
+pair into the key change it was (:func:`~lakecdc.decode.goldengate.common.rejoin_split_key_changes`),
 applied by ``pk_update`` as for op-modeled formats (with ``update`` or ``abend`` there is nothing
 to join; the op format shows key changes itself). ``versionSchemas``, ``iso8601Format``,
 ``generateSchema`` and ``schemaFilePath`` are accepted: they change how GoldenGate writes, and
@@ -108,7 +108,7 @@ from lakecdc.decode.checks import first_error
 from lakecdc.decode.files.splits import Split, split_bytes, split_numbers, splits_frame
 from lakecdc.decode.kafka.dumps import iter_length_prefixed, length_prefixed_splits
 from lakecdc.decode.times import parse_op_ts, session_is_utc
-from lakecdc.decoders._goldengate import (
+from lakecdc.decode.goldengate.common import (
     canonical_events,
     check_pk_update_handling,
     op_column,

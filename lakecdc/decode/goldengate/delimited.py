@@ -29,7 +29,7 @@ has no before image nothing in it can reveal that the key changed (the old row s
 target); ``delete-insert`` wrote a delete of the before image then an insert of the after image,
 both at the update's ``op_ts`` and ``pos``. Told ``pkUpdateHandling=delete-insert``, lakecdc
 joins each such pair into the key change it was
-(:func:`~lakecdc.decoders._goldengate.rejoin_split_key_changes`; needs ``includePosition``),
+(:func:`~lakecdc.decode.goldengate.common.rejoin_split_key_changes`; needs ``includePosition``),
 applied by ``pk_update`` as for op-modeled formats; with the other values records are read as
 they are.
 
@@ -75,7 +75,7 @@ whose encoding is not UTF-8) is first staged one record per line, each record wr
 string so that a record holding a raw newline still fits one line, with a ``.lines.json``
 sidecar that maps it back to the original line (the line its first character is on); the
 quarantine's raw text of such a record is that JSON string. Types: the schema files' declared
-types (see :mod:`lakecdc.decoders.ogg_json_row`), else strings. GoldenGate date texts
+types (see :mod:`lakecdc.decode.goldengate.json_row`), else strings. GoldenGate date texts
 (``1994-09-30:15:33:00``) stay strings.
 """
 
@@ -98,13 +98,13 @@ from lakecdc.decode.checks import first_error
 from lakecdc.decode.files.lines import JSON_LIMITS, read_text
 from lakecdc.decode.files.staging import detect_layout, stage, text_records
 from lakecdc.decode.times import parse_op_ts, session_is_utc
-from lakecdc.decoders._goldengate import (
+from lakecdc.decode.goldengate.common import (
     check_pk_update_handling,
     op_column,
     op_keys,
     rejoin_split_key_changes,
 )
-from lakecdc.decoders.ogg_json_row import (
+from lakecdc.decode.goldengate.json_row import (
     TableSchema,
     data_files,
     declared_types,

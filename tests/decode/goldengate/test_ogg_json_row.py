@@ -18,7 +18,7 @@ from lakecdc.decode import DECODERS, get_decoder
 from lakecdc.decode.files import staging as file_staging
 from lakecdc.decode.files.lines import exact_json_strings
 from lakecdc.decode.files.reread import locate
-from lakecdc.decoders.ogg_json_row import json_schema_type, read_table_schema
+from lakecdc.decode.goldengate.json_row import json_schema_type, read_table_schema
 from lakecdc.errors import ConfigError
 
 try:
@@ -32,7 +32,7 @@ except ModuleNotFoundError:  # tests/ is on sys.path, not the repository root
 
 pytestmark = pytest.mark.spark
 
-FIX = Path(__file__).parent / "fixtures" / "ogg-json-row"
+FIX = Path(__file__).parents[2] / "fixtures" / "ogg-json-row"
 
 
 def render(rows) -> list[str]:
@@ -290,7 +290,7 @@ def test_files_are_staged_in_a_task_each(spark):
 def test_primary_keys_are_read_as_json_whatever_their_spelling(spark):
     from pyspark.sql import functions as F
 
-    from lakecdc.decoders.ogg_json_row import _names
+    from lakecdc.decode.goldengate.json_row import _names
 
     texts = ['["ID"]', '["ID","CODE"]', "[]", '[ "ID" ]', '["A,B"]', '["A\\"B"]', '["A","B,C"]', '[""]',
              '["",""]', '["A B"]', '["ID",1]', '"ID"', "x", None]
