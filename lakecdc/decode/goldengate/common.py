@@ -1,74 +1,84 @@
-"""What the GoldenGate formatters share once a record is parsed: op keys, source metadata, the
-canonical columns in order, and the row formatters' split primary-key updates joined again."""
+"""What the GoldenGate formatters share: the op table their ``*OpKey`` options make, the options
+every formatter has, the ``source`` map of ``current_ts`` and tokens, and the row formatters' split
+primary-key updates joined again."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from lakecdc.changes.events import default_seq
+from lakecdc.decode.spec import Images, Names, Op, OpTable, Option
 from lakecdc.errors import ConfigError
 
 #: The row formatters' ``pkUpdateHandling`` values (seed 000: ``abend`` is the default).
 PK_UPDATE_HANDLING = ("abend", "update", "delete-insert")
+#: How the reasons name GoldenGate's members.
+GG_NAMES = Names(table="table", op="op_type", op_ts="op_ts")
+#: A row formatter's one image: the after image of an insert or update, the before image of a delete.
+ROW_IMAGES = Images(before=frozenset({"D"}), after=frozenset({"I", "U"}), single=True)
+#: ``insertOpKey``, ``updateOpKey``, ``deleteOpKey``, ``truncateOpKey`` and their defaults.
+OP_KEY_OPTIONS = (
+    Option("insertOpKey", "I"),
+    Option("updateOpKey", "U"),
+    Option("deleteOpKey", "D"),
+    Option("truncateOpKey", "T"),
+)
+#: ``pkUpdateHandling`` (see :func:`rejoin_split_key_changes`).
+PK_UPDATE_OPTION = Option("pkUpdateHandling", "abend", "choice", PK_UPDATE_HANDLING)
+_OP_OF_OPTION: dict[str, Op] = {"insertOpKey": "I", "updateOpKey": "U", "deleteOpKey": "D", "truncateOpKey": "T"}
+_TEXT_MAP = "map<string,string>"
+_JAVA_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|.)", re.DOTALL)
+_SIMPLE_ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "f": "\f"}
 
 
-def check_pk_update_handling(fmt: str, value: str) -> None:
-    if value not in PK_UPDATE_HANDLING:
-        raise ConfigError(f"{fmt}: pkUpdateHandling={value!r} is not one of {', '.join(PK_UPDATE_HANDLING)}")
+def op_table(fmt: str) -> Callable[[Mapping[str, str]], OpTable]:
+    """The op table of format ``fmt`` for its parsed options: each ``*OpKey`` value is the op_type
+    text of its op. :class:`ConfigError` when two of them are the same text."""
+
+    def build(options: Mapping[str, str]) -> OpTable:
+        ops = {options[name]: op for name, op in _OP_OF_OPTION.items()}
+        if len(ops) < len(_OP_OF_OPTION):
+            raise ConfigError(f"{fmt}: insertOpKey, updateOpKey, deleteOpKey and truncateOpKey must differ")
+        return OpTable(ops)
+
+    return build
 
 
-def op_keys(fmt: str, options: Mapping[str, str]) -> dict[str, str]:
-    """``{op_type text: canonical op}`` from the ``*OpKey`` options (they must differ)."""
-    op_map = {options["insertOpKey"]: "I", options["updateOpKey"]: "U",
-              options["deleteOpKey"]: "D", options["truncateOpKey"]: "T"}
-    if len(op_map) < 4:
-        raise ConfigError(f"{fmt}: insertOpKey, updateOpKey, deleteOpKey and truncateOpKey must differ")
-    return op_map
+def java_unescape(text: str) -> str:
+    """Java properties escapes (``\\u0001``, ``\\n``, ``\\t``, ``\\\\``) as the characters they
+    stand for: GoldenGate's delimiter options are written so (``fieldDelimiter=CDATA[\\u0001]``)."""
+
+    def one(m: re.Match[str]) -> str:
+        s = m.group(1)
+        if s[0] == "u" and len(s) == 5:
+            return chr(int(s[1:], 16))
+        return _SIMPLE_ESCAPES.get(s, s)
+
+    return _JAVA_ESCAPE.sub(one, text)
 
 
-def op_column(op_map: Mapping[str, str], op_type: Column) -> tuple[Column, str]:
-    """The canonical op (I/U/D/T) of a GoldenGate op_type text, and the expected texts as text."""
-    op = F.element_at(F.create_map(*[F.lit(x) for kv in op_map.items() for x in kv]), op_type)
-    return op, ", ".join(op_map)
+def utf8_only(fmt: str, encoding: str) -> None:
+    """:class:`ConfigError` unless ``encoding`` names UTF-8 (the JSON formats read nothing else)."""
+    if encoding.replace("-", "").upper() != "UTF8":
+        raise ConfigError(f"{fmt}: encoding {encoding!r} is not supported; use UTF-8")
 
 
-def source_map(current_ts: Column, tokens: Column, *extra: Column) -> Column:
-    """``source``: ``current_ts`` (then ``extra`` key/value columns) and every token as ``token.<name>``."""
-    return F.map_concat(
-        F.create_map(F.lit("current_ts"), current_ts, *extra),
-        F.coalesce(
-            F.transform_keys(tokens, lambda k, _v: F.concat(F.lit("token."), k)),
-            F.create_map().cast("map<string,string>"),
-        ),
-    )
+def with_tokens(current_ts: Column, tokens: Column | None, *extra: Column) -> Column:
+    """``source``: ``current_ts`` (then ``extra`` key/value columns) and every token (a text map,
+    NULL for none) as ``token.<name>``."""
+    head = F.create_map(F.lit("current_ts"), current_ts, *extra)
+    if tokens is None:
+        return head
+    return F.map_concat(head, F.coalesce(
+        F.transform_keys(tokens, lambda k, _v: F.concat(F.lit("token."), k)), F.create_map().cast(_TEXT_MAP)))
 
 
-def canonical_events(
-    parsed: DataFrame, *, op: Column, op_ts: Column, before: Column, after: Column, source: Column,
-    error: Column, extra: tuple[Column | str, ...] = (),
-) -> DataFrame:
-    """The canonical columns of one operation per message (``m_table``, ``m_pos`` and
-    ``m_primary_keys`` from ``parsed``), then the origin columns, ``_error`` and ``extra``."""
-    idx = F.lit(0)
-    return parsed.select(
-        F.col("m_table").alias("table"),
-        op.alias("op"),
-        op_ts.alias("op_ts"),
-        F.col("m_pos").alias("pos"),
-        idx.alias("idx"),
-        default_seq(op_ts, F.col("m_pos"), idx).alias("seq"),
-        F.lit(None).cast("string").alias("txid"),
-        F.col("m_primary_keys").alias("keys"),
-        before.alias("before"),
-        after.alias("after"),
-        source.alias("source"),
-        "_file", "_block", "_row",
-        error.alias("_error"),
-        *extra,
-    )
+def first_duplicate(names: Column) -> Column:
+    """The first name of an array that appears again later (NULL when all differ)."""
+    return F.try_element_at(F.filter(names, lambda k, i: F.array_position(names, k) != i + 1), F.lit(1))
 
 
 def rejoin_split_key_changes(events: DataFrame) -> DataFrame:
@@ -114,3 +124,9 @@ def rejoin_split_key_changes(events: DataFrame) -> DataFrame:
         .select(*cols)
     )
     return rest.unionByName(paired)
+
+
+__all__ = [
+    "GG_NAMES", "OP_KEY_OPTIONS", "PK_UPDATE_HANDLING", "PK_UPDATE_OPTION", "ROW_IMAGES", "first_duplicate", "java_unescape", "op_table",
+    "rejoin_split_key_changes", "utf8_only", "with_tokens",
+]

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from lakecdc.errors import ConfigError
 from lakecdc.decode.goldengate.properties import parse_properties, read_gg_properties
+from lakecdc.errors import ConfigError
 
 SEED_DELIMITED = Path(__file__).parents[2] / "fixtures" / "ogg-delimited"
 
