@@ -190,7 +190,7 @@ never overwrites the table; NULL is `NULL`. lakecdc reads the formatter's settin
 properties file, so the files are read exactly as they were written (`jobs/goldengate.yaml`)."""),
     ("code", family_setup("goldengate")),
     ("md", "## The replicat's properties and the files\n`read_gg_properties` maps the handler's format to a lakecdc format and its `format.*` properties to options. The tables' `<table>.schema.json` (GoldenGate writes them to `dirdef/`) give the column names and types."),
-    ("code", '''from lakecdc.ggprops import read_gg_properties
+    ("code", '''from lakecdc.decode.goldengate.properties import read_gg_properties
 
 FORMAT, OPTIONS = read_gg_properties(EXAMPLE / "gg.properties")
 OPTIONS["schemaDirectory"] = str(EXAMPLE / "dirdef")

@@ -303,7 +303,7 @@ def test_dlt_column_lists_and_truncates(spark, tmp_path):
         lakecdc.apply(landing, target, spark=spark, column_list={"S.A": ["X"]}, except_column_list={"S.A": ["Z"]})
 
 
-class _MarkerJson(lakecdc.decoders.ogg_json.OggJsonDecoder):
+class _MarkerJson(lakecdc.decode.goldengate.json.OggJsonDecoder):
     """ogg-json where op_type ``X`` is a marker record (like a Debezium tombstone): no row change."""
 
     name = "test-markers"

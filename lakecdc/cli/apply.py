@@ -8,7 +8,7 @@ from pathlib import Path
 
 from lakecdc.cli.flags import add_format_flags, add_settings_flags, progress_printer
 from lakecdc.config.sources import from_cli
-from lakecdc.ggprops import read_gg_properties
+from lakecdc.decode.goldengate.properties import read_gg_properties
 from lakecdc.run.apply import apply
 from lakecdc.streaming import BatchFailed, StreamBatch, stream
 

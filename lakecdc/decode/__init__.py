@@ -22,11 +22,11 @@ from lakecdc.decode.base import Decoder
 from lakecdc.decode.debezium.avro import DebeziumAvroDecoder
 from lakecdc.decode.debezium.json import DebeziumJsonDecoder
 from lakecdc.decoders.dts_avro import DtsAvroDecoder
-from lakecdc.decoders.ogg_avro import OggAvroOpDecoder, OggAvroRowDecoder
-from lakecdc.decoders.ogg_delimited import OggDelimitedDecoder
-from lakecdc.decoders.ogg_json import OggJsonDecoder
-from lakecdc.decoders.ogg_json_row import OggJsonRowDecoder
-from lakecdc.decoders.ogg_xml import OggXmlDecoder
+from lakecdc.decode.goldengate.avro import OggAvroOpDecoder, OggAvroRowDecoder
+from lakecdc.decode.goldengate.delimited import OggDelimitedDecoder
+from lakecdc.decode.goldengate.json import OggJsonDecoder
+from lakecdc.decode.goldengate.json_row import OggJsonRowDecoder
+from lakecdc.decode.goldengate.xml import OggXmlDecoder
 from lakecdc.decoders.qlik import QlikAvroDecoder, QlikJsonDecoder
 from lakecdc.errors import UnknownFormatError
 

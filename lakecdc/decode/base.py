@@ -33,13 +33,16 @@ class Context:
     """One :meth:`Decoder.read`: its session, its scratch directory and the session's settings
     that decide how a plan is written (read when the plan is made, so the plan must run under
     them): ``last_win`` (:func:`lakecdc.changes.events.last_wins`) and ``utc``
-    (:func:`lakecdc.decode.times.session_is_utc`). ``state``: what :meth:`Decoder.prepare` found."""
+    (:func:`lakecdc.decode.times.session_is_utc`). ``state``: what :meth:`Decoder.prepare` found.
+    ``files``: every file :meth:`Decoder.read` was given, :meth:`Decoder.inputs` or not (schema
+    files among them name a format's columns)."""
 
     spark: SparkSession
     staging: str
     last_win: bool
     utc: bool
     state: object = None
+    files: tuple[str, ...] = ()
 
 
 class Decoder:
@@ -132,7 +135,7 @@ class Decoder:
         inputs = self.inputs(files)
         if not inputs:
             return empty_events(spark, binary=self.spec.binary)
-        ctx = Context(spark, staging, last_win=last_wins(spark), utc=session_is_utc(spark))
+        ctx = Context(spark, staging, last_win=last_wins(spark), utc=session_is_utc(spark), files=tuple(files))
         ctx = self.prepare(ctx, inputs)
         parsed = self.parse(ctx, inputs)
         events = project(parsed, self.parts(parsed, ctx), self.spec)

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from lakecdc.decode.goldengate.properties import parse_properties, read_gg_properties
 from lakecdc.errors import ConfigError
-from lakecdc.ggprops import parse_properties, read_gg_properties
 
-SEED_DELIMITED = Path(__file__).parent / "fixtures" / "ogg-delimited"
+SEED_DELIMITED = Path(__file__).parents[2] / "fixtures" / "ogg-delimited"
 
 
 def test_java_properties_syntax():

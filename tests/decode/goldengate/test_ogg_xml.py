@@ -19,7 +19,7 @@ import lakecdc
 from lakecdc.changes.quarantine import quarantine_path
 from lakecdc.decode import DECODERS, get_decoder
 from lakecdc.decode.files.reread import locate
-from lakecdc.decoders.ogg_xml import escape_record, split_operations, unescape_record
+from lakecdc.decode.goldengate.xml import escape_record, split_operations, unescape_record
 from lakecdc.errors import ConfigError
 from lakecdc.run.state import table_path
 
@@ -47,7 +47,12 @@ except ModuleNotFoundError:  # tests/ is on sys.path, not the repository root
         scenarios,
     )
 
-FIX = Path(__file__).parent / "fixtures" / "ogg-xml"
+try:
+    from tests.decode.helpers import decode
+except ModuleNotFoundError:  # tests/ is on sys.path, not the repository root
+    from decode.helpers import decode  # type: ignore[no-redef]
+
+FIX = Path(__file__).parents[2] / "fixtures" / "ogg-xml"
 PUBLIC = ("table", "op", "op_ts", "pos", "idx", "seq", "txid", "keys", "before", "after", "source", "_error")
 
 
@@ -65,9 +70,9 @@ def event(table: str, op: str, ts: str, pos: str, *, before: dict | None = None,
             "source": source, "_error": None}
 
 
-def decode(spark, paths, **options) -> list[dict[str, Any]]:
-    df = lakecdc.read_changes([str(p) for p in paths], format="ogg-xml", options=options, spark=spark)
-    return [r.asDict(recursive=True) for r in df.orderBy("_file", "_block", "_row").collect()]
+def decode_xml(spark, paths, **options) -> list[dict[str, Any]]:
+    """The records of ``paths`` decoded as ogg-xml, as dicts."""
+    return [r.asDict(recursive=True) for r in decode(spark, "ogg-xml", paths, **options)]
 
 
 def public(row: dict[str, Any]) -> dict[str, Any]:
@@ -104,7 +109,7 @@ def test_seed_examples_decode_as_the_seed_says(spark):
         "seed-13.5.2.1-insert.xml", "seed-13.5.2.2-update.xml", "seed-13.5.2.3-delete.xml",
         "seed-13.5.2.4-truncate.xml",
     ]
-    got = decode(spark, SEED_FILES)
+    got = decode_xml(spark, SEED_FILES)
     assert [public(r) for r in got] == SEED_EVENTS
     # the insert's <before missing='true'/> leaves no before image; the delete's <missing/> columns
     # are not keys of its before image
@@ -122,7 +127,7 @@ def test_a_stream_of_documents_with_and_without_prologs(spark, tmp_path):
     text = "\n\n".join(d.rstrip("\n") for d in docs) + "\n"
     f = tmp_path / "stream.xml"
     f.write_bytes(text.replace("\n", "\r\n").encode())  # CRLF line ends
-    got = decode(spark, [f])
+    got = decode_xml(spark, [f])
     assert [public(r) for r in got] == SEED_EVENTS
     staged = got[0]["_file"]
     assert {rank: line for rank, (line, _raw) in locate(staged, 0, {0, 1, 2, 3}).items()} == {0: 1, 1: 39, 2: 76, 3: 78}
@@ -165,7 +170,7 @@ def test_null_empty_missing_and_exact_text(spark, tmp_path):
         "</operation>\n",
         encoding="utf-8",
     )
-    (r,) = decode(spark, [f])
+    (r,) = decode_xml(spark, [f])
     assert r["_error"] is None
     assert r["before"] == {"ID": "1", "NUL": None, "EMPTY": "", "ESC": "a <b> & é", "NL": "line1\nline2\\n",
                            "WS": "  spaced  ", "NUM": "00017520.000"}
@@ -184,7 +189,7 @@ def test_custom_op_keys_and_encodings(spark, tmp_path):
 
     latin = tmp_path / "a-latin1.xml"  # no prolog: the encoding option says how to read it
     latin.write_bytes((op("INS", 1, "café") + op("UPD", 2, "Ærø") + op("DEL", 3, "x") + op("TRUNC", 4, "y")).encode("latin-1"))
-    got = decode(spark, [latin], encoding="ISO-8859-1", insertOpKey="INS", updateOpKey="UPD",
+    got = decode_xml(spark, [latin], encoding="ISO-8859-1", insertOpKey="INS", updateOpKey="UPD",
                  deleteOpKey="DEL", truncateOpKey="TRUNC", includeProlog="false", iso8601Format="false")
     assert [(r["op"], r["before"], r["after"]) for r in got] == [
         ("I", None, {"ID": "1", "V": "café"}),
@@ -194,7 +199,7 @@ def test_custom_op_keys_and_encodings(spark, tmp_path):
     ]
     declared = tmp_path / "b-declared.xml"  # the prolog's encoding wins over the option's default
     declared.write_bytes(("<?xml version='1.0' encoding='ISO-8859-1'?>\n" + op("I", 5, "señor")).encode("latin-1"))
-    (r,) = decode(spark, [declared])
+    (r,) = decode_xml(spark, [declared])
     assert r["after"] == {"ID": "5", "V": "señor"} and r["_error"] is None
 
 

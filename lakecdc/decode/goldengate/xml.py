@@ -74,20 +74,24 @@ from __future__ import annotations
 import codecs
 import functools
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 from xml.etree import ElementTree
 
 import pyarrow as pa
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
-from lakecdc.changes.events import default_seq
-from lakecdc.decode.base import Decoder
-from lakecdc.decode.checks import first_error
+from lakecdc.decode.base import Context, Decoder
+from lakecdc.decode.checks import unknown_op
+from lakecdc.decode.event import Parts
 from lakecdc.decode.files.lines import read_lines
 from lakecdc.decode.files.staging import Splitter, on_executors, stage
-from lakecdc.decode.times import parse_op_ts, session_is_utc
+from lakecdc.decode.goldengate.common import OP_KEY_OPTIONS, op_table
+from lakecdc.decode.rows import ROW_SCHEMA, Pairs, RecordError, rows_parts
+from lakecdc.decode.spec import Names, Option, Ordering, VendorSpec
+from lakecdc.decode.times import parse_op_ts
 from lakecdc.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -97,10 +101,24 @@ if TYPE_CHECKING:
 
 ROOT = "operation"
 _MAP = pa.map_(pa.string(), pa.string())
-_PARSED_SCHEMA = (
-    "_file string, _block long, _row long, x_table string, x_type string, x_ts string, "
-    "x_pos string, x_before map<string,string>, x_after map<string,string>, "
-    "x_source map<string,string>, x_error string"
+#: The parsed operations: :data:`~lakecdc.decode.rows.ROW_SCHEMA`'s rows (``x_op`` the canonical op
+#: of the ``type`` attribute, NULL when the op table has no such text), plus the ``type`` and ``ts``
+#: attributes as written (``x_op_text``, ``x_op_ts_text``: checked and parsed in SQL).
+PARSED_SCHEMA = T.StructType([*ROW_SCHEMA.fields, T.StructField("x_op_text", T.StringType()),
+                              T.StructField("x_op_ts_text", T.StringType())])
+
+OGG_XML = VendorSpec(
+    name="ogg-xml",
+    ops=op_table("ogg-xml"),
+    ordering=Ordering("given"),  # default_seq(op_ts, pos, 0), from the rows (rows_parts)
+    names=Names(table="table", op="type", op_ts="ts"),
+    options=(
+        *OP_KEY_OPTIONS,
+        Option("encoding", "UTF-8"),
+        Option("includeProlog", "false", "flag"),
+        Option("iso8601Format", "true", "flag"),
+    ),
+    ignored=frozenset({"format"}),
 )
 
 # -- staging: one operation per line ------------------------------------------------------------
@@ -298,9 +316,6 @@ def stage_operations(path: str, staging: str, encoding: str) -> str:
 
 # -- parsing one document (runs in Spark's Python workers) --------------------------------------
 
-Pairs = list[tuple[str, "str | None"]]
-
-
 class Parsed(NamedTuple):
     """One operation as the executor reads it; validated afterwards by Spark expressions."""
 
@@ -312,10 +327,6 @@ class Parsed(NamedTuple):
     after: Pairs | None = None
     source: Pairs | None = None
     error: str | None = None
-
-
-class RecordError(ValueError):
-    """A document that is well-formed XML but not a GoldenGate operation."""
 
 
 def parse_record(line: str, encoding: str) -> Parsed:
@@ -408,21 +419,24 @@ def _parse_or_report(line: str, encoding: str) -> Parsed:
         return Parsed(error=f"could not read the operation: {type(exc).__name__}: {exc}")
 
 
-def parse_batches(batches: Iterator[pa.RecordBatch], *, encoding: str) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` body: staged lines (``value`` + origin columns) to parsed operations."""
+def parse_batches(batches: Iterator[pa.RecordBatch], *, encoding: str, ops: Mapping[str, str]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body: staged lines (``value`` + origin columns) to parsed operations
+    (:data:`PARSED_SCHEMA`); ``ops``: ``type`` text -> canonical op."""
     for batch in batches:
         parsed = [_parse_or_report(v, encoding) for v in batch.column("value").to_pylist()]
-        columns = list(zip(*parsed, strict=True)) if parsed else [[] for _ in Parsed._fields]
+        n = len(parsed)
+        columns: list[Sequence[Any]] = list(zip(*parsed, strict=True)) if parsed else [[] for _ in Parsed._fields]
+        table, kind, ts, pos, before, after, source, error = columns
+        text, none = pa.string(), pa.nulls(n, pa.string())
         yield pa.RecordBatch.from_arrays(
             [
                 batch.column("_file"), batch.column("_block"), batch.column("_row"),
-                pa.array(columns[0], pa.string()), pa.array(columns[1], pa.string()),
-                pa.array(columns[2], pa.string()), pa.array(columns[3], pa.string()),
-                pa.array(columns[4], _MAP), pa.array(columns[5], _MAP), pa.array(columns[6], _MAP),
-                pa.array(columns[7], pa.string()),
+                pa.array(table, text), pa.array([None if k is None else ops.get(k) for k in kind], text),
+                pa.nulls(n, pa.int64()), pa.array(pos, text), none, none, pa.nulls(n, pa.list_(text)),
+                pa.array(before, _MAP), pa.array(after, _MAP), pa.array(source, _MAP), pa.array(error, text),
+                pa.array(kind, text), pa.array(ts, text),
             ],
-            names=["_file", "_block", "_row", "x_table", "x_type", "x_ts", "x_pos",
-                   "x_before", "x_after", "x_source", "x_error"],
+            names=PARSED_SCHEMA.fieldNames(),
         )
 
 
@@ -432,75 +446,48 @@ def parse_batches(batches: Iterator[pa.RecordBatch], *, encoding: str) -> Iterat
 class OggXmlDecoder(Decoder):
     """GoldenGate XML operation documents to canonical change events."""
 
-    name: ClassVar[str] = "ogg-xml"
+    spec = OGG_XML
     PYTHON_ROWS: ClassVar[bool] = True  # (see Decoder.PYTHON_ROWS)
-    OPTIONS: ClassVar[dict[str, str]] = {
-        "insertOpKey": "I",
-        "updateOpKey": "U",
-        "deleteOpKey": "D",
-        "truncateOpKey": "T",
-        "encoding": "UTF-8",
-        "includeProlog": "false",
-        "iso8601Format": "true",
-    }
-    IGNORED_OPTIONS: ClassVar[frozenset[str]] = frozenset({"format"})
 
-    def __init__(self, options: dict[str, str] | None = None) -> None:
+    def __init__(self, options: Mapping[str, str] | None = None) -> None:
         super().__init__(options)
         try:
             self.encoding = codecs.lookup(self.options["encoding"]).name
         except LookupError:
             raise ConfigError(f"ogg-xml: encoding {self.options['encoding']!r} is not known; "
                               f"use a name such as UTF-8 or ISO-8859-1") from None
-        self.flag("includeProlog")
-        self.flag("iso8601Format")
+        self.ops = self.spec.op_table(self.options)
 
     def stage(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> list[str]:
         """Each input split into one document per line (see :func:`stage_operations`), by the
         executors, one task per file."""
         return on_executors(spark, functools.partial(stage_operations, staging=staging, encoding=self.encoding), files)
 
-    def parsed(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
-        """Staged documents parsed in the executors: ``x_*`` columns plus the origin columns."""
-        lines = read_lines(spark, self.stage(spark, files, staging=staging))
-        body = functools.partial(parse_batches, encoding=self.options["encoding"])
-        return lines.mapInArrow(body, _PARSED_SCHEMA)
+    def parse(self, ctx: Context, inputs: Sequence[str]) -> DataFrame:
+        """Staged documents parsed in the executors (:data:`PARSED_SCHEMA`), with ``ts`` parsed
+        (``_op_ts``)."""
+        lines = read_lines(ctx.spark, self.stage(ctx.spark, inputs, staging=ctx.staging))
+        body = functools.partial(parse_batches, encoding=self.options["encoding"], ops=dict(self.ops.ops))
+        parsed = lines.mapInArrow(body, PARSED_SCHEMA)
+        return parsed.select("*", parse_op_ts(F.col("x_op_ts_text"), utc_session=ctx.utc).alias("_op_ts"))
 
-    def read(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
-        o = self.options
-        p = self.parsed(spark, files, staging=staging)
-        op_map = {o["insertOpKey"]: "I", o["updateOpKey"]: "U", o["deleteOpKey"]: "D", o["truncateOpKey"]: "T"}
-        op = F.element_at(F.create_map(*[F.lit(x) for kv in op_map.items() for x in kv]), F.col("x_type"))
-        op_ts = parse_op_ts(F.col("x_ts"), utc_session=session_is_utc(spark))
-        no_before, no_after = F.col("x_before").isNull(), F.col("x_after").isNull()
-
-        def image_missing(image: str, key: str) -> str:
-            return f"no col has a <{image}> value for type '{o[key]}' (every column is missing)"
-
-        error = first_error(
-            (F.col("x_error").isNotNull(), F.col("x_error")),
+    def parts(self, parsed: DataFrame, ctx: Context) -> Parts:
+        op, op_text, op_ts = F.col("x_op"), F.col("x_op_text"), F.col("_op_ts")
+        names = self.spec.names
+        checks = [
             (F.coalesce(F.trim("x_table"), F.lit("")) == "", "'table' attribute missing or empty"),
-            (F.col("x_type").isNull(), "'type' attribute missing"),
-            (op.isNull(), F.format_string(f"unknown type '%s' (expected one of {', '.join(op_map)})", "x_type")),
+            (op_text.isNull(), "'type' attribute missing"),
+            unknown_op(op_text, op.isNotNull(), self.ops, names.op),
             (op_ts.isNull(), F.format_string("'ts' attribute missing or not a timestamp: '%s'",
-                                             F.coalesce("x_ts", F.lit("")))),
-            ((op == "I") & no_after, image_missing("after", "insertOpKey")),
-            ((op == "U") & no_after, image_missing("after", "updateOpKey")),
-            ((op == "D") & no_before, image_missing("before", "deleteOpKey")),
-        )
-        idx = F.lit(0)
-        return p.select(
-            F.col("x_table").alias("table"),
-            op.alias("op"),
-            op_ts.alias("op_ts"),
-            F.col("x_pos").alias("pos"),
-            idx.alias("idx"),
-            default_seq(op_ts, F.col("x_pos"), idx).alias("seq"),
-            F.lit(None).cast("string").alias("txid"),
-            F.lit(None).cast("array<string>").alias("keys"),
-            F.when(op.isin("U", "D"), F.col("x_before")).alias("before"),
-            F.when(op.isin("I", "U"), F.col("x_after")).alias("after"),
-            F.col("x_source").alias("source"),
-            "_file", "_block", "_row",
-            error.alias("_error"),
-        )
+                                             F.coalesce("x_op_ts_text", F.lit("")))),
+        ]
+        for op_value, image in (("I", "after"), ("U", "after"), ("D", "before")):
+            checks.append(((op == op_value) & F.col(f"x_{image}").isNull(), F.format_string(
+                f"no col has a <{image}> value for type '%s' (every column is missing)", op_text)))
+        return rows_parts(parsed, op_ts=op_ts, ordered=F.lit(False), checks=checks)
+
+
+__all__ = [
+    "OGG_XML", "PARSED_SCHEMA", "OggXmlDecoder", "Parsed", "escape_record", "operations", "parse_batches",
+    "parse_record", "split_operations", "stage_operations", "unescape_record",
+]

@@ -18,60 +18,62 @@ Options are the formatter's own property names (without ``gg.handler.<name>.form
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, ClassVar
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakecdc.changes.events import IMAGE_TYPE
-from lakecdc.decode.base import Decoder
-from lakecdc.decode.checks import first_error
+from lakecdc.decode.base import Context, Decoder
+from lakecdc.decode.checks import bad_time, blank_as_null, image_missing, missing, op_missing, unknown_op
+from lakecdc.decode.event import Parts
 from lakecdc.decode.files.lines import CORRUPT, JSON_LIMITS, read_json, read_text
-from lakecdc.decode.times import parse_op_ts, session_is_utc
-from lakecdc.decoders._goldengate import canonical_events, op_column, op_keys, source_map
-from lakecdc.errors import ConfigError
+from lakecdc.decode.goldengate.common import GG_NAMES, OP_KEY_OPTIONS, op_table, utf8_only, with_tokens
+from lakecdc.decode.spec import Option, VendorSpec
+from lakecdc.decode.times import parse_op_ts
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 _META = ("table", "op_type", "op_ts", "current_ts", "pos")
 
+OGG_JSON = VendorSpec(
+    name="ogg-json",
+    ops=op_table("ogg-json"),
+    names=GG_NAMES,
+    options=(
+        *OP_KEY_OPTIONS,
+        Option("beforeObjectName", "before"),
+        Option("afterObjectName", "after"),
+        Option("flatten", "false", "flag"),
+        Option("flattenDelimiter", "."),
+        Option("treatAllColumnsAsStrings", "false", "flag"),
+        Option("encoding", "UTF-8"),
+    ),
+    ignored=frozenset({
+        "prettyPrint", "jsonDelimiter", "includePrimaryKeys", "includeTokens", "generateSchema",
+        "schemaDirectory", "versionSchemas", "iso8601Format", "omitNullValues", "pkUpdateHandling", "format",
+    }),
+    lines=True,
+)
+
 
 class OggJsonDecoder(Decoder):
     """GoldenGate JSON op-modeled messages to canonical change events."""
 
-    name: ClassVar[str] = "ogg-json"
-    LINES: ClassVar[bool] = True
-    OPTIONS: ClassVar[dict[str, str]] = {
-        "insertOpKey": "I",
-        "updateOpKey": "U",
-        "deleteOpKey": "D",
-        "truncateOpKey": "T",
-        "beforeObjectName": "before",
-        "afterObjectName": "after",
-        "flatten": "false",
-        "flattenDelimiter": ".",
-        "treatAllColumnsAsStrings": "false",
-        "encoding": "UTF-8",
-    }
-    IGNORED_OPTIONS: ClassVar[frozenset[str]] = frozenset(
-        {
-            "prettyPrint", "jsonDelimiter", "includePrimaryKeys", "includeTokens",
-            "generateSchema", "schemaDirectory", "versionSchemas", "iso8601Format",
-            "omitNullValues", "pkUpdateHandling", "format",
-        }
-    )
+    spec = OGG_JSON
 
-    def __init__(self, options: dict[str, str] | None = None) -> None:
+    def __init__(self, options: Mapping[str, str] | None = None) -> None:
         super().__init__(options)
-        if self.options["encoding"].replace("-", "").upper() != "UTF8":
-            raise ConfigError(f"ogg-json: encoding {self.options['encoding']!r} is not supported; use UTF-8")
+        utf8_only(self.name, self.options["encoding"])
+        self.ops = self.spec.op_table(self.options)
         self.all_strings = self.flag("treatAllColumnsAsStrings")
 
     @property
     def image_names(self) -> tuple[str, str]:
+        """The members holding the before and after images (``beforeObjectName``, ``afterObjectName``)."""
         return self.options["beforeObjectName"], self.options["afterObjectName"]
 
     def schema(self) -> T.StructType:
@@ -106,7 +108,7 @@ class OggJsonDecoder(Decoder):
         # A flattened message has no fixed member names, so Spark's JSON reader cannot type it:
         # the records are read as text and parsed to a map of variants (numbers stay exact).
         text = read_text(spark, files, staging=staging)
-        m = F.from_json("value", T.MapType(T.StringType(), T.VariantType()), JSON_LIMITS)
+        m = F.from_json("value", "map<string,variant>", JSON_LIMITS)
         parsed = text.select("*", m.alias("_m"))
         mm = F.col("_m")
 
@@ -139,29 +141,35 @@ class OggJsonDecoder(Decoder):
             F.col(CORRUPT).isNotNull().alias("m_bad_json"),
         )
 
-    def read(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
-        o = self.options
-        before_name, after_name = self.image_names
+    def parse(self, ctx: Context, inputs: Sequence[str]) -> DataFrame:
+        """Messages as ``m_<member>`` columns (images as exact-text maps), with the op (``_op``)
+        and the parsed ``op_ts`` (``_op_ts``) in columns of their own."""
         if self.flag("flatten"):
-            p = self._flat(spark, files, staging=staging, value_type=T.StringType())
+            p = self._flat(ctx.spark, inputs, staging=ctx.staging, value_type=T.StringType())
         else:
-            p = self._nested(spark, files, staging=staging)
-        op, expected = op_column(op_keys(self.name, o), F.col("m_op_type"))
-        op_ts = parse_op_ts(F.col("m_op_ts"), utc_session=session_is_utc(spark))
-        has_before = F.col("m_before").isNotNull()
-        has_after = F.col("m_after").isNotNull()
-        error = first_error(
+            p = self._nested(ctx.spark, inputs, staging=ctx.staging)
+        return p.select("*", self.ops.code(F.col("m_op_type")).alias("_op"),
+                        parse_op_ts(F.col("m_op_ts"), utc_session=ctx.utc).alias("_op_ts"))
+
+    def parts(self, parsed: DataFrame, ctx: Context) -> Parts:
+        before_name, after_name = self.image_names
+        op, op_text, op_ts = F.col("_op"), F.col("m_op_type"), F.col("_op_ts")
+        names = self.spec.names
+        checks = [
             (F.col("m_bad_json"), "not valid JSON"),
-            (F.coalesce(F.trim("m_table"), F.lit("")) == "", "'table' missing or empty"),
-            (F.col("m_op_type").isNull(), "'op_type' missing"),
-            (op.isNull(), F.format_string(f"unknown op_type '%s' (expected one of {expected})", "m_op_type")),
-            (op_ts.isNull(), F.format_string("'op_ts' missing or not a timestamp: '%s'", F.coalesce("m_op_ts", F.lit("")))),
-            ((op == "I") & ~has_after, f"'{after_name}' missing for op_type '{o['insertOpKey']}' (expected an object)"),
-            ((op == "U") & ~has_after, f"'{after_name}' missing for op_type '{o['updateOpKey']}' (expected an object)"),
-            ((op == "D") & ~has_before, f"'{before_name}' missing for op_type '{o['deleteOpKey']}' (expected an object)"),
+            missing(blank_as_null(F.col("m_table")), names.table),
+            op_missing(op_text, names.op),
+            unknown_op(op_text, op.isNotNull(), self.ops, names.op),
+            bad_time(op_ts, F.col("m_op_ts"), names.op_ts),
+            image_missing((op == "I") & F.col("m_after").isNull(), after_name, names.op, op_text, "an object"),
+            image_missing((op == "U") & F.col("m_after").isNull(), after_name, names.op, op_text, "an object"),
+            image_missing((op == "D") & F.col("m_before").isNull(), before_name, names.op, op_text, "an object"),
+        ]
+        return Parts(
+            table=F.col("m_table"), op=op, op_ts=op_ts, pos=F.col("m_pos"), keys=F.col("m_primary_keys"),
+            before=F.col("m_before"), after=F.col("m_after"),
+            source=with_tokens(F.col("m_current_ts"), F.col("m_tokens")), checks=checks,
         )
-        return canonical_events(
-            p, op=op, op_ts=op_ts, before=F.when(op.isin("U", "D"), F.col("m_before")),
-            after=F.when(op.isin("I", "U"), F.col("m_after")),
-            source=source_map(F.col("m_current_ts"), F.col("m_tokens")), error=error,
-        )
+
+
+__all__ = ["OGG_JSON", "OggJsonDecoder"]

@@ -29,7 +29,7 @@ has no before image nothing in it can reveal that the key changed (the old row s
 target); ``delete-insert`` wrote a delete of the before image then an insert of the after image,
 both at the update's ``op_ts`` and ``pos``. Told ``pkUpdateHandling=delete-insert``, lakecdc
 joins each such pair into the key change it was
-(:func:`~lakecdc.decoders._goldengate.rejoin_split_key_changes`; needs ``includePosition``),
+(:func:`~lakecdc.decode.goldengate.common.rejoin_split_key_changes`; needs ``includePosition``),
 applied by ``pk_update`` as for op-modeled formats; with the other values records are read as
 they are.
 
@@ -75,7 +75,7 @@ whose encoding is not UTF-8) is first staged one record per line, each record wr
 string so that a record holding a raw newline still fits one line, with a ``.lines.json``
 sidecar that maps it back to the original line (the line its first character is on); the
 quarantine's raw text of such a record is that JSON string. Types: the schema files' declared
-types (see :mod:`lakecdc.decoders.ogg_json_row`), else strings. GoldenGate date texts
+types (see :mod:`lakecdc.decode.goldengate.json_row`), else strings. GoldenGate date texts
 (``1994-09-30:15:33:00``) stay strings.
 """
 
@@ -83,36 +83,39 @@ from __future__ import annotations
 
 import codecs
 import datetime as dt
-import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakecdc.changes.events import IMAGE_TYPE, default_seq
-from lakecdc.decode.base import Decoder
-from lakecdc.decode.checks import first_error
+from lakecdc.changes.events import default_seq
+from lakecdc.decode.base import Context, Decoder
+from lakecdc.decode.event import Parts
 from lakecdc.decode.files.lines import JSON_LIMITS, read_text
 from lakecdc.decode.files.staging import detect_layout, stage, text_records
-from lakecdc.decode.times import parse_op_ts, session_is_utc
-from lakecdc.decoders._goldengate import (
-    check_pk_update_handling,
-    op_column,
-    op_keys,
+from lakecdc.decode.goldengate.common import (
+    GG_NAMES,
+    OP_KEY_OPTIONS,
+    PK_UPDATE_OPTION,
+    ROW_IMAGES,
+    first_duplicate,
+    java_unescape,
+    op_table,
     rejoin_split_key_changes,
+    with_tokens,
 )
-from lakecdc.decoders.ogg_json_row import (
+from lakecdc.decode.goldengate.schemas import (
+    SCHEMA_OPTIONS,
     TableSchema,
     data_files,
     declared_types,
-    empty_events,
-    first_duplicate,
-    load_table_schemas,
-    schema_files,
+    table_schemas,
 )
+from lakecdc.decode.spec import Images, Option, Ordering, VendorSpec
+from lakecdc.decode.times import parse_op_ts
 from lakecdc.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -133,21 +136,44 @@ TEXT_OPTIONS = (
     "nullValueRepresentation", "missingValueRepresentation",
 )
 _NEWLINES = ("\n", "\r\n")  # what both Spark's line reader and locate() split on
-_JAVA_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|.)", re.DOTALL)
-_SIMPLE_ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "f": "\f"}
 _EPOCH = dt.datetime(1970, 1, 1)
 
 
-def java_unescape(text: str) -> str:
-    """Java properties escapes (``\\u0001``, ``\\n``, ``\\t``, ``\\\\``) as the characters they stand for."""
-
-    def one(m: re.Match[str]) -> str:
-        s = m.group(1)
-        if s[0] == "u" and len(s) == 5:
-            return chr(int(s[1:], 16))
-        return _SIMPLE_ESCAPES.get(s, s)
-
-    return _JAVA_ESCAPE.sub(one, text)
+OGG_DELIMITED = VendorSpec(
+    name="ogg-delimited",
+    ops=op_table("ogg-delimited"),
+    # without includeOpType every record is an upsert (R)
+    images=Images(before=ROW_IMAGES.before, after=frozenset({"I", "U", "R"}), single=True),
+    # op_ts (the epoch when the records carry none), pos, 0
+    ordering=Ordering("given"),
+    names=GG_NAMES,
+    options=(
+        Option("includeColumnNames", "false", "flag"),
+        Option("includeOpTimestamp", "true", "flag"),
+        Option("includeCurrentTimestamp", "true", "flag"),
+        Option("includeOpType", "true", "flag"),
+        Option("includeTableName", "true", "flag"),
+        Option("includePosition", "true", "flag"),
+        Option("includeTokens", "false", "flag"),
+        *OP_KEY_OPTIONS,
+        Option("encoding", "UTF-8"),
+        Option("fieldDelimiter", "\u0001"),
+        Option("lineDelimiter", "\n"),
+        Option("keyValueDelimiter", "="),
+        Option("keyValuePairDelimiter", ","),
+        PK_UPDATE_OPTION,
+        Option("nullValueRepresentation", "NULL"),
+        Option("missingValueRepresentation", ""),
+        Option("iso8601Format", "true", "flag"),
+        # lakecdc's own: where positional column names come from, and the table name
+        *SCHEMA_OPTIONS,
+        Option("columns", ""),
+        Option("table", ""),
+    ),
+    # the seed's sample configuration (13.2.6) misspells keyValuePairDelimiter; GoldenGate
+    # ignores the misspelt property (the default stays), and so does lakecdc
+    ignored=frozenset({"format", "kevValuePairDelimiter"}),
+)
 
 
 def regex_literal(text: str) -> str:
@@ -208,39 +234,7 @@ def stage_records(path: str, staging: str, *, line_delimiter: str, encoding: str
 class OggDelimitedDecoder(Decoder):
     """GoldenGate delimited text records to canonical change events."""
 
-    name: ClassVar[str] = "ogg-delimited"
-    OPTIONS: ClassVar[dict[str, str]] = {
-        "includeColumnNames": "false",
-        "includeOpTimestamp": "true",
-        "includeCurrentTimestamp": "true",
-        "includeOpType": "true",
-        "includeTableName": "true",
-        "includePosition": "true",
-        "includeTokens": "false",
-        "insertOpKey": "I",
-        "updateOpKey": "U",
-        "deleteOpKey": "D",
-        "truncateOpKey": "T",
-        "encoding": "UTF-8",
-        "fieldDelimiter": "\u0001",
-        "lineDelimiter": "\n",
-        "keyValueDelimiter": "=",
-        "keyValuePairDelimiter": ",",
-        "pkUpdateHandling": "abend",
-        "nullValueRepresentation": "NULL",
-        "missingValueRepresentation": "",
-        "iso8601Format": "true",
-        # lakecdc's own: where positional column names come from, and the table name
-        "schemaDirectory": "",
-        "schemaFile": "",
-        "columns": "",
-        "table": "",
-    }
-    IGNORED_OPTIONS: ClassVar[frozenset[str]] = frozenset(
-        # the seed's sample configuration (13.2.6) misspells keyValuePairDelimiter; GoldenGate
-        # ignores the misspelt property (the default stays), and so does lakecdc
-        {"format", "kevValuePairDelimiter"}
-    )
+    spec = OGG_DELIMITED
 
     def __init__(self, options: Mapping[str, str] | None = None) -> None:
         super().__init__(options)
@@ -259,16 +253,14 @@ class OggDelimitedDecoder(Decoder):
             self.encoding = codecs.lookup(o["encoding"]).name
         except LookupError:
             raise ConfigError(f"{self.name}: unknown encoding {o['encoding']!r}") from None
-        check_pk_update_handling(self.name, o["pkUpdateHandling"])
         self.meta = [fld for opt, fld in META_FIELDS if self.flag(opt)]
         self.with_names = self.flag("includeColumnNames")
-        self.flag("iso8601Format")
         if "table" not in self.meta and not o["table"].strip():
             raise ConfigError(
                 f"{self.name}: includeTableName=false: the records do not name their table; give it "
                 f"with the option table=SCHEMA.TABLE"
             )
-        self.op_map = op_keys(self.name, o)
+        self.ops = self.spec.op_table(o)
         self.declared_columns = parse_columns_option(o["columns"])
 
     # -- column names and types ----------------------------------------------------------------
@@ -286,8 +278,7 @@ class OggDelimitedDecoder(Decoder):
         return ColumnLayouts(by_count=by_count, origin=origin)
 
     def _schemas(self, files: Sequence[str]) -> dict[str, list[TableSchema]]:
-        paths = schema_files(self.options["schemaDirectory"], self.options["schemaFile"], files)
-        return load_table_schemas(paths)
+        return table_schemas(self.options, files)
 
     def column_types(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> dict[str, dict[str, T.DataType]]:
         """Column types declared by the tables' ``.schema.json`` files (none without schemas)."""
@@ -333,73 +324,78 @@ class OggDelimitedDecoder(Decoder):
     def appendable(self) -> bool:
         return self.options["lineDelimiter"] == "\n"
 
-    def read(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
-        data = data_files(files)
-        if not data:
-            return empty_events(spark)
+    def inputs(self, files: Sequence[str]) -> list[str]:
+        """The record files (``*.schema.json`` files are schemas, not data)."""
+        return data_files(files)
+
+    def prepare(self, ctx: Context, inputs: Sequence[str]) -> Context:
+        """The tables' column layouts (none needed with ``includeColumnNames=true``), from the
+        schema files named by the options, among ``ctx.files`` or beside them."""
+        return ctx if self.with_names else replace(ctx, state=self.layouts(ctx.files))
+
+    def parse(self, ctx: Context, inputs: Sequence[str]) -> DataFrame:
+        """Records split into fields: the metadata fields in ``_m_<field>`` columns, the op
+        (``_op``), ``_op_ts``, the values after the metadata (``_rest``, ``_n_values``), then the
+        column names and values and why they do not fit (``_names``, ``_values``, ``_shape``)."""
         o = self.options
         fields = F.split("value", split_pattern(o["fieldDelimiter"]), -1)
-        p = self.records(spark, data, staging=staging).select("_file", "_block", "_row", fields.alias("_f"))
+        p = self.records(ctx.spark, inputs, staging=ctx.staging).select("_file", "_block", "_row", fields.alias("_f"))
         f = F.col("_f")
         n_meta = len(self.meta)
         meta = {name: F.try_element_at(f, F.lit(i + 1)) for i, name in enumerate(self.meta)}
-        null = F.lit(None).cast("string")
-        table = meta.get("table", F.lit(o["table"].strip()))
-        op_type = meta.get("op_type", null)
-        if "op_type" in self.meta:
-            op, expected = op_column(self.op_map, op_type)
-        else:
-            op, expected = F.lit("R"), ""
-        op_ts = parse_op_ts(meta["op_ts"], utc_session=session_is_utc(spark)) if "op_ts" in meta else F.lit(None).cast("timestamp")
-        pos = meta.get("pos", null)
-        tokens, dup_token = self._tokens(meta["tokens"]) if "tokens" in meta else (None, null)
-
         n_values = F.size(f) - n_meta
-        rest = F.slice(f, n_meta + 1, F.greatest(n_values, F.lit(0)))
-        names, values, shape_error = self._columns(files, table, rest, n_values)
-        image = self._image(names, values)
+        op = self.ops.code(meta["op_type"]) if "op_type" in meta else F.lit("R")
+        op_ts = parse_op_ts(meta["op_ts"], utc_session=ctx.utc) if "op_ts" in meta else F.lit(None).cast("timestamp")
+        p = p.select(
+            "*", *[c.alias(f"_m_{name}") for name, c in meta.items()],
+            meta.get("table", F.lit(o["table"].strip())).alias("_table"), op.alias("_op"), op_ts.alias("_op_ts"),
+            n_values.alias("_n_values"), F.slice(f, n_meta + 1, F.greatest(n_values, F.lit(0))).alias("_rest"),
+        )
+        names, values, shape = self._columns(ctx, F.col("_table"), F.col("_rest"), F.col("_n_values"))
+        derived = [names.alias("_names"), values.alias("_values"), shape.alias("_shape")]
+        if "tokens" in meta:
+            tokens, dup = self._tokens(F.col("_m_tokens"))
+            derived += [tokens.alias("_tokens"), dup.alias("_dup_token")]
+        return p.select("*", *derived)
+
+    def parts(self, parsed: DataFrame, ctx: Context) -> Parts:
+        n_meta = len(self.meta)
+        op, op_ts, table, shape = F.col("_op"), F.col("_op_ts"), F.col("_table"), F.col("_shape")
         has_image = op.isin("I", "U", "D", "R")
         checks: list[tuple[Column, Column | str]] = [
-            (n_values < 0, F.format_string(
+            (F.col("_n_values") < 0, F.format_string(
                 f"the record has %d field(s), fewer than the {n_meta} metadata fields the options include "
-                f"({', '.join(self.meta)}); check fieldDelimiter", F.size(f))),
+                f"({', '.join(self.meta)}); check fieldDelimiter", F.size("_f"))),
             (F.coalesce(F.trim(table), F.lit("")) == "", "table name missing or empty"),
         ]
         if "op_type" in self.meta:
-            checks.append((op.isNull(), F.format_string(f"unknown op_type '%s' (expected one of {expected})", op_type)))
-        if "op_ts" in meta:
-            checks.append((op_ts.isNull(), F.format_string("op_ts is not a timestamp: '%s'", meta["op_ts"])))
-        if "tokens" in meta:
-            checks.append((dup_token.isNotNull(), F.format_string("token '%s' appears more than once in the tokens field", dup_token)))
-        checks.append((has_image & shape_error.isNotNull(), shape_error))
-        error = first_error(*checks)
-
-        source_parts = [F.create_map(F.lit("current_ts"), meta.get("current_ts", null))]
-        if tokens is not None:
-            source_parts.append(F.transform_keys(tokens, lambda k, _v: F.concat(F.lit("token."), k)))
-        source = F.map_concat(*source_parts) if len(source_parts) > 1 else source_parts[0]
-        idx = F.lit(0)
-        ok_image = F.when(shape_error.isNull(), image)
-        events = p.select(
-            table.alias("table"),
-            op.alias("op"),
-            op_ts.alias("op_ts"),
-            pos.alias("pos"),
-            idx.alias("idx"),
-            default_seq(F.coalesce(op_ts, F.lit(_EPOCH)), pos, idx).alias("seq"),
-            null.alias("txid"),
-            F.lit(None).cast("array<string>").alias("keys"),
-            F.when(op == "D", ok_image).cast(IMAGE_TYPE).alias("before"),
-            F.when(op.isin("I", "U", "R"), ok_image).cast(IMAGE_TYPE).alias("after"),
-            source.alias("source"),
-            "_file", "_block", "_row",
-            error.alias("_error"),
+            checks.append((op.isNull(), F.format_string(
+                f"unknown op_type '%s' (expected {self.ops.expected})", F.col("_m_op_type"))))
+        if "op_ts" in self.meta:
+            checks.append((op_ts.isNull(), F.format_string("op_ts is not a timestamp: '%s'", F.col("_m_op_ts"))))
+        if "tokens" in self.meta:
+            checks.append((F.col("_dup_token").isNotNull(), F.format_string(
+                "token '%s' appears more than once in the tokens field", F.col("_dup_token"))))
+        checks.append((has_image & shape.isNotNull(), shape))
+        pos = F.col("_m_pos") if "pos" in self.meta else F.lit(None).cast("string")
+        current_ts = F.col("_m_current_ts") if "current_ts" in self.meta else F.lit(None).cast("string")
+        # the image only where it fits (a map of names and values of different lengths cannot be made)
+        image = F.when(has_image & shape.isNull(), self._image(F.col("_names"), F.col("_values")))
+        return Parts(
+            table=table, op=op, op_ts=op_ts, pos=pos,
+            seq=default_seq(F.coalesce(op_ts, F.lit(_EPOCH)), pos, F.lit(0)),
+            after=image,
+            source=with_tokens(current_ts, F.col("_tokens") if "tokens" in self.meta else None),
+            checks=checks,
         )
-        if o["pkUpdateHandling"] == "delete-insert":
+
+    def finish(self, events: DataFrame, ctx: Context) -> DataFrame:
+        """With ``pkUpdateHandling=delete-insert``, split key changes joined again."""
+        if self.options["pkUpdateHandling"] == "delete-insert":
             return rejoin_split_key_changes(events)
         return events
 
-    def _columns(self, files: Sequence[str], table: Column, rest: Column, n_values: Column) -> tuple[Column, Column, Column]:
+    def _columns(self, ctx: Context, table: Column, rest: Column, n_values: Column) -> tuple[Column, Column, Column]:
         """Column names and values of a record, and why they do not fit (NULL when they do)."""
         if self.with_names:
             names = F.filter(rest, lambda _x, i: i % 2 == 0)
@@ -412,7 +408,8 @@ class OggDelimitedDecoder(Decoder):
                 .when(dup.isNotNull(), F.format_string("column '%s' appears more than once", dup))
             )
             return names, values, error
-        layouts = self.layouts(files)
+        layouts = ctx.state
+        assert isinstance(layouts, ColumnLayouts)
         by_key = {f"{t}\u0000{n}": cols for t, counts in layouts.by_count.items() for n, cols in counts.items()}
         lookup = F.create_map(*[x for k, cols in by_key.items() for x in (F.lit(k), F.array(*[F.lit(c) for c in cols]))])
         if not by_key:
@@ -444,3 +441,9 @@ class OggDelimitedDecoder(Decoder):
         zipped = F.map_from_arrays(names, values)
         present = F.map_filter(zipped, lambda _k, v: v != F.lit(missing))
         return F.transform_values(present, lambda _k, v: F.when(v != F.lit(null_rep), v))
+
+
+__all__ = [
+    "OGG_DELIMITED", "ColumnLayouts", "OggDelimitedDecoder", "parse_columns_option", "regex_literal",
+    "split_pattern", "stage_records",
+]

@@ -4,20 +4,23 @@ from __future__ import annotations
 
 import json
 import re
-import tempfile
 from pathlib import Path
 
 import pytest
 
 from lakecdc.decode import DECODERS, get_decoder
-from lakecdc.decode.files.lines import exact_json_strings
 from lakecdc.decode.files.reread import locate
 from lakecdc.decode.files.staging import split_documents
 from lakecdc.errors import ConfigError, UnknownFormatError
 
 pytestmark = pytest.mark.spark
 
-FIX = Path(__file__).parent / "fixtures" / "ogg-json"
+try:
+    from tests.decode.helpers import decode
+except ModuleNotFoundError:  # tests/ is on sys.path, not the repository root
+    from decode.helpers import decode  # type: ignore[no-redef]
+
+FIX = Path(__file__).parents[2] / "fixtures" / "ogg-json"
 
 
 def render(rows) -> list[str]:
@@ -32,12 +35,6 @@ def render(rows) -> list[str]:
                 imgs.append(f"{name}={{{body}}}")
         out.append(" ".join([r["op"], r["table"], r["pos"], *imgs]))
     return out
-
-
-def decode(spark, path, **options):
-    with exact_json_strings(spark):
-        df = get_decoder("ogg-json", options).read(spark, [str(path)], staging=tempfile.mkdtemp(prefix="lakecdc-staging-"))
-        return df.orderBy("_file", "_block", "_row").collect()
 
 
 TCUSTORD_I = (
@@ -57,7 +54,7 @@ TCUSTORD_D = (
 
 
 def test_seed_op_modeled_examples_decode_as_the_seed_says(spark):
-    rows = decode(spark, FIX / "seed-13.3.4.1-op.json")
+    rows = decode(spark, "ogg-json", FIX / "seed-13.3.4.1-op.json")
     assert render(rows) == [TCUSTORD_I, TCUSTORD_U, TCUSTORD_D, "T QASOURCE.TCUSTORD 00000000000000005480"]
     assert all(r["_error"] is None for r in rows)
     # the update's after image leaves PRODUCT_AMOUNT and TRANSACTION_ID out: missing, not NULL
@@ -69,7 +66,7 @@ def test_seed_op_modeled_examples_decode_as_the_seed_says(spark):
 
 
 def test_seed_flattened_examples_decode_like_the_nested_ones(spark):
-    rows = decode(spark, FIX / "seed-13.3.4.2-flattened.json", flatten="true")
+    rows = decode(spark, "ogg-json", FIX / "seed-13.3.4.2-flattened.json", flatten="true")
     jane = (
         "D QASOURCE.TCUSTORD 00000000000000005480 before={CUST_CODE='JANE', ORDER_DATE='1995-11-11:13:52:00', "
         "ORDER_ID='256', PRODUCT_AMOUNT='1', PRODUCT_CODE='PLANE', PRODUCT_PRICE='133300.00', TRANSACTION_ID='100'}"
@@ -84,7 +81,7 @@ def test_seed_flattened_examples_decode_like_the_nested_ones(spark):
 
 
 def test_seed_primary_keys_example(spark):
-    rows = decode(spark, FIX / "seed-13.3.4.4-primary-keys.json")
+    rows = decode(spark, "ogg-json", FIX / "seed-13.3.4.4-primary-keys.json")
     assert rows[0]["keys"] == ["CUST_CODE"]
     assert render(rows) == [
         "I DDL_OGGSRC.TCUSTMER 00000000000000006605 after={CITY='SEATTLE', CUST_CODE='WILL', "
@@ -96,7 +93,7 @@ def test_json_null_is_null_and_absent_is_missing(spark, tmp_path):
     f = tmp_path / "a.json"
     f.write_text(json.dumps({"table": "S.T", "op_type": "U", "op_ts": "2020-01-01 00:00:00.000000", "pos": "1",
                              "before": {"ID": 1}, "after": {"ID": 1, "STATE": None}}) + "\n")
-    (row,) = decode(spark, f)
+    (row,) = decode(spark, "ogg-json", f)
     assert "STATE" in row["after"] and row["after"]["STATE"] is None
     assert "CITY" not in row["after"]
 
@@ -112,7 +109,7 @@ def test_renamed_images_custom_op_keys_and_tokens(spark, tmp_path):
         {"table": "S.T", "op_type": "TRUNC", "op_ts": "2020-01-01 00:00:03.000000", "pos": "4"},
     ]
     f.write_text("\n".join(json.dumps(m) for m in msgs) + "\n")
-    rows = decode(spark, f, beforeObjectName="old", afterObjectName="new", insertOpKey="INS",
+    rows = decode(spark, "ogg-json", f, beforeObjectName="old", afterObjectName="new", insertOpKey="INS",
                   updateOpKey="UPD", deleteOpKey="DEL", truncateOpKey="TRUNC")
     assert [r["op"] for r in rows] == ["I", "U", "D", "T"]
     assert render(rows)[1] == "U S.T 2 before={ID='1', V='a'} after={ID='1', V='b'}"
@@ -123,7 +120,7 @@ def test_flatten_with_custom_delimiter(spark, tmp_path):
     f = tmp_path / "a.json"
     f.write_text(json.dumps({"table": "S.T", "op_type": "U", "op_ts": "2020-01-01 00:00:00.000000", "pos": "9",
                              "before__ID": 7, "after__ID": 7, "after__NAME": None}) + "\n")
-    (row,) = decode(spark, f, flatten="true", flattenDelimiter="CDATA[__]")
+    (row,) = decode(spark, "ogg-json", f, flatten="true", flattenDelimiter="CDATA[__]")
     assert render([row]) == ["U S.T 9 before={ID='7'} after={ID='7', NAME=None}"]
 
 
@@ -135,7 +132,7 @@ def test_seq_orders_by_op_ts_then_pos(spark, tmp_path):
         {"table": "S.T", "op_type": "I", "op_ts": "2020-01-01 00:00:00.500000", "pos": "99", "after": {"ID": 3}},
     ]
     f.write_text("\n".join(json.dumps(m) for m in msgs) + "\n")
-    rows = decode(spark, f)
+    rows = decode(spark, "ogg-json", f)
     ordered = [r["after"]["ID"] for r in sorted(rows, key=lambda r: r["seq"])]
     assert ordered == ["3", "1", "2"]
 
@@ -161,7 +158,7 @@ def test_bad_records_carry_a_reason_and_their_raw_text(spark, tmp_path, line, re
     f = tmp_path / "a.json"
     good = '{"table":"S.T","op_type":"I","op_ts":"2020-01-01 00:00:00","pos":"0","after":{"ID":0}}'
     f.write_text(good + "\n" + line + "\n")
-    rows = decode(spark, f)
+    rows = decode(spark, "ogg-json", f)
     assert rows[0]["_error"] is None
     assert rows[1]["_error"] == reason
     assert locate(str(f), 0, {1}) == {1: (2, line)}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 
 import pyarrow as pa
@@ -16,9 +15,8 @@ from pyspark.sql import types as T
 import lakecdc
 from lakecdc.decode import DECODERS, get_decoder
 from lakecdc.decode.files import staging as file_staging
-from lakecdc.decode.files.lines import exact_json_strings
 from lakecdc.decode.files.reread import locate
-from lakecdc.decoders.ogg_json_row import json_schema_type, read_table_schema
+from lakecdc.decode.goldengate.schemas import json_schema_type, read_table_schema
 from lakecdc.errors import ConfigError
 
 try:
@@ -32,7 +30,12 @@ except ModuleNotFoundError:  # tests/ is on sys.path, not the repository root
 
 pytestmark = pytest.mark.spark
 
-FIX = Path(__file__).parent / "fixtures" / "ogg-json-row"
+try:
+    from tests.decode.helpers import decode
+except ModuleNotFoundError:  # tests/ is on sys.path, not the repository root
+    from decode.helpers import decode  # type: ignore[no-redef]
+
+FIX = Path(__file__).parents[2] / "fixtures" / "ogg-json-row"
 
 
 def render(rows) -> list[str]:
@@ -49,14 +52,6 @@ def render(rows) -> list[str]:
     return out
 
 
-def decode(spark, path, staging=None, **options):
-    """Decode one file; ``staging`` (default: a new temporary directory) receives pretty-printed files' copies."""
-    staging = str(staging or tempfile.mkdtemp(prefix="lakecdc-staging-"))
-    with exact_json_strings(spark):
-        df = get_decoder("ogg-json-row", options).read(spark, [str(path)], staging=staging)
-        return df.orderBy("_file", "_block", "_row").collect()
-
-
 ROW_I = ("I QASOURCE.TCUSTORD 00000000000000002928 after={CUST_CODE='WILL', ORDER_DATE='1994-09-30:15:33:00', "
          "ORDER_ID='144', PRODUCT_AMOUNT='3', PRODUCT_CODE='CAR', PRODUCT_PRICE='17520.00', TRANSACTION_ID='100'}")
 # the row-modeled update carries only its after image, which leaves PRODUCT_AMOUNT and TRANSACTION_ID out
@@ -69,7 +64,7 @@ ROW_T = "T QASOURCE.TCUSTORD 00000000000000005480"
 
 def test_seed_row_modeled_examples_decode_as_the_seed_says(spark, tmp_path):
     """13.3.4.3 as printed: pretty-printed, concatenated, the truncate with a trailing comma."""
-    rows = decode(spark, FIX / "seed-13.3.4.3-row.json", tmp_path)
+    rows = decode(spark, "ogg-json-row", FIX / "seed-13.3.4.3-row.json")
     # numbers keep the digits written, trailing zeros too (17520.00)
     assert render(rows) == [ROW_I, ROW_U, ROW_D, ROW_T]
     assert all(r["_error"] is None for r in rows)
@@ -88,7 +83,7 @@ def test_seed_primary_keys_example_as_a_row_message_applies_without_configured_k
     """13.3.4.4's message (printed op-modeled in the seed) written row-modeled: primary_keys are
     the table's keys, so no --key is needed."""
     path = FIX / "seed-13.3.4.4-primary-keys-row.json"
-    (row,) = decode(spark, path, tmp_path / "staging")
+    (row,) = decode(spark, "ogg-json-row", path)
     assert row["keys"] == ["CUST_CODE"]
     assert render([row]) == ["I DDL_OGGSRC.TCUSTMER 00000000000000006605 after={CITY='SEATTLE', CUST_CODE='WILL', "
                              "NAME='BG SOFTWARE CO.', STATE='WA'}"]
@@ -98,7 +93,7 @@ def test_seed_primary_keys_example_as_a_row_message_applies_without_configured_k
 
 
 def test_an_op_modeled_message_is_refused_with_a_hint(spark, tmp_path):
-    (row,) = decode(spark, FIX / "seed-13.3.4.4-op-modeled.json", tmp_path)
+    (row,) = decode(spark, "ogg-json-row", FIX / "seed-13.3.4.4-op-modeled.json")
     assert row["_error"] == "member 'after' is an object: this is op-modeled JSON (format=json); read it with format ogg-json"
 
 
@@ -154,7 +149,7 @@ def test_null_missing_tokens_and_custom_op_keys(spark, tmp_path):
         {"table": "S.T", "op_type": "TRUNC", "op_ts": "2020-01-01 00:00:03.000000", "pos": "4"},
     ]
     f.write_text("\n".join(json.dumps(m) for m in msgs).replace('"<AMT>"', "12345678901234567890.50") + "\n")
-    rows = decode(spark, f, insertOpKey="INS", updateOpKey="UPD", deleteOpKey="DEL", truncateOpKey="TRUNC",
+    rows = decode(spark, "ogg-json-row", f, insertOpKey="INS", updateOpKey="UPD", deleteOpKey="DEL", truncateOpKey="TRUNC",
                   includeTokens="true", flatten="false")
     assert render(rows) == [
         "I S.T 1 after={AMT='12345678901234567890.50', ID='1', NAME=None}",  # exact, trailing zero too
@@ -185,7 +180,7 @@ def test_bad_records_carry_a_reason_and_their_raw_text(spark, tmp_path, line, re
     f = tmp_path / "a.json"
     good = '{"table":"S.T","op_type":"I","op_ts":"2020-01-01 00:00:00","pos":"0","ID":0}'
     f.write_text(good + "\n" + line + "\n")
-    rows = decode(spark, f)
+    rows = decode(spark, "ogg-json-row", f)
     assert rows[0]["_error"] is None
     assert rows[1]["_error"] == reason
     assert locate(str(f), 0, {1}) == {1: (2, line)}
@@ -290,7 +285,7 @@ def test_files_are_staged_in_a_task_each(spark):
 def test_primary_keys_are_read_as_json_whatever_their_spelling(spark):
     from pyspark.sql import functions as F
 
-    from lakecdc.decoders.ogg_json_row import _names
+    from lakecdc.decode.goldengate.json_row import _names
 
     texts = ['["ID"]', '["ID","CODE"]', "[]", '[ "ID" ]', '["A,B"]', '["A\\"B"]', '["A","B,C"]', '[""]',
              '["",""]', '["A B"]', '["ID",1]', '"ID"', "x", None]

@@ -26,8 +26,8 @@ from lakecdc.changes.quarantine import QUARANTINE_SCHEMA, quarantine_path, write
 from lakecdc.decode.avro.containers import plan_ocf_splits
 from lakecdc.decode.avro.schemas import parsing_fingerprint, rabin64
 from lakecdc.decode.files import splits as splits_module
-from lakecdc.decoders import ogg_avro
-from lakecdc.decoders.ogg_avro import unescape
+from lakecdc.decode.goldengate import avro as ogg_avro
+from lakecdc.decode.goldengate.common import java_unescape
 from lakecdc.errors import ConfigError
 from lakecdc.merge.delta_rs import DeltaRsEngine
 
@@ -90,7 +90,12 @@ except ModuleNotFoundError:  # tests/ is on sys.path, not the repository root
         scenarios,
     )
 
-FIX = Path(__file__).parent / "fixtures" / "ogg-avro"
+try:
+    from tests.decode.helpers import decode
+except ModuleNotFoundError:  # tests/ is on sys.path, not the repository root
+    from decode.helpers import decode  # type: ignore[no-redef]
+
+FIX = Path(__file__).parents[2] / "fixtures" / "ogg-avro"
 SEED_SCHEMA = {kind: json.loads((FIX / kind / "GG.TCUSTORD.avsc").read_text()) for kind in ("row", "op")}
 SEED_MESSAGES = {kind: [json.loads(x) for x in (FIX / f"{kind}-examples.jsonl").read_text().splitlines()]
                  for kind in ("row", "op")}
@@ -108,12 +113,6 @@ def render(events) -> list[str]:
                 imgs.append(f"{name}={{{', '.join(f'{k}={img[k]!r}' for k in sorted(img))}}}")
         out.append(" ".join([r["op"], r["table"], r["pos"], *imgs]))
     return out
-
-
-def decode(spark, path: Path | list[Path], fmt: str, **options: str) -> list[Any]:
-    paths = [str(p) for p in (path if isinstance(path, list) else [path])]
-    df = lakecdc.read_changes(paths, format=fmt, options=options, spark=spark)
-    return df.orderBy("_file", "_block", "_row").collect()
 
 
 def seed_file(tmp_path: Path, kind: str) -> Path:
@@ -177,7 +176,7 @@ def test_options_are_checked():
     d = lakecdc.decode.get_decoder("ogg-avro-op", {"lineDelimiter": "CDATA[\\n~\\u0001]", "pkUpdateHandling": "abend",
                                                      "versionSchemas": "true", "iso8601Format": "false"})
     assert d.framing == "delimited" and d.delimiter == b"\n~\x01"
-    assert unescape("a\\tb\\\\n") == "a\tb\\n"
+    assert java_unescape("a\\tb\\\\n") == "a\tb\\n"
 
 
 # -- the seed's examples ---------------------------------------------------------------------------
@@ -185,7 +184,7 @@ def test_options_are_checked():
 @pytest.mark.spark
 @pytest.mark.parametrize("kind", ["row", "op"])
 def test_seed_examples_decode_as_the_seed_says(spark, tmp_path, kind):
-    found = decode(spark, seed_file(tmp_path, kind), f"ogg-avro-{kind}", schemaDirectory=str(FIX / kind))
+    found = decode(spark, f"ogg-avro-{kind}", seed_file(tmp_path, kind), schemaDirectory=str(FIX / kind))
     assert render(found) == (SEED_ROW if kind == "row" else SEED_OP)
     assert all(r["_error"] is None and r["_raw"] is None for r in found)
     assert [r["keys"] for r in found] == [TCUSTORD_KEYS] * 4
@@ -225,7 +224,7 @@ def test_seed_op_examples_apply_with_the_schemas_types(spark, tmp_path):
 @pytest.mark.parametrize("codec", ["null", "deflate", "snappy"])
 def test_ocf_files_decode_like_messages(spark, tmp_path, codec):
     path = write_ocf(tmp_path / f"a.{codec}.avro", SEED_SCHEMA["op"], SEED_MESSAGES["op"], codec=codec, sync_interval=1)
-    found = decode(spark, path, "ogg-avro-op", schemaDirectory=str(tmp_path / "no-such-dir"))
+    found = decode(spark, "ogg-avro-op", path, schemaDirectory=str(tmp_path / "no-such-dir"))
     assert render(found) == SEED_OP
     assert [r["_row"] for r in found] == [0, 1, 2, 3]
     assert len({r["_offset"] for r in found}) == 4  # sync_interval=1: one block per record
@@ -242,7 +241,7 @@ def test_large_ocf_files_are_split_at_blocks_and_a_corrupt_block_is_quarantined(
     _header, splits = plan_ocf_splits(str(path), 300)
     assert len(splits) > 3 and [s[2] for s in splits] == sorted({s[2] for s in splits}) and splits[0][2] == 0
     monkeypatch.setattr(splits_module, "SPLIT_BYTES", 300)
-    found = decode(spark, path, "ogg-avro-row")
+    found = decode(spark, "ogg-avro-row", path)
     assert [r["after"]["ID"] for r in found] == [str(i) for i in range(30)]
     assert [r["_row"] for r in found] == list(range(30))
     assert sorted({r["_block"] for r in found}) == [s[0] for s in splits]
@@ -250,7 +249,7 @@ def test_large_ocf_files_are_split_at_blocks_and_a_corrupt_block_is_quarantined(
     data = bytearray(path.read_bytes())
     data[splits[2][0] - 1] ^= 0xFF
     path.write_bytes(bytes(data))
-    found = decode(spark, path, "ogg-avro-row")
+    found = decode(spark, "ogg-avro-row", path)
     bad = [r for r in found if r["_error"] is not None]
     assert [(r["_offset"], r["_row"]) for r in bad] == [(splits[1][0], splits[1][2])]
     assert bad[0]["_error"] == f"OCF block at byte offset {splits[1][0]}: the block does not end with the file's sync marker"
@@ -291,7 +290,7 @@ def test_versioned_schemas_across_a_metadata_change(spark, tmp_path):
     late = [_ev("U", 3, 5, ID=2, NAME="b2")]  # written before the change, delivered after it
     msgs = [encode(s2, row_record(e, s2)) for e in new] + [encode(s1, row_record(e, s1)) for e in late]
     (landing / "2.bin").write_bytes(length_prefixed(msgs))
-    found = decode(spark, landing / "2.bin", "ogg-avro-row", **opts)
+    found = decode(spark, "ogg-avro-row", landing / "2.bin", **opts)
     assert [r["source"]["avro_schema"] for r in found] == ["GG.CUST.avsc", "GG.CUST.avsc",
                                                            "GG.CUST_2020-01-01_00-00-00.000.avsc"]
     assert "CITY" not in found[2]["after"]
@@ -396,7 +395,7 @@ def test_delimited_messages_split_where_they_decode_not_at_every_delimiter(spark
             encode(schema, row_record(_ev("D", 2, 2, ID=1, NAME=None), schema))]
     path = tmp_path / "d.bin"
     path.write_bytes(b"\n".join(msgs) + b"\n\n")
-    found = decode(spark, path, "ogg-avro-row", schemaDirectory=str(dirdef), lineDelimiter="\\n")
+    found = decode(spark, "ogg-avro-row", path, schemaDirectory=str(dirdef), lineDelimiter="\\n")
     assert [(r["op"], r["_offset"], r["_error"] is None) for r in found] == [
         ("I", 0, True), (None, len(msgs[0]) + 1, False), ("D", len(msgs[0]) + 9, True)]
     assert found[0]["after"] == {"ID": "1", "NAME": "a\nb"} and found[2]["before"] == {"ID": "1", "NAME": None}
@@ -429,7 +428,7 @@ def test_logical_types_become_exact_text_and_declared_column_types(spark, tmp_pa
     landing.mkdir()
     (landing / "a.bin").write_bytes(length_prefixed([encode(schema, record)]))
     opts = {"schemaDirectory": str(dirdef)}
-    (found,) = decode(spark, landing / "a.bin", "ogg-avro-row", **opts)
+    (found,) = decode(spark, "ogg-avro-row", landing / "a.bin", **opts)
     assert found["after"] == {"ID": "7", "AMOUNT": "1234567890.10", "BIG": "-12345678901234567890123456789012.500",
                               "RATIO": "0.1", "OK": "true", "BLOB": "AP8=", "DAY": "2020-02-29",
                               "AT": "2020-01-02 03:04:05.000006", "TAGS": '["a","b"]'}
@@ -557,12 +556,12 @@ def test_a_file_of_messages_split_over_cores_decodes_the_same(spark, tmp_path, m
     data = length_prefixed(messages)
     path.write_bytes(data + data[:7])  # a cut final message: quarantined either way
     opts = {"schemaDirectory": str(FIX / "op")}
-    whole = decode(spark, path, "ogg-avro-op", **opts)
+    whole = decode(spark, "ogg-avro-op", path, **opts)
     monkeypatch.setattr(splits_module, "MIN_SPLIT", 1)
     monkeypatch.setattr(splits_module, "SPLIT_BYTES", len(data) // 5)
     splits = ogg_avro.OggAvroOpDecoder(opts).plan([str(path)], parallelism=5)
     assert len(splits) >= 4
-    split = decode(spark, path, "ogg-avro-op", **opts)
+    split = decode(spark, "ogg-avro-op", path, **opts)
     drop = ("_block",)
     assert [{k: v for k, v in r.asDict().items() if k not in drop} for r in split] == \
            [{k: v for k, v in r.asDict().items() if k not in drop} for r in whole]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from datetime import datetime
 from pathlib import Path
 
@@ -16,7 +15,8 @@ from hypothesis import HealthCheck, given, settings
 import lakecdc
 from lakecdc.decode import DECODERS, get_decoder
 from lakecdc.decode.files.reread import locate
-from lakecdc.decoders.ogg_delimited import java_unescape, parse_columns_option, regex_literal, split_pattern
+from lakecdc.decode.goldengate.common import java_unescape
+from lakecdc.decode.goldengate.delimited import parse_columns_option, regex_literal, split_pattern
 from lakecdc.errors import ConfigError
 
 try:
@@ -40,7 +40,12 @@ except ModuleNotFoundError:  # tests/ is on sys.path, not the repository root
 
 pytestmark = pytest.mark.spark
 
-FIX = Path(__file__).parent / "fixtures" / "ogg-delimited"
+try:
+    from tests.decode.helpers import decode
+except ModuleNotFoundError:  # tests/ is on sys.path, not the repository root
+    from decode.helpers import decode  # type: ignore[no-redef]
+
+FIX = Path(__file__).parents[2] / "fixtures" / "ogg-delimited"
 SEED = FIX / "seed-13.2.2-pipe.txt"
 TCUSTORD = ("CUST_CODE", "ORDER_DATE", "PRODUCT_CODE", "ORDER_ID", "PRODUCT_PRICE", "PRODUCT_AMOUNT", "TRANSACTION_ID")
 TCUSTORD_COLUMNS = "GG.TCUSTORD=" + ",".join(TCUSTORD)
@@ -61,13 +66,6 @@ def render(rows) -> list[str]:
     return out
 
 
-def decode(spark, paths, **options):
-    paths = [paths] if isinstance(paths, (str, Path)) else paths
-    staging = tempfile.mkdtemp(prefix="lakecdc-staging-")
-    df = get_decoder("ogg-delimited", options).read(spark, [str(p) for p in paths], staging=staging)
-    return df.orderBy("_file", "_block", "_row").collect()
-
-
 SEED_I = ("I GG.TCUSTORD 00000000000000001444 after={CUST_CODE='WILL', ORDER_DATE='1994-09-30:15:33:00', "
           "ORDER_ID='144', PRODUCT_AMOUNT='3', PRODUCT_CODE='CAR', PRODUCT_PRICE='17520.00', TRANSACTION_ID='100'}")
 SEED_U = ("U GG.TCUSTORD 00000000000000002891 after={CUST_CODE='BILL', ORDER_DATE='1995-12-31:15:00:00', "
@@ -80,7 +78,7 @@ SEED_T = "T GG.TCUSTORD 00000000000000004515"
 
 def test_seed_examples_decode_as_the_seed_says(spark):
     """13.2.2.1-4 with the manual's '|' delimiter (its line wraps undone), names from a schema file."""
-    rows = decode(spark, SEED, fieldDelimiter="CDATA[|]", includeTokens="true", schemaDirectory=str(FIX / "dirdef"))
+    rows = decode(spark, "ogg-delimited", SEED, fieldDelimiter="CDATA[|]", includeTokens="true", schemaDirectory=str(FIX / "dirdef"))
     assert render(rows) == [SEED_I, SEED_U, SEED_D, SEED_T]
     assert all(r["_error"] is None for r in rows)
     assert [str(r["op_ts"]) for r in rows] == ["2013-06-02 22:14:36", *["2013-06-02 22:14:41"] * 3]
@@ -103,8 +101,8 @@ def test_default_ascii_001_delimiter_and_the_columns_option(spark, tmp_path):
     configuration spelling ``CDATA[\\u0001]`` (a Java escape) means the same delimiter."""
     f = tmp_path / "a.txt"
     f.write_text(SEED.read_text().replace("|", "\u0001"))
-    default = decode(spark, f, includeTokens="true", columns=TCUSTORD_COLUMNS)
-    spelled = decode(spark, f, includeTokens="true", columns=TCUSTORD_COLUMNS, fieldDelimiter="CDATA[\\u0001]",
+    default = decode(spark, "ogg-delimited", f, includeTokens="true", columns=TCUSTORD_COLUMNS)
+    spelled = decode(spark, "ogg-delimited", f, includeTokens="true", columns=TCUSTORD_COLUMNS, fieldDelimiter="CDATA[\\u0001]",
                      lineDelimiter="CDATA[\\n]", missingValueRepresentation="CDATA[]", kevValuePairDelimiter="CDATA[,]")
     assert render(default) == render(spelled) == [SEED_I, SEED_U, SEED_D, SEED_T]
 
@@ -115,7 +113,7 @@ def test_column_names_in_records_null_and_missing(spark, tmp_path):
         "I;S.T;2020-01-01 00:00:00.000000;2020-01-01T00:00:00.000000;00000000000000000010;ID;1;NAME;NULL;CITY;\n"
         "U;S.T;2020-01-01 00:00:01.000000;2020-01-01T00:00:01.000000;00000000000000000020;ID;1;CITY;Oslo\n"
     )
-    rows = decode(spark, f, fieldDelimiter=";", includeColumnNames="true")
+    rows = decode(spark, "ogg-delimited", f, fieldDelimiter=";", includeColumnNames="true")
     assert render(rows) == [
         "I S.T 00000000000000000010 after={ID='1', NAME=None}",
         "U S.T 00000000000000000020 after={CITY='Oslo', ID='1'}",
@@ -133,7 +131,7 @@ def test_custom_line_delimiter_multichar_field_delimiter_and_representations(spa
         "D||S.T||2020-01-01 00:00:02.000000||x||3||ID||1||NOTE||?",
     ]
     f.write_text("<EOR>\n".join(recs) + "<EOR>\n")
-    rows = decode(spark, f, fieldDelimiter="CDATA[||]", lineDelimiter="CDATA[<EOR>\\n]", includeColumnNames="true",
+    rows = decode(spark, "ogg-delimited", f, fieldDelimiter="CDATA[||]", lineDelimiter="CDATA[<EOR>\\n]", includeColumnNames="true",
                   nullValueRepresentation="CDATA[\\\\N]", missingValueRepresentation="?")
     assert render(rows) == [
         "I S.T 1 after={AMT=None, ID='1', NOTE='two\\nlines'}",
@@ -159,7 +157,7 @@ def test_metadata_change_appends_columns_the_newest_schema_decides(spark, tmp_pa
     )
     dec = get_decoder("ogg-delimited", {"fieldDelimiter": "|", "schemaDirectory": str(tmp_path / "dirdef")})
     assert dec.layouts([]).by_count["S.T"] == {2: ("ID", "A"), 3: ("ID", "A", "B")}
-    rows = decode(spark, f, fieldDelimiter="|", schemaDirectory=str(tmp_path / "dirdef"))
+    rows = decode(spark, "ogg-delimited", f, fieldDelimiter="|", schemaDirectory=str(tmp_path / "dirdef"))
     assert render(rows[:2]) == ["I S.T 1 after={A='a', ID='1'}", "I S.T 2 after={A='b', B='2.5', ID='2'}"]
     assert rows[2]["_error"] == (
         f"the record has 4 column value(s) but table 'S.T' has 2 or 3 column(s) (from schema files {old}, {new}); "
@@ -177,13 +175,13 @@ def test_suppressed_metadata_fields(spark, tmp_path):
     """Without table, op_ts, current_ts and pos; then without the op type (every record an upsert)."""
     f = tmp_path / "a.txt"
     f.write_text("I|1|a\nD|1|\n")
-    rows = decode(spark, f, fieldDelimiter="|", includeTableName="false", table="S.T", includeOpTimestamp="false",
+    rows = decode(spark, "ogg-delimited", f, fieldDelimiter="|", includeTableName="false", table="S.T", includeOpTimestamp="false",
                   includeCurrentTimestamp="false", includePosition="false", columns="S.T=ID,A")
     assert render(rows) == ["I S.T - after={A='a', ID='1'}", "D S.T - before={ID='1'}"]
     assert rows[0]["op_ts"] is None and rows[0]["source"] == {"current_ts": None}
     g = tmp_path / "b.txt"
     g.write_text("S.T|2020-01-01 00:00:00.000000|x|7|1|a\n")
-    (row,) = decode(spark, g, fieldDelimiter="|", includeOpType="false", columns="S.T=ID,A")
+    (row,) = decode(spark, "ogg-delimited", g, fieldDelimiter="|", includeOpType="false", columns="S.T=ID,A")
     assert render([row]) == ["R S.T 7 after={A='a', ID='1'}"]
 
 
@@ -210,7 +208,7 @@ def test_bad_records_carry_a_reason(spark, tmp_path, line, reason):
     f = tmp_path / "a.txt"
     good = "I|S.T|2020-01-01 00:00:00.000000|x|4|0|z"
     f.write_text(good + "\n" + line + "\n")
-    rows = decode(spark, f, fieldDelimiter="|", columns="S.T=ID,A")
+    rows = decode(spark, "ogg-delimited", f, fieldDelimiter="|", columns="S.T=ID,A")
     assert rows[0]["_error"] is None
     assert rows[1]["_error"] == reason
     assert locate(str(f), 0, {1}) == {1: (2, line)}
@@ -224,7 +222,7 @@ def test_bad_tokens_and_column_name_pairs(spark, tmp_path):
         "I|S.T|2020-01-01 00:00:00.000000|x|3||ID|1|ID|2\n"
         "I|S.T|2020-01-01 00:00:00.000000|x|4||ID|1\n"
     )
-    rows = decode(spark, f, fieldDelimiter="|", includeTokens="true", includeColumnNames="true")
+    rows = decode(spark, "ogg-delimited", f, fieldDelimiter="|", includeTokens="true", includeColumnNames="true")
     assert [r["_error"] for r in rows] == [
         "token 'R' appears more than once in the tokens field",
         "3 fields follow the metadata, but with includeColumnNames=true names and values come in pairs; "
@@ -332,7 +330,7 @@ def test_split_patterns_split_as_python_does(spark):
 def test_non_utf8_encoding_is_staged(spark, tmp_path):
     f = tmp_path / "a.txt"
     f.write_bytes("I|S.T|2020-01-01 00:00:00.000000|x|1|1|Zürich\n".encode("latin-1"))
-    (row,) = decode(spark, f, fieldDelimiter="|", columns="S.T=ID,A", encoding="ISO-8859-1")
+    (row,) = decode(spark, "ogg-delimited", f, fieldDelimiter="|", columns="S.T=ID,A", encoding="ISO-8859-1")
     assert row["after"] == {"ID": "1", "A": "Zürich"}
 
 
