@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from lakecdc.decode.alibaba.canal import CanalJsonDecoder
 from lakecdc.decode.alibaba.shareplex import SharePlexJsonDecoder
 from lakecdc.decode.base import Decoder
+from lakecdc.decode.qlik.decoders import QlikAvroDecoder, QlikJsonDecoder
 from lakecdc.decoders.debezium_avro import DebeziumAvroDecoder
 from lakecdc.decoders.debezium_json import DebeziumJsonDecoder
 from lakecdc.decoders.dts_avro import DtsAvroDecoder
@@ -27,7 +28,6 @@ from lakecdc.decoders.ogg_delimited import OggDelimitedDecoder
 from lakecdc.decoders.ogg_json import OggJsonDecoder
 from lakecdc.decoders.ogg_json_row import OggJsonRowDecoder
 from lakecdc.decoders.ogg_xml import OggXmlDecoder
-from lakecdc.decoders.qlik import QlikAvroDecoder, QlikJsonDecoder
 from lakecdc.errors import UnknownFormatError
 
 #: Every format, by the name ``--format`` takes.

@@ -1,59 +1,200 @@
-"""Qlik Replicate messages as Python values: JSON and Avro envelopes, bare messages, kcat records.
+"""Qlik Replicate messages to rows, without Spark: JSON envelopes and bare messages, kcat records,
+metadata and data messages.
 
-The reading half of :mod:`lakecdc.decoders.qlik` (which explains the format): a message becomes a
-:class:`~lakecdc.decoders._qlik.TableVersion` (metadata), a
-:class:`~lakecdc.decoders._qlik.DataMessage` (values already exact text) or None (a tombstone), and
-then one :class:`~lakecdc.decoders._qlik.Row`. Runs in the executors; the driver uses it for the
-files of ``metadataDirectory``.
+A message becomes a :class:`~lakecdc.decode.qlik.catalog.TableVersion` (metadata), a
+:class:`~lakecdc.decode.qlik.catalog.DataMessage` (values already exact text) or None (a
+tombstone), and then one :class:`Row` (:func:`to_row`): :func:`metadata_row` or
+:func:`data_row`. Runs in the executors (the driver reads the files of ``metadataDirectory``
+with it). The format is explained in :mod:`lakecdc.decode.qlik.decoders`.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
-from pathlib import Path
-from typing import Any
+import base64
+import re
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
 
-from fastavro import parse_schema
+from lakecdc.decode.jsontext import compact_json, plain_text, slow_loads
+from lakecdc.decode.kafka.records import KCAT_MEMBERS, kafka_pairs, kcat_part
+from lakecdc.decode.qlik.catalog import BadRecord, Catalog, DataMessage, TableVersion, parse_metadata
+from lakecdc.decode.qlik.masks import mask_text, masks
+from lakecdc.decode.rows import Pairs, RecordError
+from lakecdc.decode.spec import Op, OpTable
 
-from lakecdc.decode.avro.schemas import Mismatch, read_exact
-from lakecdc.decode.avro.text import text_converter
-from lakecdc.decode.files.splits import Split
-from lakecdc.decode.files.staging import split_documents
-from lakecdc.decode.jsontext import compact_json, slow_loads
-from lakecdc.decode.kafka.records import KCAT_MEMBERS, Message, kafka_pairs, kcat_part, read_messages
-from lakecdc.decode.rows import RecordError
-from lakecdc.decoders._qlik import (
-    BadRecord,
-    Catalog,
-    DataMessage,
-    Pairs,
-    Row,
-    TableVersion,
-    data_row,
-    failed,
-    metadata_row,
-    named_table,
-    parse_metadata,
-    skipped,
-    text_image,
-)
-from lakecdc.errors import ConfigError
+#: ``headers.operation`` -> canonical op (REFRESH: a row of the full load, an upsert).
+OPERATIONS: dict[str, Op] = {"REFRESH": "R", "INSERT": "I", "UPDATE": "U", "DELETE": "D"}
+#: The op table (``operation`` is also read trimmed and in capitals).
+OPS = OpTable(OPERATIONS, normal="upper-trim", expected="REFRESH, INSERT, UPDATE or DELETE")
+_DIGITS = re.compile(r"[0-9]+")
+_COUNTER = re.compile(r"[0-9]{1,18}")
+#: headers copied into ``source`` as text, in this order
+HEADER_NAMES = ("operation", "changeSequence", "timestamp", "streamPosition", "transactionId",
+                "transactionEventCounter", "transactionLastEvent", "externalSchemaId", "changeMask", "columnMask")
 
-Decoded = TableVersion | DataMessage | None
-_ENVELOPE = parse_schema({
-    "type": "record", "name": "MessageEnvelope", "fields": [
-        {"name": "magic", "type": {"type": "fixed", "name": "Magic", "size": 5}},
-        {"name": "type", "type": "string"},
-        {"name": "headers", "type": ["null", {"type": "map", "values": "string"}]},
-        {"name": "messageSchemaId", "type": ["null", "string"]},
-        {"name": "messageSchema", "type": ["null", "string"]},
-        {"name": "message", "type": "bytes"},
-    ],
-})
+
+class Row(NamedTuple):
+    """One decoded record (``before``/``after``/``source`` as key-value pairs)."""
+
+    table: str | None
+    op: str | None
+    ts: str | None  # headers.timestamp as written (parsed in Spark)
+    pos: str | None  # changeSequence
+    counter: str | None  # transactionEventCounter as digits
+    seq: str | None  # only for metadata rows (data rows get theirs in Spark)
+    txid: str | None
+    keys: list[str] | None
+    before: Pairs | None
+    after: Pairs | None
+    source: Pairs
+    error: str | None
+
+
+def failed(reason: str, table: str | None = None, source: Pairs | None = None) -> Row:
+    """A record that cannot be decoded (``reason``: the quarantine's), of ``table`` when known."""
+    return Row(table, None, None, None, None, None, None, None, None, None, source or [], reason)
+
+
+def skipped(reason: str, table: str | None = None, extra: Pairs | None = None) -> Row:
+    """A record that is no row change (``reason``: its kind), counted, never applied."""
+    return Row(table, None, None, None, None, None, None, None, None, None, [("skipped", reason), *(extra or [])], None)
+
+
+# -- metadata messages -------------------------------------------------------------------------------
+
+
+def metadata_seq(tv: TableVersion) -> str:
+    """A metadata row's seq: its lineage timestamp's digits in changeSequence form (whose first 17
+    digits are a time), so that of two versions' keys in one run the newer one's count."""
+    digits = re.sub(r"[^0-9]", "", tv.timestamp or "")[:35]
+    return f"{digits.ljust(35, '0')}|{'0' * 10}"
+
+
+def metadata_row(tv: TableVersion, extra: Pairs | None = None) -> Row:
+    """A metadata message: a skipped record whose keys are the table's (schema information)."""
+    source: Pairs = [("skipped", "metadata"), ("table_version", str(tv.version)), ("schema_id", tv.schema_id)]
+    source += [(f"lineage.{k}", v) for k, v in tv.lineage if k in ("server", "task")]
+    source += [("lineage.timestamp", tv.timestamp), *(extra or [])]
+    return Row(tv.table, None, None, None, None, metadata_seq(tv), None, list(tv.keys) or None, None, None,
+               [(k, v) for k, v in source if v is not None], None)
+
+
+# -- data messages -----------------------------------------------------------------------------------
+
+
+def header_text(value: Any) -> str | None:
+    """A header's value as text (a mask's bytes as hex, a number as written)."""
+    if type(value) is str:  # the common case, first
+        return value
+    if isinstance(value, (bytes, bytearray)):
+        return mask_text(value)
+    text = plain_text(value)
+    return None if text is None else str(text)
+
+
+def _image(values: Mapping[str, str | None] | None, present: frozenset[str] | None) -> Pairs | None:
+    if values is None:
+        return None
+    return [(k, v) for k, v in values.items() if present is None or k in present]
+
+
+def data_row(m: DataMessage, catalog: Catalog) -> Row:
+    """The canonical row of one data message (:class:`BadRecord` when it cannot be decoded)."""
+    h = m.headers
+    operation = h.get("operation")
+    op = OPS.lookup(operation)[0] if isinstance(operation, str) else None
+    if op is None:
+        raise BadRecord(f"unknown headers.operation {compact_json(operation)} (expected {OPS.expected})", catalog.hint(m))
+    tv = catalog.version_for(m)
+    for image, values in (("data", m.data), ("beforeData", m.before)):
+        extra = sorted(set(values) - tv.names) if values and not tv.names.issuperset(values) else None
+        if extra:
+            raise BadRecord(f"'{image}' has column(s) {', '.join(extra)} that {tv.table} version {tv.version} "
+                            "does not have: the message was not written with that metadata", tv.table)
+    sequence = header_text(h.get("changeSequence")) or ""
+    if sequence and not _DIGITS.fullmatch(sequence):
+        raise BadRecord(f"headers.changeSequence '{sequence}' is not a number (it orders the changes)", tv.table)
+    if not sequence and op != "R":
+        raise BadRecord(f"headers.changeSequence missing for operation {operation} (it orders the changes)", tv.table)
+    counter = header_text(h.get("transactionEventCounter"))
+    if counter is not None and not _COUNTER.fullmatch(counter):
+        raise BadRecord(f"headers.transactionEventCounter '{counter}' is not a whole number", tv.table)
+    present, changed = masks(h, tv)
+    keep = frozenset(present) if present is not None else None
+    data, before_data = m.data, m.before
+    if m.hex_bytes and tv.binary_columns:
+        data, before_data = _hex_to_base64(data, tv, "data"), _hex_to_base64(before_data, tv, "beforeData")
+    before, after = _images(op, operation, _image(data, keep), _image(before_data, keep), tv.table)
+    source: Pairs = [(name, header_text(h.get(name))) for name in HEADER_NAMES if name in h]
+    source += [("changed_columns", ",".join(changed) if changed is not None else None),
+               ("present_columns", ",".join(present) if present is not None else None),
+               ("version_mask", tv.ordinal_mask if present is not None or changed is not None else None),
+               ("table_version", str(tv.version)), ("schema_id", tv.schema_id),
+               ("messageSchemaId", m.schema_id), *m.extra]
+    txid = header_text(h.get("transactionId")) or None
+    return Row(tv.table, op, header_text(h.get("timestamp")) or None, sequence or None, counter, None, txid,
+               list(tv.keys) or None, before, after, [(k, v) for k, v in source if v not in (None, "")], None)
+
+
+def _hex_to_base64(values: Mapping[str, str | None] | None, tv: TableVersion, image: str) -> Mapping[str, str | None] | None:
+    """``values`` with the binary columns' hex digits (how Replicate's JSON writes bytes) as base64
+    (how lakecdc's images carry bytes, :mod:`lakecdc.changes.columns`)."""
+    if values is None:
+        return None
+    out = dict(values)
+    for column in tv.binary_columns:
+        text = out.get(column)
+        if text is None:
+            continue
+        try:
+            out[column] = base64.b64encode(bytes.fromhex(text)).decode("ascii")
+        except ValueError:
+            raise BadRecord(f"'{image}.{column}' ({next(c.type for c in tv.columns if c.name == column)}) "
+                            f"'{text[:40]}' is not hexadecimal (Replicate writes bytes as hex digits in JSON)",
+                            tv.table) from None
+    return out
+
+
+def _images(op: str, operation: Any, data: Pairs | None, before: Pairs | None, table: str) -> tuple[Pairs | None, Pairs | None]:
+    """(before, after): a delete's row is in ``data`` (``beforeData`` when ``data`` is null)."""
+    if op == "D":
+        row = data if data is not None else before
+        if row is None:
+            raise BadRecord("'data' and 'beforeData' both missing for operation DELETE (expected the deleted row)", table)
+        return row, None
+    if data is None:
+        raise BadRecord(f"'data' missing for operation {operation} (expected the row)", table)
+    return (before if op == "U" else None), data
+
+
+def text_image(values: Any, name: str) -> dict[str, str | None] | None:
+    """A JSON ``data``/``beforeData`` object as text values (numbers exactly as written)."""
+    if values is None:
+        return None
+    if not isinstance(values, Mapping):
+        raise BadRecord(f"'{name}' is not an object: {compact_json(values)[:80]}")
+    out: dict[str, str | None] = {}
+    for k, v in values.items():
+        if type(v) is not str and v is not None:  # numbers, booleans, objects: their exact text
+            text = plain_text(v)
+            v = None if text is None else str(text)
+        out[k] = v
+    return out
+
+
+def named_table(message: Mapping[str, Any]) -> str | None:
+    """``schema.table`` from a data message's own ``schema``/``table`` members (seed 003 lists them)."""
+    table = message.get("table")
+    if not isinstance(table, str) or not table.strip():
+        return None
+    schema = message.get("schema")
+    return f"{schema}.{table}" if isinstance(schema, str) and schema.strip() else table
 
 
 # -- messages as Python values ------------------------------------------------------------------------
+
+#: What a message is: a table version (metadata), a data message, or None (a tombstone).
+Decoded = TableVersion | DataMessage | None
 
 
 def unwrap(value: Any, *, topic: str | None = None, key: str | None = None, extra: Pairs | None = None) -> Decoded:
@@ -82,6 +223,7 @@ def unwrap(value: Any, *, topic: str | None = None, key: str | None = None, extr
 
 
 def data_message(body: Any, schema_id: Any, *, topic: str | None, key: str | None, extra: Pairs | None) -> DataMessage:
+    """A JSON data message's body (``data``, ``beforeData``, ``headers``), values as exact text."""
     if not isinstance(body, Mapping):
         raise BadRecord(f"data message: 'message' is not an object: {compact_json(body)[:60]}")
     headers = body.get("headers")
@@ -113,6 +255,7 @@ def json_value(text: str) -> tuple[Decoded, Pairs, str | None, str | None]:
 
 def to_row(decoded: Decoded, catalog: Catalog, *, topic: str | None = None, key: str | None = None,
            kafka: Pairs | None = None) -> Row:
+    """The row of a message: a tombstone (None) is skipped, metadata a skipped row with keys."""
     if decoded is None:
         table = catalog.table_name(DataMessage({}, None, None, topic=topic, key=key))
         return skipped("tombstone", table, kafka)
@@ -121,7 +264,7 @@ def to_row(decoded: Decoded, catalog: Catalog, *, topic: str | None = None, key:
     return data_row(decoded, catalog)
 
 
-def guarded(read: Any) -> Row:
+def guarded(read: Callable[[], Row]) -> Row:
     """``read()``'s row; a failed row with the reason when the record cannot be decoded."""
     try:
         return read()
@@ -134,6 +277,7 @@ def guarded(read: Any) -> Row:
 
 
 def json_row(text: str, catalog: Catalog) -> Row:
+    """The row of one JSON line (a failed row when it cannot be decoded)."""
     def read() -> Row:
         decoded, kafka, topic, key = json_value(text)
         return to_row(decoded, catalog, topic=topic, key=key, kafka=kafka)
@@ -141,158 +285,7 @@ def json_row(text: str, catalog: Catalog) -> Row:
     return guarded(read)
 
 
-class AvroReader:
-    """Envelopes to messages, with the parsed schemas cached (one per executor task)."""
-
-    def __init__(self, catalog: Catalog) -> None:
-        self.catalog = catalog
-        self._schemas: dict[str, Any] = {}
-        self._data: dict[str, tuple[Any, dict[str, Any]]] = {}
-
-    def envelope(self, payload: bytes) -> dict[str, Any]:
-        try:
-            env = read_exact(payload, _ENVELOPE)
-        except Mismatch as exc:
-            raise BadRecord(f"not a Replicate envelope (Avro record MessageEnvelope): {exc}") from None
-        if env["magic"] != b"atMSG":
-            raise BadRecord(f"envelope magic {env['magic']!r} is not b'atMSG'")
-        return env
-
-    def value(self, payload: bytes | None, *, topic: str | None = None, key: str | None = None,
-              extra: Pairs | None = None) -> Decoded:
-        if not payload:
-            return None
-        env = self.envelope(payload)
-        if env["type"] == "MD":
-            return self.metadata(env)
-        if env["type"] != "DT":
-            raise BadRecord(f"envelope 'type' '{env['type']}' is neither DT (data) nor MD (metadata)")
-        sid = (env["messageSchemaId"] or "").strip()
-        hint = DataMessage({}, None, None, topic=topic, key=key)
-        if not sid:
-            raise BadRecord("DT envelope without messageSchemaId: its bytes cannot be read without the dataSchema "
-                            "of its metadata message", self.catalog.table_name(hint))
-        tv = self.catalog.version_for(DataMessage({}, None, None, schema_id=sid, topic=topic, key=key))
-        parsed, converters = self.data_schema(tv)
-        try:
-            record = read_exact(env["message"], parsed)
-        except Mismatch as exc:
-            raise BadRecord(f"the dataSchema of {tv.table} version {tv.version} does not read the message: {exc}",
-                            tv.table) from None
-        if not isinstance(record, dict) or not isinstance(record.get("headers"), dict):
-            raise BadRecord(f"the dataSchema of {tv.table} version {tv.version} has no 'headers' record", tv.table)
-        return DataMessage(record["headers"], _avro_image(record.get("data"), converters),
-                           _avro_image(record.get("beforeData"), converters), schema_id=sid, topic=topic, key=key,
-                           extra=list(extra or []))
-
-    def metadata(self, env: Mapping[str, Any]) -> TableVersion:
-        text = env["messageSchema"]
-        if not text:
-            raise BadRecord("MD envelope without messageSchema: lakecdc reads metadata messages by their own schema")
-        parsed = self._schemas.get(text)
-        if parsed is None:
-            try:
-                parsed = self._schemas[text] = parse_schema(json.loads(text))
-            except Exception as exc:
-                raise BadRecord(f"MD envelope: messageSchema is not an Avro schema: {exc}") from None
-        try:
-            body = read_exact(env["message"], parsed)
-        except Mismatch as exc:
-            raise BadRecord(f"MD envelope: its messageSchema does not read the message: {exc}") from None
-        return parse_metadata(body, env["messageSchemaId"])
-
-    def data_schema(self, tv: TableVersion) -> tuple[Any, dict[str, Any]]:
-        key = tv.digest()
-        if key not in self._data:
-            if not tv.data_schema:
-                raise BadRecord(f"the metadata of {tv.table} version {tv.version} has no dataSchema to read "
-                                "Avro data messages with", tv.table)
-            try:
-                schema = json.loads(tv.data_schema)
-                self._data[key] = (parse_schema(schema), _converters(schema))
-            except Exception as exc:
-                raise BadRecord(f"the dataSchema of {tv.table} version {tv.version} is not an Avro schema: {exc}",
-                                tv.table) from None
-        return self._data[key]
-
-
-def _converters(schema: Mapping[str, Any]) -> dict[str, Any]:
-    """Text converters of the columns of a dataSchema's ``data`` record, by column name."""
-    for f in schema.get("fields", []):
-        if f.get("name") != "data":
-            continue
-        branches = f["type"] if isinstance(f["type"], list) else [f["type"]]
-        for b in branches:
-            if isinstance(b, dict) and b.get("type") == "record":
-                return {c["name"]: text_converter(c["type"]) for c in b.get("fields", [])}
-    return {}
-
-
-def _avro_image(values: Any, converters: Mapping[str, Any]) -> dict[str, str | None] | None:
-    if values is None:
-        return None
-    out: dict[str, str | None] = {}
-    for k, v in values.items():
-        conv = converters.get(k)
-        text = conv(v) if conv is not None else (None if v is None else str(v))
-        out[k] = text
-    return out
-
-
-def avro_row(m: Message, reader: AvroReader) -> Row:
-    def read() -> Row:
-        key = m.key.decode("utf-8", "replace") if m.key else None
-        kafka = list(m.kafka or [])
-        decoded = reader.value(m.data, topic=m.topic, key=key, extra=kafka)
-        return to_row(decoded, reader.catalog, topic=m.topic, key=key, kafka=kafka)
-
-    if m.error is not None:
-        return failed(m.error)
-    row = guarded(read)
-    if row.error is not None and isinstance(m.raw, str):  # a kcat line: say which
-        row = row._replace(error=f"line {m.row + 1}: {row.error}")
-    return row
-
-
-def avro_metadata(reader: AvroReader, data: bytes) -> TableVersion | None:
-    env = reader.envelope(data)
-    return reader.metadata(env) if env["type"] == "MD" else None
-
-
-# -- the metadata a user keeps ------------------------------------------------------------------------------
-
-
-def _files_under(path: str) -> list[Path]:
-    root = Path(path)
-    if root.is_file():
-        return [root]
-    if not root.is_dir():
-        raise ConfigError(f"metadataDirectory {path!r} does not exist")
-    return sorted(p for p in root.rglob("*") if p.is_file() and not p.name.startswith((".", "_")))
-
-
-def load_metadata_directory(path: str, fmt: str) -> list[TableVersion]:
-    """The metadata messages in the files under ``path`` (JSON; for qlik-avro also envelopes)."""
-    out: list[TableVersion] = []
-    reader = AvroReader(Catalog([]))
-    for f in _files_under(path):
-        head = f.read_bytes()[:64].lstrip()[:1]
-        if head in (b"{", b"["):
-            for line, doc in split_documents(f.read_text(encoding="utf-8")):
-                try:
-                    found = json_value(doc)[0]
-                except RecordError as exc:
-                    raise ConfigError(f"{fmt}: line {line} of {f} (metadataDirectory): {exc}") from None
-                if isinstance(found, TableVersion):
-                    out.append(found)
-        elif fmt == "qlik-avro":
-            kind = "single" if f.read_bytes()[:5] == b"atMSG" else "messages"
-            for m in read_messages(Split(str(f), kind, 0, f.stat().st_size, 0)):
-                if m.error is None and m.data:
-                    try:
-                        found = avro_metadata(reader, m.data)
-                    except RecordError as exc:
-                        raise ConfigError(f"{fmt}: byte offset {m.offset} of {f} (metadataDirectory): {exc}") from None
-                    if found is not None:
-                        out.append(found)
-    return out
+__all__ = [
+    "HEADER_NAMES", "OPERATIONS", "OPS", "Decoded", "Row", "data_message", "data_row", "failed", "guarded", "header_text",
+    "json_row", "json_value", "metadata_row", "metadata_seq", "named_table", "skipped", "text_image", "to_row", "unwrap",
+]
