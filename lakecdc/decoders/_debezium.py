@@ -82,7 +82,7 @@ import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 from lakecdc.decode.jsontext import Num, compact_json, plain_text
 from lakecdc.decode.kafka.connect_values import (
@@ -93,7 +93,7 @@ from lakecdc.decode.kafka.connect_values import (
     image_pairs,
     placeholder_forms,
 )
-from lakecdc.decode.rows import MISSING, Pairs, RecordError
+from lakecdc.decode.rows import MISSING, Pairs, RecordError, Row, failed, skipped
 from lakecdc.decoders._debezium_ddl import declared_rows, history, order_of, table_changes, table_of
 from lakecdc.errors import ConfigError
 
@@ -169,22 +169,6 @@ class Key:
         return self.schema.get("name") if isinstance(self.schema, Mapping) else None
 
 
-class Row(NamedTuple):
-    """One output row, before Spark computes ``op_ts`` as a timestamp and the default seq."""
-
-    table: str | None = None
-    op: str | None = None
-    op_ts: int | None = None  # microseconds since 1970
-    pos: str | None = None
-    seq: str | None = None  # None: default_seq(op_ts, pos, 0)
-    txid: str | None = None
-    keys: list[str] | None = None
-    before: Pairs | None = None
-    after: Pairs | None = None
-    source: Pairs | None = None
-    error: str | None = None
-
-
 def transaction_marker(payload: Mapping[str, Any], extra: Sequence[tuple[str, str | None]] = ()) -> Row:
     """A BEGIN/END record of the transaction topic: skipped, with what
     :mod:`lakecdc.changes.transactions` needs to tell a complete transaction (``txid``, ``tx.status``,
@@ -234,16 +218,6 @@ def schema_change_types(payload: Mapping[str, Any], settings: Settings) -> Itera
     pos, _positional = connector_position(source, connector, "I")
     order = order_of(pos, op_ts_micros(payload, source))
     yield from declared_rows(table_changes(payload), connector, order)
-
-
-def skipped(reason: str, *, table: str | None = None, extra: Sequence[tuple[str, str | None]] = ()) -> Row:
-    """A record that is no row change: counted by the pipeline (per ``table`` when known), never
-    applied, never quarantined."""
-    return Row(table=table, source=[("skipped", reason), *extra])
-
-
-def failed(reason: str, *, table: str | None = None) -> Row:
-    return Row(table=table, error=reason)
 
 
 # -- MongoDB -------------------------------------------------------------------------------------
