@@ -17,12 +17,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from lakecdc.decode.alibaba.canal import CanalJsonDecoder
+from lakecdc.decode.alibaba.dts import DtsAvroDecoder
 from lakecdc.decode.alibaba.shareplex import SharePlexJsonDecoder
 from lakecdc.decode.base import Decoder
 from lakecdc.decode.qlik.decoders import QlikAvroDecoder, QlikJsonDecoder
 from lakecdc.decoders.debezium_avro import DebeziumAvroDecoder
 from lakecdc.decoders.debezium_json import DebeziumJsonDecoder
-from lakecdc.decoders.dts_avro import DtsAvroDecoder
 from lakecdc.decoders.ogg_avro import OggAvroOpDecoder, OggAvroRowDecoder
 from lakecdc.decoders.ogg_delimited import OggDelimitedDecoder
 from lakecdc.decoders.ogg_json import OggJsonDecoder

@@ -138,7 +138,7 @@ from lakecdc.decode.qlik.catalog import (
     write_state,
 )
 from lakecdc.decode.qlik.messages import OPS, Row, json_value
-from lakecdc.decode.rows import gc_paused
+from lakecdc.decode.rows import gc_paused, rows_parts
 from lakecdc.decode.spec import Names, Option, Ordering, VendorSpec
 from lakecdc.decode.times import parse_op_ts
 from lakecdc.errors import ConfigError
@@ -264,25 +264,19 @@ def with_time(rows: DataFrame, *, utc: bool) -> DataFrame:
     return rows.select("*", F.when(event & ts.isNotNull(), parse_op_ts(ts, utc_session=utc)).alias(_TIME))
 
 
-def row_parts(*, binary: bool) -> Parts:
-    """What an ``x_*`` row (:func:`with_time`) is: ``seq`` ``<changeSequence>|<counter>`` for data
-    messages, the metadata's own for metadata rows (skipped, ordered: they name keys)."""
-    op, ts, op_ts = F.col("x_op"), F.col("x_ts"), F.col(_TIME)
-    event = op.isNotNull()
+def row_parts(rows: DataFrame) -> Parts:
+    """What an ``x_*`` row (:func:`with_time`) is (:func:`~lakecdc.decode.rows.rows_parts`): ``seq``
+    ``<changeSequence>|<counter>`` for data messages, the metadata's own for metadata rows
+    (skipped, ordered: they name keys)."""
+    ts, op_ts = F.col("x_ts"), F.col(_TIME)
+    event = F.col("x_op").isNotNull()
     counter = F.coalesce(F.col("x_counter"), F.lit("0"))
     seq = F.when(event, F.concat(sortable_position(F.col("x_pos"), _SEQUENCE_DIGITS), F.lit("|"),
                                  sortable_position(counter, _COUNTER_DIGITS))).otherwise(F.col("x_seq"))
-    return Parts(
-        table=F.col("x_table"), op=op, op_ts=op_ts, pos=F.col("x_pos"), idx=counter.try_cast("int"), seq=seq,
-        txid=F.col("x_txid"), keys=F.col("x_keys"), before=F.col("x_before"), after=F.col("x_after"),
-        source=F.col("x_source"), skipped=F.col("x_source")["skipped"], ordered=F.col("x_seq").isNotNull(),
-        checks=[
-            (F.col("x_error").isNotNull(), F.col("x_error")),
-            (event & ts.isNotNull() & op_ts.isNull(), F.format_string(
-                "headers.timestamp '%s' is not a timestamp (expected e.g. 2023-03-21T21:34:19.511, UTC)", ts)),
-        ],
-        raw=F.col("_raw") if binary else None,
-    )
+    bad_time = (event & ts.isNotNull() & op_ts.isNull(), F.format_string(
+        "headers.timestamp '%s' is not a timestamp (expected e.g. 2023-03-21T21:34:19.511, UTC)", ts))
+    return rows_parts(rows, op_ts=op_ts, idx=counter.try_cast("int"), seq=seq, ordered=F.col("x_seq").isNotNull(),
+                      checks=[bad_time])
 
 
 # -- the decoders ---------------------------------------------------------------------------------------------
@@ -373,7 +367,7 @@ class QlikJsonDecoder(Decoder):
         return with_time(rows, utc=ctx.utc)
 
     def parts(self, parsed: DataFrame, ctx: Context) -> Parts:
-        return row_parts(binary=False)
+        return row_parts(parsed)
 
 
 class QlikAvroDecoder(QlikJsonDecoder):
@@ -420,9 +414,6 @@ class QlikAvroDecoder(QlikJsonDecoder):
         splits = self.plan(inputs, default_parallelism(ctx.spark))
         body = functools.partial(avro_decode_batches, catalog=ctx.state)
         return with_time(splits_frame(ctx.spark, splits, body, AVRO_PARSED), utc=ctx.utc)
-
-    def parts(self, parsed: DataFrame, ctx: Context) -> Parts:
-        return row_parts(binary=True)
 
 
 __all__ = ["AVRO_PARSED", "QLIK_AVRO", "QLIK_JSON", "QlikAvroDecoder", "QlikJsonDecoder", "may_hold_metadata",
