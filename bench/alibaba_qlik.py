@@ -12,7 +12,7 @@ source would have written for the same changes, one message per event:
 ==================  ==============================================================================
 encoding            what is written
 ==================  ==============================================================================
-``dts-avro``        DTS ``Record`` s (the published schema of ``lakecdc/decoders/schemas/dts``),
+``dts-avro``        DTS ``Record`` s (the published schema of ``lakecdc/decode/alibaba/schemas/dts``),
                     plain Avro binary without header, each preceded by its length (4 bytes,
                     big-endian) as a dump of DTS's Kafka topic holds them. A MySQL source:
                     ``Integer`` (BIGINT/INT), ``Decimal`` (precision and scale 2),
@@ -157,7 +157,7 @@ def dts_record(message: dict[str, Any]) -> dict[str, Any]:
 
 
 def dts_schema() -> Any:
-    from lakecdc.decoders.dts_avro import published_schema
+    from lakecdc.decode.alibaba.dts_records import published_schema
 
     return fastavro.parse_schema(published_schema())
 

@@ -59,8 +59,9 @@ from bench.run import ensure_workload, start_spark
 from lakecdc.decode import get_decoder
 from lakecdc.decode.files import lines
 from lakecdc.decode.jsontext import Num
-from lakecdc.decoders import _qlik_spark
-from lakecdc.decoders._qlik import Catalog
+from lakecdc.decode.qlik import sql as qlik_sql
+from lakecdc.decode.qlik.catalog import Catalog
+from lakecdc.decode.qlik.masks import mask_bits
 
 FORMAT = "qlik-json"
 TARGET = 3.0
@@ -190,7 +191,7 @@ def _image_batches(batches: Iterator[pa.RecordBatch], *, ranges: list[tuple[str,
 def spark_bare(spark: SparkSession, files: list[str]) -> int:
     """Spark's JSON file source over ``files`` as they are (exact strings), to the noop sink."""
     with lines.exact_json_strings(spark):
-        parsed = spark.read.schema(_qlik_spark.ENVELOPE).json(files)
+        parsed = spark.read.schema(qlik_sql.ENVELOPE).json(files)
         return noop_counts(parsed, F.count(F.lit(1)).alias("rows"))["rows"]
 
 
@@ -208,14 +209,14 @@ def masked(image: Column, col: Column, ordinals: list[int]) -> Column:
 
 def spark_bare_images(spark: SparkSession, files: list[str], catalog: Catalog) -> int:
     """:func:`spark_bare`, then the two images with the ``columnMask`` applied (:func:`masked`,
-    the mask read by lakecdc's :func:`~lakecdc.decoders._qlik_spark._mask_bits`), nothing else."""
-    ((_sid, tv),) = _qlik_spark.eligible(catalog)
+    the mask read by lakecdc's :func:`~lakecdc.decode.qlik.masks.mask_bits`), nothing else."""
+    ((_sid, tv),) = qlik_sql.eligible(catalog)
     ordinals = [c.ordinal for c in tv.columns]
     with lines.exact_json_strings(spark):
-        parsed = spark.read.schema(_qlik_spark.ENVELOPE).json(files)
+        parsed = spark.read.schema(qlik_sql.ENVELOPE).json(files)
         message = parsed["message"]
         text = message["headers"]["columnMask"]
-        value, _ok = _qlik_spark._mask_bits(text, tv.top_ordinal)
+        value, _ok = mask_bits(text, tv.top_ordinal)
         col = F.when(text.isNotNull() & (text != ""), value)
         images = parsed.select(masked(message["data"], col, ordinals).alias("data"),
                                masked(message["beforeData"], col, ordinals).alias("before"))
@@ -228,7 +229,7 @@ def spark_staged(spark: SparkSession, files: list[str], staging: Path) -> int:
     staging.mkdir(parents=True)
     try:
         with lines.exact_json_strings(spark):
-            parsed = lines.read_json(spark, files, _qlik_spark.WRAPPED, staging=str(staging), wrap=_qlik_spark.WRAP)
+            parsed = lines.read_json(spark, files, qlik_sql.WRAPPED, staging=str(staging), wrap=qlik_sql.WRAP)
             return noop_counts(parsed, F.count(F.lit(1)).alias("rows"))["rows"]
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -38,7 +38,7 @@ except ModuleNotFoundError:  # tests/ is on sys.path, not the repository root
     from oracle import Event  # type: ignore[no-redef]
     from scenario_driver import Rendered, drive  # type: ignore[no-redef]
 
-SCHEMA_DIR = Path(__file__).resolve().parents[1] / "lakecdc" / "decoders" / "schemas" / "dts"
+SCHEMA_DIR = Path(__file__).resolve().parents[1] / "lakecdc" / "decode" / "alibaba" / "schemas" / "dts"
 NS = "com.alibaba.dts.formats.avro."
 SCHEMA = load_schema(str(SCHEMA_DIR / f"{NS}Record.avsc"))
 #: the same schema without ``bornTimestamp`` (older DTS versions end after ``afterImages``)

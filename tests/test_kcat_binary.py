@@ -23,16 +23,15 @@ from lakecdc.decode.kafka.records import kcat_kv_messages
 from lakecdc.errors import ConfigError
 
 try:
+    import tests.decode.alibaba.test_dts_avro as dts
     import tests.decode.debezium.test_debezium_avro as dbz
-    import tests.test_dts_avro as dts
     from tests.dts_render import character, encode, integer, length_prefixed, pk_tag, record
     from tests.helpers import rows
 except ModuleNotFoundError:  # tests/ is on sys.path, not the repository root
-    import test_dts_avro as dts  # type: ignore[no-redef]
+    import decode.alibaba.test_dts_avro as dts  # type: ignore[no-redef]
+    import decode.debezium.test_debezium_avro as dbz  # type: ignore[no-redef]
     from dts_render import character, encode, integer, length_prefixed, pk_tag, record  # type: ignore[no-redef]
     from helpers import rows  # type: ignore[no-redef]
-
-    import tests.decode.debezium.test_debezium_avro as dbz  # type: ignore[no-redef]
 
 
 def kcat_dump(records: list[tuple[bytes | None, bytes | None]], sep: bytes, delim: bytes = b"\n", *,

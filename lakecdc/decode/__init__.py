@@ -3,8 +3,7 @@
 Vendor packages (``goldengate``, ``debezium``, ``alibaba``, ``qlik``) stand on vendor-neutral
 transport packages (``files``, ``kafka``, ``avro``) and on one base flow
 (:class:`~lakecdc.decode.base.Decoder`) that owns the projection into the canonical event
-(:func:`~lakecdc.decode.event.project`). The formats not moved here yet are registered from their
-modules in ``lakecdc.decoders``.
+(:func:`~lakecdc.decode.event.project`).
 
 >>> sorted(DECODERS)[:2]
 ['canal-json', 'debezium-avro']
@@ -17,17 +16,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from lakecdc.decode.alibaba.canal import CanalJsonDecoder
+from lakecdc.decode.alibaba.dts import DtsAvroDecoder
 from lakecdc.decode.alibaba.shareplex import SharePlexJsonDecoder
 from lakecdc.decode.base import Decoder
 from lakecdc.decode.debezium.avro import DebeziumAvroDecoder
 from lakecdc.decode.debezium.json import DebeziumJsonDecoder
-from lakecdc.decoders.dts_avro import DtsAvroDecoder
 from lakecdc.decode.goldengate.avro import OggAvroOpDecoder, OggAvroRowDecoder
 from lakecdc.decode.goldengate.delimited import OggDelimitedDecoder
 from lakecdc.decode.goldengate.json import OggJsonDecoder
 from lakecdc.decode.goldengate.json_row import OggJsonRowDecoder
 from lakecdc.decode.goldengate.xml import OggXmlDecoder
-from lakecdc.decoders.qlik import QlikAvroDecoder, QlikJsonDecoder
+from lakecdc.decode.qlik.decoders import QlikAvroDecoder, QlikJsonDecoder
 from lakecdc.errors import UnknownFormatError
 
 #: Every format, by the name ``--format`` takes.

@@ -73,8 +73,8 @@ from lakecdc.config.settings import DEFAULT_VACUUM_RETENTION, EVERY_TABLE, Setti
 from lakecdc.config.sources import from_job, read_yaml
 from lakecdc.config.where import Where
 from lakecdc.decode import DECODERS
-from lakecdc.errors import ConfigError
 from lakecdc.decode.goldengate.properties import read_gg_properties
+from lakecdc.errors import ConfigError
 
 _TOP = {"name", "target", "sources", "tables", "pk_update", "tombstone_retention", "apply_as_truncates",
         "complete_transactions", "maintenance", "engine", "contracts", "min_file_age", "stream", "change_data_feed",

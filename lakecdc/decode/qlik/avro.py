@@ -1,10 +1,10 @@
-"""Qlik Replicate messages as Python values: JSON and Avro envelopes, bare messages, kcat records.
+"""Qlik Replicate's Avro envelopes (``qlik-avro``) to rows, and the metadata a user keeps
+(``metadataDirectory``: JSON, or Avro envelopes).
 
-The reading half of :mod:`lakecdc.decoders.qlik` (which explains the format): a message becomes a
-:class:`~lakecdc.decoders._qlik.TableVersion` (metadata), a
-:class:`~lakecdc.decoders._qlik.DataMessage` (values already exact text) or None (a tombstone), and
-then one :class:`~lakecdc.decoders._qlik.Row`. Runs in the executors; the driver uses it for the
-files of ``metadataDirectory``.
+Replicate's Avro output is the same envelope as its JSON one, as an Avro record
+``MessageEnvelope`` written raw: an ``MD`` envelope embeds the schema of its message, a ``DT``
+envelope names the ``schemaId`` of its metadata message, whose ``dataSchema`` reads the message
+bytes (see :mod:`lakecdc.decode.qlik.decoders`).
 """
 
 from __future__ import annotations
@@ -20,27 +20,12 @@ from lakecdc.decode.avro.schemas import Mismatch, read_exact
 from lakecdc.decode.avro.text import text_converter
 from lakecdc.decode.files.splits import Split
 from lakecdc.decode.files.staging import split_documents
-from lakecdc.decode.jsontext import compact_json, slow_loads
-from lakecdc.decode.kafka.records import KCAT_MEMBERS, Message, kafka_pairs, kcat_part, read_messages
-from lakecdc.decode.rows import RecordError
-from lakecdc.decoders._qlik import (
-    BadRecord,
-    Catalog,
-    DataMessage,
-    Pairs,
-    Row,
-    TableVersion,
-    data_row,
-    failed,
-    metadata_row,
-    named_table,
-    parse_metadata,
-    skipped,
-    text_image,
-)
+from lakecdc.decode.kafka.records import Message, read_messages
+from lakecdc.decode.qlik.catalog import BadRecord, Catalog, DataMessage, TableVersion, parse_metadata
+from lakecdc.decode.qlik.messages import Decoded, Row, failed, guarded, json_value, to_row
+from lakecdc.decode.rows import Pairs, RecordError
 from lakecdc.errors import ConfigError
 
-Decoded = TableVersion | DataMessage | None
 _ENVELOPE = parse_schema({
     "type": "record", "name": "MessageEnvelope", "fields": [
         {"name": "magic", "type": {"type": "fixed", "name": "Magic", "size": 5}},
@@ -51,94 +36,6 @@ _ENVELOPE = parse_schema({
         {"name": "message", "type": "bytes"},
     ],
 })
-
-
-# -- messages as Python values ------------------------------------------------------------------------
-
-
-def unwrap(value: Any, *, topic: str | None = None, key: str | None = None, extra: Pairs | None = None) -> Decoded:
-    """A parsed JSON message (envelope or bare): its metadata, its data message, or None (tombstone)."""
-    if value is None:
-        return None
-    if not isinstance(value, Mapping):
-        raise BadRecord(f"not a Qlik Replicate message (expected a JSON object): {compact_json(value)[:60]}")
-    if "magic" in value:
-        if value.get("magic") != "atMSG":
-            raise BadRecord(f"'magic' is {compact_json(value.get('magic'))}, not \"atMSG\" (Replicate's envelope)")
-        kind, body = value.get("type"), value.get("message")
-        if isinstance(body, str):
-            body = slow_loads(body, "'message'")
-        if kind == "MD":
-            return parse_metadata(body, value.get("messageSchemaId"))
-        if kind == "DT":
-            return data_message(body, value.get("messageSchemaId"), topic=topic, key=key, extra=extra)
-        raise BadRecord(f"envelope 'type' {compact_json(kind)} is neither DT (data) nor MD (metadata)")
-    if "lineage" in value or "tableStructure" in value:
-        return parse_metadata(value)
-    if "headers" in value and ("data" in value or "beforeData" in value):
-        return data_message(value, None, topic=topic, key=key, extra=extra)
-    raise BadRecord("not a Qlik Replicate message: expected an envelope (magic 'atMSG'), a data message "
-                    "(data, beforeData, headers) or a metadata message (lineage, tableStructure)")
-
-
-def data_message(body: Any, schema_id: Any, *, topic: str | None, key: str | None, extra: Pairs | None) -> DataMessage:
-    if not isinstance(body, Mapping):
-        raise BadRecord(f"data message: 'message' is not an object: {compact_json(body)[:60]}")
-    headers = body.get("headers")
-    if not isinstance(headers, Mapping):
-        raise BadRecord("data message: 'headers' missing (expected operation, changeSequence, timestamp, ...)")
-    sid = None if schema_id is None else str(schema_id).strip() or None
-    return DataMessage(headers, text_image(body.get("data"), "data"), text_image(body.get("beforeData"), "beforeData"),
-                       schema_id=sid, named_table=named_table(body), topic=topic, key=key, extra=list(extra or []),
-                       hex_bytes=True)
-
-
-def json_value(text: str) -> tuple[Decoded, Pairs, str | None, str | None]:
-    """One line: ``(decoded message, kafka pairs, topic, key)`` (a kcat record's payload unwrapped)."""
-    record = slow_loads(text)
-    if not (isinstance(record, dict) and all(k in record for k in KCAT_MEMBERS)):
-        return unwrap(record), [], None, None
-    for part in ("key_error", "payload_error"):
-        if record.get(part):
-            raise BadRecord(f"kcat could not read the record: {part} '{record[part]}'")
-    kafka = kafka_pairs(record)
-    topic = record.get("topic") if isinstance(record.get("topic"), str) else None
-    raw_key = record.get("key")
-    key = None if raw_key is None else (raw_key if isinstance(raw_key, str) else compact_json(raw_key))
-    if key is not None:
-        kafka.append(("kafka.key", key))
-    payload = kcat_part(record.get("payload"), "kcat payload")
-    return unwrap(payload, topic=topic, key=key, extra=kafka), kafka, topic, key
-
-
-def to_row(decoded: Decoded, catalog: Catalog, *, topic: str | None = None, key: str | None = None,
-           kafka: Pairs | None = None) -> Row:
-    if decoded is None:
-        table = catalog.table_name(DataMessage({}, None, None, topic=topic, key=key))
-        return skipped("tombstone", table, kafka)
-    if isinstance(decoded, TableVersion):
-        return metadata_row(decoded, kafka)
-    return data_row(decoded, catalog)
-
-
-def guarded(read: Any) -> Row:
-    """``read()``'s row; a failed row with the reason when the record cannot be decoded."""
-    try:
-        return read()
-    except BadRecord as exc:
-        return failed(str(exc), exc.table)
-    except RecordError as exc:
-        return failed(str(exc))
-    except Exception as exc:  # one odd record must not fail the batch
-        return failed(f"could not read the record: {type(exc).__name__}: {exc}")
-
-
-def json_row(text: str, catalog: Catalog) -> Row:
-    def read() -> Row:
-        decoded, kafka, topic, key = json_value(text)
-        return to_row(decoded, catalog, topic=topic, key=key, kafka=kafka)
-
-    return guarded(read)
 
 
 class AvroReader:
@@ -296,3 +193,6 @@ def load_metadata_directory(path: str, fmt: str) -> list[TableVersion]:
                     if found is not None:
                         out.append(found)
     return out
+
+
+__all__ = ["AvroReader", "avro_metadata", "avro_row", "load_metadata_directory"]

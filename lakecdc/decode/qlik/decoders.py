@@ -96,13 +96,13 @@ its message (``messageSchema``); a ``DT`` envelope names the ``schemaId`` of its
 whose ``dataSchema`` reads the message bytes (record ``DataRecord``: ``data``, ``beforeData``,
 ``headers``; masks as ``bytes``). Inputs (``framing=auto``): files of length-prefixed envelopes
 (4 bytes big-endian length each), a file that is one envelope (starts with ``atMSG``), or kcat ``-J``
-dumps with base64 payloads (the framing helpers of :mod:`lakecdc.decoders.debezium_avro`). Values are
+dumps with base64 payloads (the framing of :mod:`lakecdc.decode.kafka.records`). Values are
 rendered by :func:`lakecdc.decode.avro.text.text_converter`. Replicate's "publish to a schema registry"
 mode (Confluent wire format without metadata messages) is not read.
 
 Decoding runs in the executors; only the metadata messages (a few per table) are collected, to the
 driver, before the data is decoded. ``qlik-json``'s common lines (wrapped data messages of a version
-known by its id) are decoded in Spark SQL, the others in Python (:mod:`lakecdc.decoders._qlik_spark`,
+known by its id) are decoded in Spark SQL, the others in Python (:mod:`lakecdc.decode.qlik.sql`,
 which says which); ``qlik-avro`` in Python (``mapInArrow``).
 """
 
@@ -111,81 +111,89 @@ from __future__ import annotations
 import base64
 import functools
 import os
-from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, ClassVar
 
 import pyarrow as pa
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakecdc.changes.events import IMAGE_TYPE, sortable_position
-from lakecdc.decode.base import Decoder
+from lakecdc.changes.columns import widest
+from lakecdc.changes.events import sortable_position
+from lakecdc.decode.base import Context, Decoder
+from lakecdc.decode.event import Parts
 from lakecdc.decode.files.lines import read_text
 from lakecdc.decode.files.splits import Split, kind_of, split_bytes, split_numbers, splits_frame
 from lakecdc.decode.files.staging import on_executors
 from lakecdc.decode.kafka.dumps import length_prefixed_splits
 from lakecdc.decode.kafka.records import read_messages
-from lakecdc.decode.rows import gc_paused
-from lakecdc.decode.times import parse_op_ts
-from lakecdc.decoders import _qlik_spark
-from lakecdc.decoders._qlik import (
+from lakecdc.decode.qlik import sql
+from lakecdc.decode.qlik.avro import AvroReader, avro_metadata, avro_row, load_metadata_directory
+from lakecdc.decode.qlik.catalog import (
     Catalog,
-    Row,
     TableVersion,
     load_state,
     parse_topic_tables,
     spark_type,
     write_state,
 )
-from lakecdc.decoders._qlik_messages import (
-    AvroReader,
-    avro_metadata,
-    avro_row,
-    json_value,
-    load_metadata_directory,
-)
+from lakecdc.decode.qlik.messages import OPS, Row, json_value
+from lakecdc.decode.rows import gc_paused, rows_parts
+from lakecdc.decode.spec import Names, Option, Ordering, VendorSpec
+from lakecdc.decode.times import parse_op_ts
 from lakecdc.errors import ConfigError
 from lakecdc.spark.compat import default_parallelism
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 _MAP = pa.map_(pa.string(), pa.string())
 _MD = T.StructType([T.StructField("md", T.StringType())])
-_X_FIELDS: list[tuple[str, pa.DataType, T.DataType]] = [
-    ("x_table", pa.string(), T.StringType()), ("x_op", pa.string(), T.StringType()),
-    ("x_ts", pa.string(), T.StringType()), ("x_pos", pa.string(), T.StringType()),
-    ("x_counter", pa.string(), T.StringType()), ("x_seq", pa.string(), T.StringType()),
-    ("x_txid", pa.string(), T.StringType()), ("x_keys", pa.list_(pa.string()), T.ArrayType(T.StringType())),
-    ("x_before", _MAP, IMAGE_TYPE), ("x_after", _MAP, IMAGE_TYPE),
-    ("x_source", _MAP, T.MapType(T.StringType(), T.StringType())), ("x_error", pa.string(), T.StringType()),
+_X_ARROW: list[pa.DataType] = [
+    pa.string(), pa.string(), pa.string(), pa.string(), pa.string(), pa.string(), pa.string(),
+    pa.list_(pa.string()), _MAP, _MAP, _MAP, pa.string(),
 ]
 _ORIGIN = [("_file", pa.string(), T.StringType()), ("_block", pa.int64(), T.LongType()), ("_row", pa.int64(), T.LongType())]
 _BINARY = [("_offset", pa.int64(), T.LongType()), ("_raw", pa.string(), T.StringType())]
+_AVRO_ARROW = pa.schema([
+    *[(n, a) for n, a, _s in _ORIGIN],
+    *[(f.name, a) for f, a in zip(sql.X_SCHEMA.fields, _X_ARROW, strict=True)],
+    *[(n, a) for n, a, _s in _BINARY],
+])
+#: The rows ``qlik-avro`` decodes in the executors: origin, ``x_*``, ``_offset`` and ``_raw``.
+AVRO_PARSED = T.StructType([*[T.StructField(n, s) for n, _a, s in _ORIGIN], *sql.X_SCHEMA.fields,
+                            *[T.StructField(n, s) for n, _a, s in _BINARY]])
 FRAMINGS = ("auto", "length-prefixed", "single", "kcat")
+#: ``pos`` (``changeSequence``) and ``idx`` (``transactionEventCounter``) widths in ``seq``.
+_SEQUENCE_DIGITS, _COUNTER_DIGITS = 35, 10
+_TIME = "_op_ts"
 
-
-def _spark_schema(fields: Sequence[tuple[str, pa.DataType, T.DataType]]) -> T.StructType:
-    return T.StructType([T.StructField(n, s) for n, _a, s in fields])
-
-
-def _arrow_schema(fields: Sequence[tuple[str, pa.DataType, T.DataType]]) -> pa.Schema:
-    return pa.schema([(n, a) for n, a, _s in fields])
-
-
-JSON_PARSED = _spark_schema([*_ORIGIN, *_X_FIELDS])
-AVRO_PARSED = _spark_schema([*_ORIGIN, *_X_FIELDS, *_BINARY])
+_OPTIONS = (Option("metadataDirectory", ""), Option("topicTables", ""), Option("table", ""),
+            Option("treatAllColumnsAsStrings", "false", "flag"))
+QLIK_JSON = VendorSpec(
+    name="qlik-json", ops=OPS, ordering=Ordering("given"),
+    names=Names(table="table", op="headers.operation", op_ts="headers.timestamp"), options=_OPTIONS,
+)
+QLIK_AVRO = VendorSpec(
+    name="qlik-avro", ops=OPS, ordering=Ordering("given"),
+    names=Names(table="table", op="headers.operation", op_ts="headers.timestamp"),
+    options=(*_OPTIONS, Option("framing", "auto")), binary=True,
+)
 
 
 # -- mapInArrow bodies ------------------------------------------------------------------------------------
 
 
 def _x_arrays(rows: Sequence[Row]) -> list[pa.Array]:
-    cols = list(zip(*rows, strict=True)) if rows else [[] for _ in Row._fields]
-    return [pa.array(list(c), a) for c, (_n, a, _s) in zip(cols, _X_FIELDS, strict=True)]
+    cols: list[Sequence[object]] = list(zip(*rows, strict=True)) if rows else [[] for _ in Row._fields]
+    return [pa.array(list(c), a) for c, a in zip(cols, _X_ARROW, strict=True)]
 
 
-def _metadata_of(decode: Any) -> str | None:
+def _json_message(text: str) -> object:
+    return json_value(text)[0]
+
+
+def _metadata_of(decode: Callable[[], object]) -> str | None:
     try:
         found = decode()
     except Exception:  # bad records are reported by the decoding pass
@@ -198,7 +206,7 @@ _METADATA_MARKS = (b"tableStructure", b'"payload"')
 _SCAN_BYTES = 1 << 24
 
 
-def _may_hold_metadata(path: str) -> str:
+def may_hold_metadata(path: str) -> str:
     """"1" when the file's bytes hold one of :data:`_METADATA_MARKS` ("" when not): a search of
     the bytes, so that a file of data messages alone is not read as text by Spark to learn nothing."""
     overlap = max(len(m) for m in _METADATA_MARKS) - 1
@@ -212,17 +220,16 @@ def _may_hold_metadata(path: str) -> str:
     return ""
 
 
-def json_metadata_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def json_metadata_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """Lines to the canonical JSON of the metadata messages among them."""
     for batch in batches:
-        found = {_metadata_of(lambda t=text: json_value(t)[0]) for text in batch.column("value").to_pylist()}
-        found.discard(None)
+        found = {md for text in batch.column("value").to_pylist()
+                 if (md := _metadata_of(functools.partial(_json_message, text))) is not None}
         yield pa.RecordBatch.from_pydict({"md": sorted(found)}, schema=pa.schema([("md", pa.string())]))
 
 
 def avro_decode_batches(batches: Iterator[pa.RecordBatch], *, catalog: Catalog, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
     """Split numbers to ``x_*`` rows with ``_offset`` and ``_raw`` (base64, or a kcat line's text)."""
-    schema = _arrow_schema([*_ORIGIN, *_X_FIELDS, *_BINARY])
     reader = AvroReader(catalog)
     for i in split_numbers(batches):
         split = splits[i]
@@ -235,48 +242,41 @@ def avro_decode_batches(batches: Iterator[pa.RecordBatch], *, catalog: Catalog, 
         origin = [pa.array([split.path] * n, pa.string()), pa.array([split.start] * n, pa.int64()),
                   pa.array([m.row for m in messages], pa.int64())]
         binary = [pa.array([m.offset for m in messages], pa.int64()), pa.array(raws, pa.string())]
-        yield pa.RecordBatch.from_arrays([*origin, *_x_arrays(rows), *binary], schema=schema)
+        yield pa.RecordBatch.from_arrays([*origin, *_x_arrays(rows), *binary], schema=_AVRO_ARROW)
 
 
 def avro_metadata_batches(batches: Iterator[pa.RecordBatch], *, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
     """Split numbers to the canonical JSON of the metadata envelopes among their messages."""
     reader = AvroReader(Catalog([]))
     for i in split_numbers(batches):
-        found = {_metadata_of(lambda d=m.data: avro_metadata(reader, d)) for m in read_messages(splits[i]) if m.data}
-        found.discard(None)
+        found = {md for m in read_messages(splits[i])
+                 if m.data and (md := _metadata_of(functools.partial(avro_metadata, reader, m.data))) is not None}
         yield pa.RecordBatch.from_pydict({"md": sorted(found)}, schema=pa.schema([("md", pa.string())]))
 
 
-# -- the canonical columns ----------------------------------------------------------------------------------
+# -- what a row is ----------------------------------------------------------------------------------------
 
 
-def canonical(p: DataFrame, *extra: str) -> DataFrame:
-    """``x_*`` rows as canonical events: op_ts parsed, seq ``<changeSequence>|<counter>``."""
-    op = F.col("x_op")
-    event = op.isNotNull()
-    ts = F.col("x_ts")
-    op_ts = F.when(event & ts.isNotNull(), parse_op_ts(ts))
-    error = F.coalesce(F.col("x_error"), F.when(event & ts.isNotNull() & op_ts.isNull(), F.format_string(
-        "headers.timestamp '%s' is not a timestamp (expected e.g. 2023-03-21T21:34:19.511, UTC)", ts)))
+def with_time(rows: DataFrame, *, utc: bool) -> DataFrame:
+    """``x_*`` rows with ``headers.timestamp`` read as a time (UTC), in a column of its own (the
+    projection and its check both read it)."""
+    event, ts = F.col("x_op").isNotNull(), F.col("x_ts")
+    return rows.select("*", F.when(event & ts.isNotNull(), parse_op_ts(ts, utc_session=utc)).alias(_TIME))
+
+
+def row_parts(rows: DataFrame) -> Parts:
+    """What an ``x_*`` row (:func:`with_time`) is (:func:`~lakecdc.decode.rows.rows_parts`): ``seq``
+    ``<changeSequence>|<counter>`` for data messages, the metadata's own for metadata rows
+    (skipped, ordered: they name keys)."""
+    ts, op_ts = F.col("x_ts"), F.col(_TIME)
+    event = F.col("x_op").isNotNull()
     counter = F.coalesce(F.col("x_counter"), F.lit("0"))
-    seq: Column = F.when(event, F.concat(sortable_position(F.col("x_pos"), 35), F.lit("|"),
-                                         sortable_position(counter, 10))).otherwise(F.col("x_seq"))
-    return p.select(
-        F.col("x_table").alias("table"),
-        F.when(error.isNull(), op).alias("op"),
-        op_ts.alias("op_ts"),
-        F.col("x_pos").alias("pos"),
-        F.when(event, F.coalesce(counter.try_cast("int"), F.lit(0))).alias("idx"),
-        seq.alias("seq"),
-        F.col("x_txid").alias("txid"),
-        F.col("x_keys").alias("keys"),
-        F.col("x_before").alias("before"),
-        F.col("x_after").alias("after"),
-        F.col("x_source").alias("source"),
-        "_file", "_block", "_row",
-        error.alias("_error"),
-        *extra,
-    )
+    seq = F.when(event, F.concat(sortable_position(F.col("x_pos"), _SEQUENCE_DIGITS), F.lit("|"),
+                                 sortable_position(counter, _COUNTER_DIGITS))).otherwise(F.col("x_seq"))
+    bad_time = (event & ts.isNotNull() & op_ts.isNull(), F.format_string(
+        "headers.timestamp '%s' is not a timestamp (expected e.g. 2023-03-21T21:34:19.511, UTC)", ts))
+    return rows_parts(rows, op_ts=op_ts, idx=counter.try_cast("int"), seq=seq, ordered=F.col("x_seq").isNotNull(),
+                      checks=[bad_time])
 
 
 # -- the decoders ---------------------------------------------------------------------------------------------
@@ -285,17 +285,14 @@ def canonical(p: DataFrame, *extra: str) -> DataFrame:
 class QlikJsonDecoder(Decoder):
     """Qlik Replicate JSON metadata and data messages (envelope or bare, kcat dumps) to canonical events."""
 
-    name: ClassVar[str] = "qlik-json"
-    OPTIONS: ClassVar[dict[str, str]] = {
-        "metadataDirectory": "", "topicTables": "", "table": "", "treatAllColumnsAsStrings": "false",
-    }
+    spec = QLIK_JSON
 
     def __init__(self, options: Mapping[str, str] | None = None) -> None:
         super().__init__(options)
         self.all_strings = self.flag("treatAllColumnsAsStrings")
         self.topic_tables = parse_topic_tables(self.options["topicTables"], self.name)
-        self._catalog: tuple[Any, Catalog] | None = None
-        #: common data messages decoded in Spark SQL (:mod:`lakecdc.decoders._qlik_spark`), the
+        self._catalog: tuple[object, Catalog] | None = None
+        #: common data messages decoded in Spark SQL (:mod:`lakecdc.decode.qlik.sql`), the
         #: rest in Python; False: every line in Python (the reference the tests compare with)
         self.spark_route = True
 
@@ -311,25 +308,20 @@ class QlikJsonDecoder(Decoder):
         """The files to decode: not those of ``metadataDirectory``, not empty ones."""
         return [f for f in files if not self._is_metadata_file(f) and os.path.getsize(f) > 0]
 
-    def learn(self, spark: SparkSession, files: Sequence[str], *, staging: str,
-              lines: DataFrame | None = None) -> list[TableVersion]:
+    def learn(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> list[TableVersion]:
         """The metadata messages of ``files`` (read in the executors, collected: a few per table).
 
-        Without ``lines``, only the files whose bytes hold :data:`_METADATA_MARKS` are read as text
-        (a search of the bytes in the executors, :func:`_may_hold_metadata`)."""
+        Only the files whose bytes hold :data:`_METADATA_MARKS` are read as text (a search of the
+        bytes in the executors, :func:`may_hold_metadata`)."""
+        files = [f for f, hit in zip(files, on_executors(spark, may_hold_metadata, files), strict=True) if hit]
         if not files:
             return []
-        if lines is None:  # (only the files that mention metadata or a kcat payload are read as text)
-            files = [f for f, hit in zip(files, on_executors(spark, _may_hold_metadata, files), strict=True) if hit]
-            if not files:
-                return []
-            lines = read_text(spark, files, staging=staging)
+        lines = read_text(spark, files, staging=staging)
         wanted = F.col("value").contains("tableStructure") | F.col("value").contains('"payload"')
         found = lines.where(wanted).select("value").mapInArrow(json_metadata_batches, _MD).distinct().collect()
         return [TableVersion.from_json(r["md"]) for r in found]
 
-    def catalog(self, spark: SparkSession, files: Sequence[str], *, staging: str,
-                lines: DataFrame | None = None) -> Catalog:
+    def catalog(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> Catalog:
         """Every table version known: this input's, earlier runs' (``state_dir``), ``metadataDirectory``'s.
 
         What this input teaches is kept in ``state_dir`` for later runs.
@@ -337,7 +329,7 @@ class QlikJsonDecoder(Decoder):
         key = (tuple(files), self.state_dir)
         if self._catalog is not None and self._catalog[0] == key:
             return self._catalog[1]
-        learnt = self.learn(spark, files, staging=staging, lines=lines)
+        learnt = self.learn(spark, files, staging=staging) if files else []
         directory = self.options["metadataDirectory"].strip()
         known = load_state(self.state_dir) + (load_metadata_directory(directory, self.name) if directory else [])
         write_state(self.state_dir, learnt)
@@ -348,8 +340,6 @@ class QlikJsonDecoder(Decoder):
 
     def column_types(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> dict[str, dict[str, T.DataType]]:
         """Per table, each column's type from its metadata (all versions combined, see the module doc)."""
-        from lakecdc.changes.columns import widest
-
         if self.all_strings:
             return {}
         catalog = self.catalog(spark, self.inputs(files), staging=staging)
@@ -366,21 +356,25 @@ class QlikJsonDecoder(Decoder):
     def rows_in_python(self) -> bool:
         return self.PYTHON_ROWS or not self.spark_route
 
-    def read(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
-        files = self.inputs(files)
-        if not files:
-            self.catalog(spark, files, staging=staging)
-            return canonical(spark.createDataFrame([], JSON_PARSED))
-        catalog = self.catalog(spark, files, staging=staging)
-        return canonical(_qlik_spark.read(spark, files, catalog, staging=staging, sql=self.spark_route))
+    def prepare(self, ctx: Context, inputs: Sequence[str]) -> Context:
+        """The catalog of table versions (:meth:`catalog`), in ``ctx.state``."""
+        return Context(ctx.spark, ctx.staging, ctx.last_win, ctx.utc, self.catalog(ctx.spark, inputs, staging=ctx.staging))
+
+    def parse(self, ctx: Context, inputs: Sequence[str]) -> DataFrame:
+        """The lines as ``x_*`` rows (:mod:`lakecdc.decode.qlik.sql`), their time read."""
+        assert isinstance(ctx.state, Catalog)
+        rows = sql.read(ctx.spark, inputs, ctx.state, staging=ctx.staging, sql=self.spark_route)
+        return with_time(rows, utc=ctx.utc)
+
+    def parts(self, parsed: DataFrame, ctx: Context) -> Parts:
+        return row_parts(parsed)
 
 
 class QlikAvroDecoder(QlikJsonDecoder):
     """Qlik Replicate Avro envelopes (length-prefixed, single, kcat base64) to canonical events."""
 
-    name: ClassVar[str] = "qlik-avro"
+    spec = QLIK_AVRO
     PYTHON_ROWS: ClassVar[bool] = True  # (see Decoder.PYTHON_ROWS)
-    OPTIONS: ClassVar[dict[str, str]] = {**QlikJsonDecoder.OPTIONS, "framing": "auto"}
 
     def __init__(self, options: Mapping[str, str] | None = None) -> None:
         super().__init__(options)
@@ -407,20 +401,20 @@ class QlikAvroDecoder(QlikJsonDecoder):
                 out.append(Split(path, kind, 0, os.path.getsize(path), 0))
         return out
 
-    def learn(self, spark: SparkSession, files: Sequence[str], *, staging: str,
-              lines: DataFrame | None = None) -> list[TableVersion]:
+    def learn(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> list[TableVersion]:
         splits = self.plan(files)
         if not splits:
             return []
         found = splits_frame(spark, splits, avro_metadata_batches, _MD).distinct().collect()
         return [TableVersion.from_json(r["md"]) for r in found]
 
-    def read(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
-        files = self.inputs(files)
-        catalog = self.catalog(spark, files, staging=staging)
-        splits = self.plan(files, default_parallelism(spark))
-        body = functools.partial(avro_decode_batches, catalog=catalog)
-        return canonical(splits_frame(spark, splits, body, AVRO_PARSED), "_offset", "_raw")
+    def parse(self, ctx: Context, inputs: Sequence[str]) -> DataFrame:
+        """The messages as ``x_*`` rows with ``_offset`` and ``_raw`` (Python, ``mapInArrow``)."""
+        assert isinstance(ctx.state, Catalog)
+        splits = self.plan(inputs, default_parallelism(ctx.spark))
+        body = functools.partial(avro_decode_batches, catalog=ctx.state)
+        return with_time(splits_frame(ctx.spark, splits, body, AVRO_PARSED), utc=ctx.utc)
 
 
-__all__ = ["QlikAvroDecoder", "QlikJsonDecoder", "load_metadata_directory"]
+__all__ = ["AVRO_PARSED", "QLIK_AVRO", "QLIK_JSON", "QlikAvroDecoder", "QlikJsonDecoder", "may_hold_metadata",
+           "row_parts", "with_time"]

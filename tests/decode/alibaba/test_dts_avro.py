@@ -21,12 +21,14 @@ from pyspark.sql import types as T
 import lakecdc
 from lakecdc.changes.quarantine import quarantine_path
 from lakecdc.decode import DECODERS, get_decoder
-from lakecdc.decoders._dts_values import codec_of, datetime_text, zone_offset
-from lakecdc.decoders.dts_avro import Reader, RecordReader, position
+from lakecdc.decode.alibaba.dts import Reader
+from lakecdc.decode.alibaba.dts_records import RecordReader, position
+from lakecdc.decode.alibaba.dts_values import codec_of, datetime_text, zone_offset
 from lakecdc.errors import ConfigError
 
 try:
     from tests.canal_render import key_changes
+    from tests.decode.helpers import decode as decode_as
     from tests.dts_render import (
         SCHEMA,
         DtsHistory,
@@ -53,6 +55,7 @@ try:
     from tests.test_property import scenarios
 except ModuleNotFoundError:  # tests/ is on sys.path, not the repository root
     from canal_render import key_changes  # type: ignore[no-redef]
+    from decode.helpers import decode as decode_as  # type: ignore[no-redef]
     from dts_render import (  # type: ignore[no-redef]
         SCHEMA,
         DtsHistory,
@@ -101,8 +104,8 @@ DEMO = [
 
 
 def decode(spark, *paths: Path, **options: str) -> list:
-    df = lakecdc.read_changes([str(p) for p in paths], format=FORMAT, options=options, spark=spark)
-    return df.orderBy("_file", "_row").collect()
+    """Every record of ``paths`` as dts-avro, in arrival order (:func:`tests.decode.helpers.decode`)."""
+    return decode_as(spark, FORMAT, list(paths), **options)
 
 
 def canonical(r) -> tuple:

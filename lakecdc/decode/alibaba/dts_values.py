@@ -1,4 +1,4 @@
-"""The values of DTS Avro images as exact text and Spark types (see :mod:`lakecdc.decoders.dts_avro`).
+"""The values of DTS Avro images as exact text and Spark types (see :mod:`lakecdc.decode.alibaba.dts`).
 
 Each element of ``beforeImages``/``afterImages`` is one of the ``Record`` schema's value records
 (Integer, Character, Decimal, Float, Timestamp, DateTime, TimestampWithTimeZone, BinaryGeometry,

@@ -1,4 +1,4 @@
-"""``qlik-json`` read by Spark SQL (:mod:`lakecdc.decoders._qlik_spark`) gives the events the Python
+"""``qlik-json`` read by Spark SQL (:mod:`lakecdc.decode.qlik.sql`) gives the events the Python
 reader gives, on every kind of line: the lines SQL reads and the odd ones it leaves to Python."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from pyspark.sql import functions as F
 
 from lakecdc.decode import get_decoder
 from lakecdc.decode.files.reread import locate, source_of
+from lakecdc.decode.qlik import decoders as qlik
 from lakecdc.spark.conf import JOB_CONF, job_conf
 
 try:
@@ -166,14 +167,12 @@ def test_masks_of_an_odd_number_of_digits_decode_to_their_columns(spark, tmp_pat
 def test_only_files_mentioning_metadata_are_read_for_it(tmp_path, monkeypatch, chunk):
     """The byte search that spares a file of data messages its second (text) read: a mark found
     wherever it lies, across the chunks it is read in too."""
-    from lakecdc.decoders import qlik
-
     monkeypatch.setattr(qlik, "_SCAN_BYTES", chunk)
     data, meta, kcat = tmp_path / "d.json", tmp_path / "m.json", tmp_path / "k.json"
     data.write_text(_dt() + "\n" + _dt() + "\n")
     meta.write_text(_dt() + "\n" + json_metadata(ORDERS) + "\n")
     kcat.write_text(kcat_lines([_dt()], topic="t"))
-    assert [qlik._may_hold_metadata(str(f)) for f in (data, meta, kcat)] == ["", "1", "1"]
+    assert [qlik.may_hold_metadata(str(f)) for f in (data, meta, kcat)] == ["", "1", "1"]
 
 
 def test_pretty_printed_messages_read_as_their_lines_would(spark, tmp_path):

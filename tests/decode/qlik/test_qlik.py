@@ -16,11 +16,13 @@ from pyspark.sql import types as T
 
 import lakecdc
 from lakecdc.decode import get_decoder
-from lakecdc.decoders._qlik import BadRecord, Column, TableVersion, mask_columns, parse_mask, spark_type
+from lakecdc.decode.qlik.catalog import BadRecord, Column, TableVersion, spark_type
+from lakecdc.decode.qlik.masks import mask_columns, parse_mask
 from lakecdc.errors import ConfigError
 
 try:
     from tests.canal_render import key_changes
+    from tests.decode.helpers import brief, decode
     from tests.helpers import rows
     from tests.qlik_render import (
         QlikMessage,
@@ -40,6 +42,7 @@ try:
     from tests.test_property import TableSpec, scenarios
 except ModuleNotFoundError:  # tests/ is on sys.path, not the repository root
     from canal_render import key_changes  # type: ignore[no-redef]
+    from decode.helpers import brief, decode  # type: ignore[no-redef]
     from helpers import rows  # type: ignore[no-redef]
     from qlik_render import (  # type: ignore[no-redef]
         QlikMessage,
@@ -58,26 +61,11 @@ except ModuleNotFoundError:  # tests/ is on sys.path, not the repository root
     )
     from test_property import TableSpec, scenarios  # type: ignore[no-redef]
 
-FIX = Path(__file__).parent / "fixtures" / "qlik-json"
+FIX = Path(__file__).parents[2] / "fixtures" / "qlik-json"
 SEED = [FIX / "seed-metadata.json", FIX / "seed-data.json"]
 SIXTEEN = [FIX / "formats-16-columns-metadata.json", FIX / "formats-16-columns-update.json"]
 TOPIC = {"topicTables": "test-kafka-resume-job=INVDB.ITEM_MASTER"}
 SAMPLE_ID = "8FB9D3C10EA4B25751DF9CC8318F0A02"  # the real DT sample's messageSchemaId
-
-
-def decode(spark, paths, fmt="qlik-json", **options) -> list:
-    df = lakecdc.read_changes([str(p) for p in paths], format=fmt, options=options, spark=spark)
-    return df.orderBy("_file", "_row").collect()
-
-
-def brief(r) -> str:
-    """An event as compact text: ``OP table pos/idx before={...} after={...}`` (missing = absent)."""
-    parts = [r["op"] or "-", r["table"] or "-", f"{r['pos']}/{r['idx']}"]
-    for name in ("before", "after"):
-        img = r[name]
-        if img is not None:
-            parts.append(f"{name}={{{', '.join(f'{k}={img[k]!r}' for k in sorted(img))}}}")
-    return " ".join(parts)
 
 
 def version(table: str, n: int, columns: list[tuple[str, str, int]], sid: str | None = None) -> TableVersion:
@@ -178,7 +166,7 @@ def test_renderer_writes_what_replicate_writes():
 
 
 def test_seed_examples_decode_as_the_seed_says(spark):
-    got = decode(spark, [*SEED, *SIXTEEN], **TOPIC)
+    got = decode(spark, "qlik-json", [*SEED, *SIXTEEN], **TOPIC)
     assert all(r["_error"] is None for r in got)
     by_file = {}
     for r in got:
@@ -240,7 +228,7 @@ def test_seed_examples_apply_with_the_metadata_types(spark, tmp_path):
 
 def test_real_samples_decode_to_what_they_state(spark, sample, tmp_path):
     md, dt = sample("qlik-replicate-json/attunity-metadata-MD.json"), sample("qlik-replicate-json/attunity-data-refresh-DT.json")
-    data, meta = decode(spark, [md, dt])  # by file name: the DT's staged copy sorts first
+    data, meta = decode(spark, "qlik-json", [md, dt])  # by file name: the DT's staged copy sorts first
     assert (meta["table"], meta["op"], meta["keys"], meta["_error"]) == ("employees.salaries", None, ["emp_no", "from_date"], None)
     assert meta["source"]["lineage.task"] == "mysql-to-kafka" and meta["source"]["schema_id"] == "94345778F0A920B9F6634C541177EBB2"
     # the two samples come from different captures: the DT names a schema id the MD is not
@@ -326,18 +314,18 @@ def test_bare_messages_find_their_version_by_topic_and_columns(spark, tmp_path):
         + kcat_lines([_insert(v2, 2, {"ID": 2, "STATUS": "b", "NOTE": "c"}, wrapped=False)], topic="orders-v", key="SALES+ORDERS")
         + kcat_lines([_insert(v1, 3, {"ID": 3, "STATUS": "d"}, wrapped=False)], topic="elsewhere")
     )
-    got = decode(spark, [f])
+    got = decode(spark, "qlik-json", [f])
     assert [(r["source"].get("table_version"), r["_error"]) for r in got[2:]] == [
         ("1", None), ("2", None),
         (None, "the data message names no table: no messageSchemaId (Replicate's envelope), no known externalSchemaId, "
                "no 'schema'/'table' members and no Kafka topic naming a known table; map topics with the option "
                "topicTables=TOPIC=SCHEMA.TABLE or name the table with table=SCHEMA.TABLE")]
-    assert decode(spark, [f], table="SALES.ORDERS")[-1]["after"] == {"ID": "3", "STATUS": "d"}
+    assert decode(spark, "qlik-json", [f], table="SALES.ORDERS")[-1]["after"] == {"ID": "3", "STATUS": "d"}
     # two versions with the same columns numbered differently: the message cannot tell which
     g = tmp_path / "ambiguous.json"
     g.write_text(json_metadata(v1) + "\n" + json_metadata(swapped) + "\n"
                  + kcat_lines([_insert(v1, 1, {"ID": 1, "STATUS": "a"}, wrapped=False)], topic="ORDERS"))
-    assert decode(spark, [g])[-1]["_error"].startswith(
+    assert decode(spark, "qlik-json", [g])[-1]["_error"].startswith(
         "table SALES.ORDERS: versions 1, 3 have the message's columns but different ordinals or keys")
 
 
@@ -412,7 +400,7 @@ def test_more_than_64_columns(spark, tmp_path):
     f.parent.mkdir()
     f.write_text("\n".join([json_metadata(table), dt(1, "INSERT", full, None, set(range(1, 71)), None),
                             dt(2, "UPDATE", update, full, set(range(1, 71)) - {65}, {70})]) + "\n")
-    (md, ins, upd) = decode(spark, [f])
+    (md, ins, upd) = decode(spark, "qlik-json", [f])
     assert len(ins["after"]) == 70 and "C65" not in upd["after"] and upd["source"]["changed_columns"] == "C70"
     assert upd["source"]["columnMask"] == "3E" + "FF" * 8  # 9 bytes; bit 64 (C65) clear
     summary = lakecdc.apply(str(f.parent), tmp_path / "lake", format="qlik-json", spark=spark)
@@ -455,8 +443,8 @@ def test_avro_messages_decode_as_their_json_twins(spark, tmp_path):
         return (r["table"], r["op"], r["op_ts"], r["pos"], r["idx"], r["seq"], r["txid"], r["keys"], r["before"],
                 r["after"], source)
 
-    from_json = decode(spark, [as_json])
-    from_avro = decode(spark, [as_avro, broken], "qlik-avro")
+    from_json = decode(spark, "qlik-json", [as_json])
+    from_avro = decode(spark, "qlik-avro", [as_avro, broken])
     assert all(r["_error"] is None for r in from_json) and len(from_json) == len(messages) + 2
     assert [canonical(r) for r in from_avro[: len(from_json)]] == [canonical(r) for r in from_json]
     assert from_avro[0]["_offset"] == 0 and from_avro[1]["_offset"] > 0

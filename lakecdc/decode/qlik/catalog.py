@@ -1,47 +1,37 @@
-"""Qlik Replicate / Talend messages without Spark: table versions, masks, and one message to one row.
+"""Qlik Replicate table versions: what metadata (``MD``) messages say, and how a data message finds its own.
 
-What :mod:`lakecdc.decoders.qlik` runs in the executors (and the driver, for metadata). The format
-itself is explained there; this module holds the rules:
-
-* :class:`TableVersion`: what a metadata (``MD``) message says about one version of a table
-  (columns with ordinals and types, primary-key positions, the Avro ``dataSchema``), serialisable
-  to one canonical JSON text (kept as a file per version in the decoder's state directory).
+* :class:`TableVersion`: what a metadata message says about one version of a table (columns with
+  ordinals and types, primary-key positions, the Avro ``dataSchema``), serialisable to one
+  canonical JSON text (kept as a file per version in the decoder's state directory:
+  :func:`load_state`, :func:`write_state`).
 * :class:`Catalog`: every known version, by ``schemaId`` and by ``(table, version)``; finds the
   version a data (``DT``) message was written with, or says why it cannot (never guessed).
-* :func:`parse_mask` / :func:`mask_columns`: ``changeMask`` / ``columnMask`` as one hexadecimal
-  number (most significant digit first), bit 0 = ordinal 1.
-* :func:`data_row` / :func:`metadata_row`: the canonical row of one message.
+* :func:`spark_type`: a metadata column's Spark type.
+
+The format itself is explained in :mod:`lakecdc.decode.qlik.decoders`.
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
+import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, NamedTuple
+from pathlib import Path
+from typing import Any
 
 from pyspark.sql import types as T
 
-from lakecdc.decode.jsontext import Num, compact_json, plain_text
-from lakecdc.decode.rows import RecordError
+from lakecdc.decode.jsontext import compact_json
+from lakecdc.decode.rows import Pairs, RecordError
+from lakecdc.errors import ConfigError
 
-#: ``headers.operation`` -> canonical op (REFRESH: a row of the full load, an upsert).
-OPERATIONS: dict[str, str] = {"REFRESH": "R", "INSERT": "I", "UPDATE": "U", "DELETE": "D"}
-_HEX = re.compile(r"[0-9A-Fa-f]+")
 _DIGITS = re.compile(r"[0-9]+")
-_COUNTER = re.compile(r"[0-9]{1,18}")
 #: column types whose values are bytes (JSON: hex digits; Avro: ``bytes``), typed binary
 BINARY_TYPES = frozenset({"BYTES", "BLOB"})
-_MASKS_KEPT = 4096  # distinct masks remembered per table version
-#: headers copied into ``source`` as text, in this order
-HEADER_NAMES = ("operation", "changeSequence", "timestamp", "streamPosition", "transactionId",
-                "transactionEventCounter", "transactionLastEvent", "externalSchemaId", "changeMask", "columnMask")
-
-Pairs = list[tuple[str, str | None]]
 
 
 class BadRecord(RecordError):
@@ -51,30 +41,6 @@ class BadRecord(RecordError):
         super().__init__(reason)
         self.table = table
 
-
-class Row(NamedTuple):
-    """One decoded record (``before``/``after``/``source`` as key-value pairs)."""
-
-    table: str | None
-    op: str | None
-    ts: str | None  # headers.timestamp as written (parsed in Spark)
-    pos: str | None  # changeSequence
-    counter: str | None  # transactionEventCounter as digits
-    seq: str | None  # only for metadata rows (data rows get theirs in Spark)
-    txid: str | None
-    keys: list[str] | None
-    before: Pairs | None
-    after: Pairs | None
-    source: Pairs
-    error: str | None
-
-
-def failed(reason: str, table: str | None = None, source: Pairs | None = None) -> Row:
-    return Row(table, None, None, None, None, None, None, None, None, None, source or [], reason)
-
-
-def skipped(reason: str, table: str | None = None, extra: Pairs | None = None) -> Row:
-    return Row(table, None, None, None, None, None, None, None, None, None, [("skipped", reason), *(extra or [])], None)
 
 
 # -- metadata ------------------------------------------------------------------------------------
@@ -122,7 +88,7 @@ class TableVersion:
 
     @cached_property
     def mask_names(self) -> dict[int, list[str]]:
-        """Masks met so far and their columns (:func:`mask_columns`; a version's messages repeat
+        """Masks met so far and their columns (:func:`lakecdc.decode.qlik.masks.mask_columns`; a version's messages repeat
         a few masks)."""
         return {}
 
@@ -233,28 +199,11 @@ def _column(name: str, spec: Any, table: str) -> Column:
         nullable=nullable if isinstance(nullable, bool) else None,
     )
 
-
-def metadata_seq(tv: TableVersion) -> str:
-    """A metadata row's seq: its lineage timestamp's digits in changeSequence form (whose first 17
-    digits are a time), so that of two versions' keys in one run the newer one's count."""
-    digits = re.sub(r"[^0-9]", "", tv.timestamp or "")[:35]
-    return f"{digits.ljust(35, '0')}|{'0' * 10}"
-
-
-def metadata_row(tv: TableVersion, extra: Pairs | None = None) -> Row:
-    """A metadata message: a skipped record whose keys are the table's (schema information)."""
-    source: Pairs = [("skipped", "metadata"), ("table_version", str(tv.version)), ("schema_id", tv.schema_id)]
-    source += [(f"lineage.{k}", v) for k, v in tv.lineage if k in ("server", "task")]
-    source += [("lineage.timestamp", tv.timestamp), *(extra or [])]
-    return Row(tv.table, None, None, None, None, metadata_seq(tv), None, list(tv.keys) or None, None, None,
-               [(k, v) for k, v in source if v is not None], None)
-
-
 # -- spark types -----------------------------------------------------------------------------------
 
 
 def spark_type(column: Column) -> T.DataType:
-    """The Spark type of a column of a metadata message (see the mapping in :mod:`lakecdc.decoders.qlik`)."""
+    """The Spark type of a column of a metadata message (see the mapping in :mod:`lakecdc.decode.qlik.decoders`)."""
     kind = column.type
     if kind in ("INT1", "INT2", "INT4", "INT8", "UINT1", "UINT2", "UINT4"):
         return T.LongType()
@@ -273,56 +222,6 @@ def spark_type(column: Column) -> T.DataType:
         "REAL4": T.FloatType(), "REAL8": T.DoubleType(), "BOOLEAN": T.BooleanType(),
         "DATE": T.DateType(), "DATETIME": T.TimestampNTZType(),
     }.get(kind, T.StringType())
-
-
-# -- masks -----------------------------------------------------------------------------------------
-
-
-def parse_mask(value: Any, name: str) -> int | None:
-    """A ``changeMask``/``columnMask`` as a number; None when absent (null or empty).
-
-    JSON gives hex text (``"00FFFF"``), Avro bytes (``b"\\x00\\xff\\xff"``): both are one number
-    written most significant digit (byte) first. Hex text of any length is read: an odd number of
-    digits has a leading 0 implied (``"B"`` and ``"0B"`` are the same mask), as missing high digits
-    are 0 (``"FF"`` in a 16-column table marks ordinals 1..8).
-    """
-    if value is None:
-        return None
-    if isinstance(value, (bytes, bytearray)):
-        return int.from_bytes(value, "big") if value else None
-    if not isinstance(value, str) or isinstance(value, Num):
-        raise BadRecord(f"'{name}' is not a hex string: {compact_json(value)}")
-    text = value.strip()
-    if not text:
-        return None
-    if not _HEX.fullmatch(text):
-        raise BadRecord(f"'{name}' '{value}' is not hexadecimal (expected hex digits, e.g. '0B')")
-    return int(text, 16)  # any number of digits: an odd count has its leading 0 implied ('B' = '0B')
-
-
-def mask_text(value: Any) -> str | None:
-    """How a mask is shown in ``source``: hex text (Avro bytes as upper-case hex)."""
-    if isinstance(value, (bytes, bytearray)):
-        return bytes(value).hex().upper()
-    return None if value is None else str(value)
-
-
-def mask_columns(mask: int, tv: TableVersion, name: str, raw: Any) -> list[str]:
-    """The columns whose bit is set (bit ``ordinal - 1``), in ordinal order.
-
-    A bit above the last ordinal means the message was not written with this version.
-    """
-    known = tv.mask_names.get(mask)
-    if known is not None:
-        return known
-    if mask >> tv.top_ordinal:
-        raise BadRecord(
-            f"'{name}' '{mask_text(raw)}' marks ordinal {mask.bit_length()}, but {tv.table} version {tv.version} "
-            f"has {len(tv.columns)} column(s): the message was not written with that metadata", tv.table)
-    found = [c.name for c in tv.columns if mask >> (c.ordinal - 1) & 1]
-    if len(tv.mask_names) < _MASKS_KEPT:
-        tv.mask_names[mask] = found
-    return found
 
 
 # -- finding a data message's table version -------------------------------------------------------
@@ -347,7 +246,7 @@ class DataMessage:
 
 
 class Catalog:
-    """Every known table version, and how data messages name theirs (see ``qlik`` docs)."""
+    """Every known table version, and how data messages name theirs (see :mod:`lakecdc.decode.qlik.decoders`)."""
 
     def __init__(self, versions: Iterable[TableVersion], *, topic_tables: Mapping[str, str] | None = None,
                  default_table: str | None = None) -> None:
@@ -424,135 +323,9 @@ class Catalog:
         return max(fits, key=lambda v: v.version)
 
 
-# -- data messages -----------------------------------------------------------------------------------
-
-
-def header_text(value: Any) -> str | None:
-    if type(value) is str:  # the common case, first
-        return value
-    if isinstance(value, (bytes, bytearray)):
-        return mask_text(value)
-    text = plain_text(value)
-    return None if text is None else str(text)
-
-
-def _image(values: Mapping[str, str | None] | None, present: frozenset[str] | None) -> Pairs | None:
-    if values is None:
-        return None
-    return [(k, v) for k, v in values.items() if present is None or k in present]
-
-
-def data_row(m: DataMessage, catalog: Catalog) -> Row:
-    """The canonical row of one data message (:class:`BadRecord` when it cannot be decoded)."""
-    h = m.headers
-    operation = h.get("operation")
-    op = OPERATIONS.get(operation.strip().upper()) if isinstance(operation, str) else None
-    if op is None:
-        raise BadRecord(f"unknown headers.operation {compact_json(operation)} (expected REFRESH, INSERT, UPDATE "
-                        "or DELETE)", catalog.hint(m))
-    tv = catalog.version_for(m)
-    for image, values in (("data", m.data), ("beforeData", m.before)):
-        extra = sorted(set(values) - tv.names) if values and not tv.names.issuperset(values) else None
-        if extra:
-            raise BadRecord(f"'{image}' has column(s) {', '.join(extra)} that {tv.table} version {tv.version} "
-                            "does not have: the message was not written with that metadata", tv.table)
-    sequence = header_text(h.get("changeSequence")) or ""
-    if sequence and not _DIGITS.fullmatch(sequence):
-        raise BadRecord(f"headers.changeSequence '{sequence}' is not a number (it orders the changes)", tv.table)
-    if not sequence and op != "R":
-        raise BadRecord(f"headers.changeSequence missing for operation {operation} (it orders the changes)", tv.table)
-    counter = header_text(h.get("transactionEventCounter"))
-    if counter is not None and not _COUNTER.fullmatch(counter):
-        raise BadRecord(f"headers.transactionEventCounter '{counter}' is not a whole number", tv.table)
-    present, changed = _masks(h, tv)
-    keep = frozenset(present) if present is not None else None
-    data, before_data = m.data, m.before
-    if m.hex_bytes and tv.binary_columns:
-        data, before_data = _hex_to_base64(data, tv, "data"), _hex_to_base64(before_data, tv, "beforeData")
-    before, after = _images(op, operation, _image(data, keep), _image(before_data, keep), tv.table)
-    source: Pairs = [(name, header_text(h.get(name))) for name in HEADER_NAMES if name in h]
-    source += [("changed_columns", ",".join(changed) if changed is not None else None),
-               ("present_columns", ",".join(present) if present is not None else None),
-               ("version_mask", tv.ordinal_mask if present is not None or changed is not None else None),
-               ("table_version", str(tv.version)), ("schema_id", tv.schema_id),
-               ("messageSchemaId", m.schema_id), *m.extra]
-    txid = header_text(h.get("transactionId")) or None
-    return Row(tv.table, op, header_text(h.get("timestamp")) or None, sequence or None, counter, None, txid,
-               list(tv.keys) or None, before, after, [(k, v) for k, v in source if v not in (None, "")], None)
-
-
-def _hex_to_base64(values: Mapping[str, str | None] | None, tv: TableVersion, image: str) -> Mapping[str, str | None] | None:
-    """``values`` with the binary columns' hex digits (how Replicate's JSON writes bytes) as base64
-    (how lakecdc's images carry bytes, :mod:`lakecdc.changes.columns`)."""
-    if values is None:
-        return None
-    out = dict(values)
-    for column in tv.binary_columns:
-        text = out.get(column)
-        if text is None:
-            continue
-        try:
-            out[column] = base64.b64encode(bytes.fromhex(text)).decode("ascii")
-        except ValueError:
-            raise BadRecord(f"'{image}.{column}' ({next(c.type for c in tv.columns if c.name == column)}) "
-                            f"'{text[:40]}' is not hexadecimal (Replicate writes bytes as hex digits in JSON)",
-                            tv.table) from None
-    return out
-
-
-def _masks(h: Mapping[str, Any], tv: TableVersion) -> tuple[list[str] | None, list[str] | None]:
-    """(present columns, changed columns) by ``columnMask`` / ``changeMask`` (None: no mask)."""
-    out: list[list[str] | None] = []
-    for name in ("columnMask", "changeMask"):
-        raw = h.get(name)
-        try:
-            bits = parse_mask(raw, name)
-        except BadRecord as exc:
-            raise BadRecord(str(exc), tv.table) from None
-        out.append(mask_columns(bits, tv, name, raw) if bits is not None else None)
-    return out[0], out[1]
-
-
-def _images(op: str, operation: Any, data: Pairs | None, before: Pairs | None, table: str) -> tuple[Pairs | None, Pairs | None]:
-    """(before, after): a delete's row is in ``data`` (``beforeData`` when ``data`` is null)."""
-    if op == "D":
-        row = data if data is not None else before
-        if row is None:
-            raise BadRecord("'data' and 'beforeData' both missing for operation DELETE (expected the deleted row)", table)
-        return row, None
-    if data is None:
-        raise BadRecord(f"'data' missing for operation {operation} (expected the row)", table)
-    return (before if op == "U" else None), data
-
-
-def text_image(values: Any, name: str) -> dict[str, str | None] | None:
-    """A JSON ``data``/``beforeData`` object as text values (numbers exactly as written)."""
-    if values is None:
-        return None
-    if not isinstance(values, Mapping):
-        raise BadRecord(f"'{name}' is not an object: {compact_json(values)[:80]}")
-    out: dict[str, str | None] = {}
-    for k, v in values.items():
-        if type(v) is not str and v is not None:  # numbers, booleans, objects: their exact text
-            text = plain_text(v)
-            v = None if text is None else str(text)
-        out[k] = v
-    return out
-
-
-def named_table(message: Mapping[str, Any]) -> str | None:
-    """``schema.table`` from a data message's own ``schema``/``table`` members (seed 003 lists them)."""
-    table = message.get("table")
-    if not isinstance(table, str) or not table.strip():
-        return None
-    schema = message.get("schema")
-    return f"{schema}.{table}" if isinstance(schema, str) and schema.strip() else table
-
 
 def parse_topic_tables(text: str, fmt: str) -> dict[str, str]:
     """``topicTables`` (``topic=SCHEMA.TABLE,topic2=SCHEMA.TABLE2``) as a dict."""
-    from lakecdc.errors import ConfigError
-
     out: dict[str, str] = {}
     for part in (p.strip() for p in text.split(",")):
         if not part:
@@ -562,6 +335,7 @@ def parse_topic_tables(text: str, fmt: str) -> dict[str, str]:
             raise ConfigError(f"{fmt}: topicTables entry {part!r} is not TOPIC=SCHEMA.TABLE")
         out[topic.strip()] = table.strip()
     return out
+
 
 
 # -- what a target keeps across runs -------------------------------------------------------------------
@@ -575,8 +349,6 @@ def state_file_name(tv: TableVersion) -> str:
 
 def load_state(directory: str | None) -> list[TableVersion]:
     """The table versions kept in ``directory`` by earlier runs (none when it does not exist)."""
-    from pathlib import Path
-
     if not directory or not Path(directory).is_dir():
         return []
     return [TableVersion.from_json(p.read_text(encoding="utf-8")) for p in sorted(Path(directory).glob("*.json"))]
@@ -584,9 +356,6 @@ def load_state(directory: str | None) -> list[TableVersion]:
 
 def write_state(directory: str | None, versions: Iterable[TableVersion]) -> None:
     """Keep ``versions`` in ``directory``: idempotent (a file is written once, atomically)."""
-    import os
-    from pathlib import Path
-
     if not directory:
         return
     root = Path(directory)
@@ -598,3 +367,9 @@ def write_state(directory: str | None, versions: Iterable[TableVersion]) -> None
         tmp = root / f".{path.name}.{os.getpid()}.tmp"
         tmp.write_text(tv.to_json(), encoding="utf-8")
         os.replace(tmp, path)
+
+
+__all__ = [
+    "BINARY_TYPES", "BadRecord", "Catalog", "Column", "DataMessage", "TableVersion", "load_state", "parse_metadata",
+    "parse_topic_tables", "spark_type", "state_file_name", "write_state",
+]

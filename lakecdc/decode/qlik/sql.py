@@ -14,8 +14,9 @@ would:
 * the line is one JSON object and nothing else, parsed with no member of the wrong type, and no
   kcat record (``topic``, ``partition`` and ``offset`` all there, even as null);
 * no value of the images or headers is a nested object or array, or holds a lone surrogate escape
-  (:func:`_odd`); no mask whose text could be a JSON number (:func:`_mask_readable`);
-* ``messageSchemaId`` is printable ASCII naming a known version with at most 60 ordinals and no
+  (:func:`_odd`); no mask whose text could be a JSON number
+  (:func:`~lakecdc.decode.qlik.masks.mask_readable`);
+* ``messageSchemaId`` is printable ASCII naming a known version with at most 60 ordinals (:data:`~lakecdc.decode.qlik.masks.MAX_ORDINAL`) and no
   binary column; ``data`` and ``beforeData`` (when not null) hold exactly that version's columns,
   in ordinal order, each once; the headers have an ``operation`` written in capitals, a
   digits-only ``changeSequence`` (empty only for ``REFRESH``), a ``transactionEventCounter`` of
@@ -25,15 +26,15 @@ would:
 Every other line goes to the Python reader through a pandas UDF that sees only those lines' places
 (file, split, row; the others reach it as NULL) and reads their text again from the file
 (:class:`~lakecdc.decode.files.reread.Rereader`), so its rows are the same as ever. The masks are
-decoded by bit operations against the version's ordinals: a column whose ``columnMask`` bit is 0
-is left out of the images (missing, not NULL); ``changeMask`` only names
-``source['changed_columns']``.
+decoded by bit operations against the version's ordinals (:mod:`lakecdc.decode.qlik.masks`): a
+column whose ``columnMask`` bit is 0 is left out of the images (missing, not NULL); ``changeMask``
+only names ``source['changed_columns']``.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -44,7 +45,10 @@ from pyspark.sql import types as T
 from lakecdc.changes.events import IMAGE_TYPE
 from lakecdc.decode.files.lines import CORRUPT, JSON_LIMITS, read_json
 from lakecdc.decode.files.reread import Rereader
-from lakecdc.decoders._qlik import HEADER_NAMES, OPERATIONS, Catalog, Row, TableVersion, failed
+from lakecdc.decode.qlik.catalog import Catalog, TableVersion
+from lakecdc.decode.qlik.masks import MAX_ORDINAL, VersionMasks, mask_bits, mask_readable
+from lakecdc.decode.qlik.messages import HEADER_NAMES, OPERATIONS, Row, failed, json_row
+from lakecdc.decode.rows import Pairs
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -71,9 +75,7 @@ WRAPPED = T.StructType([T.StructField("m", T.ArrayType(ENVELOPE))])
 #: fails the record for.
 _LONE = "?"
 _SEP = "\u0001"
-#: Ordinals a mask is decoded for in SQL (15 hex digits: a long); wider versions are Python's.
-_MAX_ORDINAL = 60
-_MASK_DIGITS = 15
+#: The rows of both routes (:class:`~lakecdc.decode.qlik.messages.Row` as columns), after the origin.
 X_SCHEMA = T.StructType([
     T.StructField("x_table", T.StringType()), T.StructField("x_op", T.StringType()),
     T.StructField("x_ts", T.StringType()), T.StructField("x_pos", T.StringType()),
@@ -87,66 +89,38 @@ X_SCHEMA = T.StructType([
 def eligible(catalog: Catalog) -> list[tuple[str, TableVersion]]:
     """``(id, version)`` of the versions whose messages may be decoded in SQL."""
     return [(sid, tv) for sid, tv in sorted(catalog.by_id.items())
-            if tv.top_ordinal <= _MAX_ORDINAL and not tv.binary_columns and sid.isascii() and sid.isprintable()
+            if tv.top_ordinal <= MAX_ORDINAL and not tv.binary_columns and sid.isascii() and sid.isprintable()
             and sid.strip() == sid and sid]
 
 
-def _mask_bits(text: Column, top: int) -> tuple[Column, Column]:
-    """(the mask as a long, whether it is one SQL reads: hex digits, any number of them (an odd
-    count has a leading 0 implied), no bit above ``top``)."""
-    n = F.length(text)
-    low = F.when(n > _MASK_DIGITS, F.substring(text, -_MASK_DIGITS, _MASK_DIGITS)).otherwise(text)
-    high_zero = F.when(n > _MASK_DIGITS, F.substring(text, 1, 1 << 20).rlike(f"^0*[0-9A-Fa-f]{{{_MASK_DIGITS}}}$"))
-    value = F.conv(low, 16, 10).cast("long")
-    ok = (
-        text.rlike("^[0-9A-Fa-f]+$") & F.coalesce(high_zero, F.lit(True))
-        & (F.shiftright(value, top) == 0)
-    )
-    return value, ok
-
-
-def _bit(value: Column, ordinal: int) -> Column:
-    return (F.shiftright(value, ordinal - 1) % 2) == 1
-
-
-class _Version:
+class _Version(VersionMasks):
     """The SQL of one table version's messages."""
 
-    def __init__(self, tv: TableVersion, sid: str) -> None:
-        self.tv, self.sid = tv, sid
-        self.names = [c.name for c in tv.columns]
-        self.ordinals = [c.ordinal for c in tv.columns]
-
-    def columns(self, m: Column) -> dict[str, Column]:
-        """The parts of a message of this version (``m``: the parsed envelope's ``message``)."""
+    def columns(self, m: Column) -> tuple[Column, Column, Column]:
+        """``(fits, columnMask, changeMask)`` of a message of this version (``m``: ``data`` and
+        ``beforeData``): whether SQL reads it (its images hold this version's columns in order,
+        its masks are readable and fit), and the masks as longs (NULL when not given)."""
         data, before = m["data"], m["beforeData"]
         names = F.array(*[F.lit(n) for n in self.names])
         col_text, chg_text = F.col("_h_columnMask"), F.col("_h_changeMask")
         col_given = col_text.isNotNull() & (col_text != "")
         chg_given = chg_text.isNotNull() & (chg_text != "")
-        col_value, col_ok = _mask_bits(col_text, self.tv.top_ordinal)
-        chg_value, chg_ok = _mask_bits(chg_text, self.tv.top_ordinal)
+        col_value, col_ok = mask_bits(col_text, self.tv.top_ordinal)
+        chg_value, chg_ok = mask_bits(chg_text, self.tv.top_ordinal)
         fits = (
             (F.map_keys(data) == names) & (before.isNull() | (F.map_keys(before) == names))
             & (~col_given | col_ok) & (~chg_given | chg_ok)
         )
-        return {"fits": fits, "col": F.when(col_given, col_value), "chg": F.when(chg_given, chg_value)}
+        return fits, F.when(col_given, col_value), F.when(chg_given, chg_value)
 
-    def image(self, image: Column, col: Column) -> Column:
-        """``image`` (its keys are this version's names, in order) without the columns whose
-        ``columnMask`` bit is 0 (``col`` NULL: no mask, every column present)."""
-        values = F.map_values(image)
-        everything = (1 << self.tv.top_ordinal) - 1
-        keys = F.concat(*[F.when(_bit(col, o), F.array(F.lit(n))).otherwise(_empty())
-                          for n, o in zip(self.names, self.ordinals, strict=True)])
-        kept = F.concat(*[F.when(_bit(col, o), F.array(values[i])).otherwise(_empty())
-                          for i, o in enumerate(self.ordinals)])
-        full = col.isNull() | ((col.bitwiseAND(F.lit(everything))) == F.lit(sum(1 << (o - 1) for o in self.ordinals)))
-        return F.when(image.isNull(), image).when(full, image).otherwise(F.map_from_arrays(keys, kept))
 
-    def listed(self, value: Column) -> Column:
-        """The names whose bit is set, comma-separated, in ordinal order ('' when none)."""
-        return F.concat_ws(",", *[F.when(_bit(value, o), F.lit(n)) for n, o in zip(self.names, self.ordinals, strict=True)])
+def _per_version(versions: dict[int, _Version], fn: Callable[[_Version], Column], kind: str = "string") -> Column:
+    """``fn`` of the row's version (``_vid``), NULL for a row of none."""
+    vid = F.col("_vid")
+    out = F.when(F.lit(False), F.lit(None).cast(kind))
+    for k, v in versions.items():
+        out = out.when(vid == k, fn(v))
+    return out
 
 
 def _empty() -> Column:
@@ -167,22 +141,15 @@ def _pairs(pairs: Sequence[tuple[str, Column]]) -> Column:
 
 def _source(versions: dict[int, _Version]) -> Column:
     """``source``: the headers in HEADER_NAMES order, the decoded masks, the version's names."""
-    vid = F.col("_vid")
-
-    def per_version(fn) -> Column:  # noqa: ANN001
-        out = F.when(F.lit(False), F.lit(None).cast("string"))
-        for k, v in versions.items():
-            out = out.when(vid == k, fn(v))
-        return out
-
+    col, chg = F.col("_col"), F.col("_chg")
     return _pairs([
         *[(name, F.col(f"_h_{name}")) for name in HEADER_NAMES],
-        ("changed_columns", F.when(F.col("_chg").isNotNull(), per_version(lambda v: v.listed(F.col("_chg"))))),
-        ("present_columns", F.when(F.col("_col").isNotNull(), per_version(lambda v: v.listed(F.col("_col"))))),
-        ("version_mask", F.when(F.col("_col").isNotNull() | F.col("_chg").isNotNull(),
-                                per_version(lambda v: F.lit(v.tv.ordinal_mask)))),
-        ("table_version", per_version(lambda v: F.lit(str(v.tv.version)))),
-        ("schema_id", per_version(lambda v: F.lit(v.tv.schema_id).cast("string"))),
+        ("changed_columns", F.when(chg.isNotNull(), _per_version(versions, lambda v: v.listed(chg)))),
+        ("present_columns", F.when(col.isNotNull(), _per_version(versions, lambda v: v.listed(col)))),
+        ("version_mask", F.when(col.isNotNull() | chg.isNotNull(),
+                                _per_version(versions, lambda v: F.lit(v.tv.ordinal_mask)))),
+        ("table_version", _per_version(versions, lambda v: F.lit(str(v.tv.version)))),
+        ("schema_id", _per_version(versions, lambda v: F.lit(v.tv.schema_id).cast("string"))),
         ("messageSchemaId", F.col("_sid")),
     ])
 
@@ -206,28 +173,10 @@ def _odd(joined: Column) -> Column:
             | joined.contains(_LONE))
 
 
-def _mask_readable(text: Column) -> Column:
-    """Whether SQL may read a mask's text. The file source gives a JSON number's digits as
-    text too, and the Python reader refuses a mask that is no string: a mask whose text could be
-    a number (digits, the first not 0; hex masks are written with their leading zeros) goes to
-    the Python reader, which tells. (Read as a variant, its type would say: at a fifth of the
-    decode's time.)"""
-    first = F.substring(text, 1, 1)
-    return text.isNull() | ~((first >= "1") & (first <= "9") & text.rlike("^[0-9]+$"))
-
-
-def decode(parsed: DataFrame, catalog: Catalog, python_rows: Column, *, sql: bool = True) -> DataFrame:
-    """``parsed`` (:data:`WRAPPED` lines read by :func:`~lakecdc.decode.files.lines.read_json`
-    with ``wrap=WRAP``) as ``x_*`` rows (see the module docstring). ``python_rows`` is a pandas
-    UDF over ``(split, _row, _file, _block)`` of the lines SQL does not read (NULL file and block
-    for the others) giving the JSON of each such line's :class:`~lakecdc.decoders._qlik.Row`
-    (:func:`python_rows`). ``sql=False``: every line to the Python reader (the reference the
-    tests compare with)."""
-    known = eligible(catalog) if sql else []
-    sids = F.create_map(*[F.lit(x) for i, (sid, _tv) in enumerate(known) for x in (sid, F.lit(i))]) if known else None
-    versions = {i: _Version(tv, sid) for i, (sid, tv) in enumerate(known)}
-    # (parts used more than once, each in a column of its own: Spark does not share an expression
-    # between the branches of a condition)
+def _envelopes(parsed: DataFrame) -> DataFrame:
+    """The envelope's parts, each in a column of its own (Spark does not share an expression
+    between the branches of a condition): ``_one`` (one DT envelope, no kcat record), ``_sid``,
+    ``_data``, ``_before``, ``_h_<header>``, ``_joined``."""
     parsed = parsed.select("_file", "_block", "_row", CORRUPT, F.size("m").alias("_n"),
                            F.try_element_at(F.col("m"), F.lit(1)).alias("_env"))
     env = F.col("_env")
@@ -237,29 +186,29 @@ def decode(parsed: DataFrame, catalog: Catalog, python_rows: Column, *, sql: boo
         kcat = kcat & env[n].isNotNull()
     one = (F.col(CORRUPT).isNull() & (F.col("_n") == 1) & (env["magic"] == "atMSG") & (env["type"] == "DT")
            & headers.isNotNull() & ~kcat)
-    parsed = parsed.select(
+    return parsed.select(
         "_file", "_block", "_row", one.alias("_one"), env["messageSchemaId"].alias("_sid"),
         message["data"].alias("_data"), message["beforeData"].alias("_before"),
         *[headers[n].alias(f"_h_{n}") for n in HEADER_NAMES],
     ).select("*", _joined().alias("_joined"))
+
+
+def _plain(parsed: DataFrame, known: list[tuple[str, TableVersion]], versions: dict[int, _Version]) -> DataFrame:
+    """``parsed`` (:func:`_envelopes`) with ``_vid`` (the version of a candidate line), ``_plain``
+    (SQL reads the line), ``_op``, and the masks ``_col``/``_chg`` as longs of the plain lines."""
     candidate = F.col("_one") & ~_odd(F.col("_joined"))
     for n in _MASKS:
-        candidate = candidate & _mask_readable(F.col(f"_h_{n}"))
-    vid = sids[F.col("_sid")] if sids is not None else F.lit(None).cast("int")
+        candidate = candidate & mask_readable(F.col(f"_h_{n}"))
+    if known:
+        vid = F.create_map(*[F.lit(x) for i, (sid, _tv) in enumerate(known) for x in (sid, F.lit(i))])[F.col("_sid")]
+    else:
+        vid = F.lit(None).cast("int")
     parsed = parsed.select("_file", "_block", "_row", F.when(candidate, vid).alias("_vid"), "_sid", "_data", "_before",
                            *[f"_h_{n}" for n in HEADER_NAMES])
-    vcol = F.col("_vid")
     msg = F.struct(F.col("_data").alias("data"), F.col("_before").alias("beforeData"))
-
-    def per_version(fn, kind: str = "string") -> Column:  # noqa: ANN001
-        out = F.when(F.lit(False), F.lit(None).cast(kind))
-        for k, v in versions.items():
-            out = out.when(vcol == k, fn(v))
-        return out
-
-    fits = per_version(lambda v: v.columns(msg)["fits"], "boolean")
-    col = per_version(lambda v: v.columns(msg)["col"], "long")
-    chg = per_version(lambda v: v.columns(msg)["chg"], "long")
+    fits = _per_version(versions, lambda v: v.columns(msg)[0], "boolean")
+    col = _per_version(versions, lambda v: v.columns(msg)[1], "long")
+    chg = _per_version(versions, lambda v: v.columns(msg)[2], "long")
     op = F.create_map(*[F.lit(x) for kv in OPERATIONS.items() for x in kv])[F.col("_h_operation")]
     sequence = F.col("_h_changeSequence")
     counter = F.col("_h_transactionEventCounter")
@@ -267,38 +216,52 @@ def decode(parsed: DataFrame, catalog: Catalog, python_rows: Column, *, sql: boo
     images_ok = F.when(op == "D", F.col("_data").isNotNull() | F.col("_before").isNotNull()).otherwise(
         F.col("_data").isNotNull())
     plain = (
-        vcol.isNotNull() & F.coalesce(fits, F.lit(False)) & op.isNotNull() & seq_ok
+        F.col("_vid").isNotNull() & F.coalesce(fits, F.lit(False)) & op.isNotNull() & seq_ok
         & (counter.isNull() | counter.rlike("^[0-9]{1,18}$")) & images_ok
     )
     parsed = parsed.select("*", F.coalesce(plain, F.lit(False)).alias("_plain"), op.alias("_op"))
-    parsed = parsed.select("*", F.when(F.col("_plain"), col).alias("_col"), F.when(F.col("_plain"), chg).alias("_chg"))
-    opc = F.col("_op")
-    nonempty = lambda c: F.when(c != "", c)  # noqa: E731
+    return parsed.select("*", F.when(F.col("_plain"), col).alias("_col"), F.when(F.col("_plain"), chg).alias("_chg"))
+
+
+def _nonempty(c: Column) -> Column:
+    return F.when(c != "", c)
+
+
+def decode(parsed: DataFrame, catalog: Catalog, python_rows: Callable[..., Column], *, sql: bool = True) -> DataFrame:
+    """``parsed`` (:data:`WRAPPED` lines read by :func:`~lakecdc.decode.files.lines.read_json`
+    with ``wrap=WRAP``) as ``x_*`` rows (see the module docstring). ``python_rows`` is a pandas
+    UDF over ``(split, _row, _file, _block)`` of the lines SQL does not read (NULL file and block
+    for the others) giving the JSON of each such line's :class:`~lakecdc.decode.qlik.messages.Row`
+    (:func:`python_rows`). ``sql=False``: every line to the Python reader (the reference the
+    tests compare with)."""
+    known = eligible(catalog) if sql else []
+    versions = {i: _Version(tv) for i, (_sid, tv) in enumerate(known)}
+    parsed = _plain(_envelopes(parsed), known, versions)
+    opc, plain = F.col("_op"), F.col("_plain")
     small = {
-        "x_table": per_version(lambda v: F.lit(v.tv.table)),
+        "x_table": _per_version(versions, lambda v: F.lit(v.tv.table)),
         "x_op": opc,
-        "x_ts": nonempty(F.col("_h_timestamp")),
-        "x_pos": nonempty(sequence),
-        "x_counter": counter,
+        "x_ts": _nonempty(F.col("_h_timestamp")),
+        "x_pos": _nonempty(F.col("_h_changeSequence")),
+        "x_counter": F.col("_h_transactionEventCounter"),
         "x_seq": F.lit(None).cast("string"),
-        "x_txid": nonempty(F.col("_h_transactionId")),
-        "x_keys": per_version(lambda v: F.array(*[F.lit(k) for k in v.tv.keys]) if v.tv.keys else
-                              F.lit(None).cast("array<string>"), "array<string>"),
+        "x_txid": _nonempty(F.col("_h_transactionId")),
+        "x_keys": _per_version(versions, lambda v: F.array(*[F.lit(k) for k in v.tv.keys]) if v.tv.keys else
+                               F.lit(None).cast("array<string>"), "array<string>"),
         "x_error": F.lit(None).cast("string"),
     }
     # the images and the source are built above the Python UDF: in the generated code of the
     # parsing and checking below it, they would make one method too big to be compiled well
     carried = ["_vid", "_sid", "_op", "_col", "_chg", "_data", "_before", *[f"_h_{n}" for n in HEADER_NAMES]]
-    other = lambda c: F.when(~F.col("_plain"), F.col(c))  # noqa: E731
     done = parsed.select(
         "_file", "_block", "_row", "_plain",
-        *[F.when(F.col("_plain"), small[n]).cast(X_SCHEMA[n].dataType).alias(n) for n in small],
-        *[F.when(F.col("_plain"), F.col(c)).alias(c) for c in carried],
+        *[F.when(plain, small[n]).cast(X_SCHEMA[n].dataType).alias(n) for n in small],
+        *[F.when(plain, F.col(c)).alias(c) for c in carried],
     )
-    done = done.select("*", python_rows(F.xxhash64("_file", "_block"), F.col("_row"), other("_file"),
-                                        other("_block")).alias("_py"))
-    data = per_version(lambda v: v.image(F.col("_data"), F.col("_col")), IMAGE_TYPE.simpleString())
-    before = per_version(lambda v: v.image(F.col("_before"), F.col("_col")), IMAGE_TYPE.simpleString())
+    done = done.select("*", python_rows(F.xxhash64("_file", "_block"), F.col("_row"), F.when(~plain, F.col("_file")),
+                                        F.when(~plain, F.col("_block"))).alias("_py"))
+    data = _per_version(versions, lambda v: v.image(F.col("_data"), F.col("_col")), IMAGE_TYPE.simpleString())
+    before = _per_version(versions, lambda v: v.image(F.col("_before"), F.col("_col")), IMAGE_TYPE.simpleString())
     done = done.select("*", F.from_json("_py", X_SCHEMA, JSON_LIMITS).alias("_pyrow"), data.alias("_di"), before.alias("_bi"))
     big = {
         "x_before": F.when(opc == "D", F.coalesce("_di", "_bi")).when(opc == "U", F.col("_bi")),
@@ -307,7 +270,7 @@ def decode(parsed: DataFrame, catalog: Catalog, python_rows: Column, *, sql: boo
     }
     return done.select(
         "_file", "_block", "_row",
-        *[F.when(F.col("_plain"), F.col(f.name) if f.name in small else big[f.name])
+        *[F.when(plain, F.col(f.name) if f.name in small else big[f.name])
           .otherwise(F.col("_pyrow")[f.name]).cast(f.dataType).alias(f.name) for f in X_SCHEMA.fields],
     )
 
@@ -319,7 +282,7 @@ def read(spark: SparkSession, files: Sequence[str], catalog: Catalog, *, staging
     return decode(parsed, catalog, python_rows(catalog), sql=sql)
 
 
-def _pairs_json(pairs: Sequence[tuple[str, str | None]] | None) -> str:
+def _pairs_json(pairs: Pairs | None) -> str:
     if pairs is None:
         return "null"
     return "{" + ",".join(f"{json.dumps(k, ensure_ascii=False)}:{json.dumps(v, ensure_ascii=False)}"
@@ -327,7 +290,7 @@ def _pairs_json(pairs: Sequence[tuple[str, str | None]] | None) -> str:
 
 
 def row_json(row: Row) -> str:
-    """A :class:`~lakecdc.decoders._qlik.Row` as the JSON ``from_json`` reads with :data:`X_SCHEMA`
+    """A :class:`~lakecdc.decode.qlik.messages.Row` as the JSON ``from_json`` reads with :data:`X_SCHEMA`
     (images and source as objects, their pairs in order)."""
     try:
         json.dumps(list(row), ensure_ascii=False).encode("utf-8")
@@ -341,17 +304,17 @@ def row_json(row: Row) -> str:
             f'"x_after":{_pairs_json(row.after)},"x_source":{_pairs_json(row.source)}}}')
 
 
-def python_rows(catalog: Catalog):  # noqa: ANN201 (a pandas UDF)
+def python_rows(catalog: Catalog) -> Callable[..., Column]:
     """A pandas UDF ``(split id, row id, file, block) -> JSON of the Row``: the Python reader's
     row of each line given with its file (read again from the file by its rank within its split,
     :class:`~lakecdc.decode.files.reread.Rereader`), NULL for the others."""
-    from lakecdc.decoders._qlik_messages import json_row
 
     def rows(batches: Iterator[tuple[pd.Series, pd.Series, pd.Series, pd.Series]]) -> Iterator[pd.Series]:
         reader = Rereader()
         try:
             for splits, ids, files, blocks in batches:
-                texts = reader.texts(splits.to_numpy(), ids.to_numpy(), files, blocks, files.notna().to_numpy())
+                texts = reader.texts(splits.to_numpy(), ids.to_numpy(), files.tolist(), blocks.tolist(),
+                                     files.notna().to_numpy())
                 out = pd.Series([None] * len(files), dtype=object)
                 for i, text in texts.items():
                     out[i] = row_json(json_row(text, catalog) if text is not None else
@@ -363,3 +326,6 @@ def python_rows(catalog: Catalog):  # noqa: ANN201 (a pandas UDF)
     # nondeterministic: no filter is pushed below it, so it sees every row of its partitions in
     # order (the rank of a line within its split depends on it)
     return F.pandas_udf(rows, T.StringType()).asNondeterministic()  # type: ignore[call-overload]
+
+
+__all__ = ["ENVELOPE", "WRAP", "WRAPPED", "X_SCHEMA", "decode", "eligible", "python_rows", "read", "row_json"]

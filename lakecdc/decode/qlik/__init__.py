@@ -1,0 +1,1 @@
+"""Qlik Replicate / Qlik Talend Data Integration: ``qlik-json`` and ``qlik-avro`` (see :mod:`lakecdc.decode.qlik.decoders`)."""
