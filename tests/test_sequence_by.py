@@ -24,7 +24,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import lakecdc
-from lakecdc.changes.sequence import SEQUENCE_BY_PROPERTY, encode, parse_sequence_by
+from lakecdc.changes.sequence import SEQUENCE_BY_PROPERTY, encode
+from lakecdc.config.values import parse_sequence_by
 from lakecdc.errors import ConfigError
 
 try:
