@@ -35,11 +35,11 @@ from pathlib import Path
 from typing import Any
 
 try:
-    from tests.oracle import Event, pk_update_keys
+    from tests.oracle import Event, declaring, pk_update_keys
     from tests.scenario_driver import Rendered, drive
     from tests.test_property import Scenario, TableSpec
 except ModuleNotFoundError:  # tests/ is on sys.path, not the repository root
-    from oracle import Event, pk_update_keys  # type: ignore[no-redef]
+    from oracle import Event, declaring, pk_update_keys  # type: ignore[no-redef]
     from scenario_driver import Rendered, drive  # type: ignore[no-redef]
     from test_property import Scenario, TableSpec  # type: ignore[no-redef]
 
@@ -187,6 +187,7 @@ def run_row_scenario(
     suffix: str = ".txt",
     max_runs: int = 3,
     rejoin: bool = False,
+    declared: Mapping[str, Sequence[str]] | None = None,
 ) -> None:
     """Render each run of a :class:`test_property.Scenario` as a row formatter would, apply the
     files so far with ``lakecdc.apply`` and compare every table and count with the oracle.
@@ -196,7 +197,8 @@ def run_row_scenario(
     ``rejoin`` (lakecdc told ``pkUpdateHandling=delete-insert``) the formatter's delete + insert
     of a key change reaches the oracle as the key change itself, applied by ``sc.pk_update``:
     with ``abend`` the run must fail naming it and commit nothing. Runs beyond ``max_runs`` are
-    delivered together as the last run (to bound the test's time).
+    delivered together as the last run (to bound the test's time). ``declared``: the columns the
+    files' schemas declare per table (the pipeline adds a declared column no image holds).
     """
 
     def oracle_events(event: Event) -> list[Event]:
@@ -207,7 +209,8 @@ def run_row_scenario(
     def rendered(run: list[int], _number: int) -> Rendered:
         run_events = [r for i in run for r in row_events(sc.events[i], pk_update_handling=pk_update_handling)]
         data = render(run_events)
-        return Rendered(data, suffix, [r for i in run for r in oracle_events(sc.events[i])])
+        events = [r for i in run for r in oracle_events(sc.events[i])]
+        return Rendered(data, suffix, declaring(events, declared) if declared else events)
 
     drive(spark, sc, workdir, fmt=fmt, render=rendered, options={**(options or {})}, max_runs=max_runs)
 

@@ -382,7 +382,7 @@ def _run_delimited(spark, workdir, sc, config):
         return render_delimited(events, columns, missing_rep="<M>", **render_args)
 
     run_row_scenario(spark, sc, workdir, fmt="ogg-delimited", render=render, options=opts,
-                     pk_update_handling=handling)
+                     pk_update_handling=handling, declared=columns)
 
 
 @pytest.mark.parametrize("config", range(len(ROUND_TRIP_CONFIGS)))
