@@ -190,7 +190,7 @@ def parse_sequence_by(value: str | Sequence[str], *, what: str = "sequence_by") 
     if not isinstance(value, (str, Sequence)):
         raise BadValue(what, value, f"a list of fields: {accepted}")
     items = value.split(",") if isinstance(value, str) else list(value)
-    fields = []
+    fields: list[SeqField] = []
     for raw in items:
         if isinstance(raw, SeqField):
             fields.append(raw)

@@ -32,11 +32,11 @@ import pyarrow as pa
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakecdc.errors import CommitConflict, ConfigError
+from lakecdc.errors import CommitConflict, ConfigError, LakecdcError
 from lakecdc.merge.arrow_types import to_arrow_schema, to_spark_schema
 from lakecdc.merge.engine import catalog_location, catalog_name
 from lakecdc.merge.plan import APP_ID, MergePlan, MergeResult, quote, sql_literal
-from lakecdc.spark.compat import is_spark_connect
+from lakecdc.spark.compat import is_spark_connect, jvm
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -246,7 +246,10 @@ class DeltaSparkEngine:
         return best
 
     def version(self, path: str) -> int:
-        return int(self._sql(f"DESCRIBE HISTORY {self.ref(path)} LIMIT 1").select("version").first()[0])
+        newest = self._sql(f"DESCRIBE HISTORY {self.ref(path)} LIMIT 1").select("version").first()
+        if newest is None:
+            raise LakecdcError(f"{path}: Delta table without a history")
+        return int(newest[0])
 
     def max_stat(self, path: str, column: str) -> str | None:
         if not self.exists(path):
@@ -357,11 +360,10 @@ class DeltaSparkEngine:
         Connect session gets (its SQL has no checkpoint statement)."""
         if is_spark_connect(self.spark):
             return
-        jvm = self.spark.sparkContext._jvm  # type: ignore[attr-defined]
         target = catalog_name(path)
         if target is not None:
             path = str(self._detail(path)["location"])
-        jvm.org.apache.spark.sql.delta.DeltaLog.forTable(self.spark._jsparkSession, path).checkpoint()
+        jvm(self.spark).org.apache.spark.sql.delta.DeltaLog.forTable(self.spark._jsparkSession, path).checkpoint()
 
     def arrow_schema(self, schema: T.StructType) -> pa.Schema:
         return to_arrow_schema(schema)

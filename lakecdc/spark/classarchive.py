@@ -33,6 +33,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from lakecdc.spark.conf import JVM_OPTIONS
 
@@ -67,7 +68,8 @@ def archive_path() -> Path | None:
     # which the JVM would refuse the old archive for (it checks each jar's size and time)
     jars = os.path.realpath(os.path.join(os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__), "jars"))
     parts.append(jars)
-    with os.scandir(jars) if os.path.isdir(jars) else contextlib.nullcontext([]) as found:
+    listing: Any = os.scandir(jars) if os.path.isdir(jars) else contextlib.nullcontext([])
+    with listing as found:
         for entry in sorted(found, key=lambda e: e.name):
             jst = entry.stat()
             parts.append(f"{entry.name}:{jst.st_size}:{jst.st_mtime_ns}")

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from lakecdc.errors import LakecdcError
 from lakecdc.spark.conf import EMBEDDED_CONF, conf_value
 
 if TYPE_CHECKING:
@@ -17,6 +18,14 @@ FALLBACK_PARALLELISM = 8
 def is_spark_connect(spark: SparkSession) -> bool:
     """True for a Spark Connect session, which has no JVM handle to look into."""
     return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def jvm(spark: SparkSession) -> Any:
+    """The py4j view of a classic session's JVM (``spark._jvm``); a LakecdcError on Spark Connect."""
+    gateway = spark.sparkContext._jvm
+    if gateway is None:
+        raise LakecdcError("this Spark session has no JVM of its own (a Spark Connect session?)")
+    return gateway
 
 
 def default_parallelism(spark: SparkSession) -> int:
@@ -59,8 +68,7 @@ def delta_spark_available(spark: SparkSession) -> bool:
     try:
         from py4j.java_gateway import JavaClass
 
-        jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
         # py4j loads through Spark's class loader, which holds spark.jars (Class.forName does not)
-        return isinstance(jvm.org.apache.spark.sql.delta.DeltaLog, JavaClass)
+        return isinstance(jvm(spark).org.apache.spark.sql.delta.DeltaLog, JavaClass)
     except Exception:  # noqa: BLE001 - py4j raises its own error types
         return False

@@ -112,8 +112,8 @@ def job_conf(spark: SparkSession, settings: Mapping[str, str] | None = None) -> 
             previous[k] = before
         yield
     finally:
-        for k, v in previous.items():
-            if v is None:
+        for k, old in previous.items():
+            if old is None:
                 spark.conf.unset(k)
             else:
-                spark.conf.set(k, v)
+                spark.conf.set(k, old)

@@ -9,7 +9,7 @@ input; where Spark's behaviour differs between them, the code asks :data:`PYSPAR
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lakecdc.errors import LakecdcError
 
@@ -82,5 +82,6 @@ def arrow_schema(schema: StructType) -> pa.Schema:
     from pyspark.sql.pandas.types import to_arrow_schema
 
     if PYSPARK >= (4, 2):
-        return to_arrow_schema(schema, timezone="UTC")
+        zone: dict[str, Any] = {"timezone": "UTC"}  # a keyword of 4.2 on
+        return to_arrow_schema(schema, **zone)
     return to_arrow_schema(schema)

@@ -63,12 +63,12 @@ def read_ocf_header(fo: BinaryIO) -> OcfHeader:
     """The header at the start of ``fo``; raises ValueError when it is not an OCF header."""
     fo.seek(0)
     try:
-        head = schemaless_reader(fo, _HEADER, None)
+        head: Any = schemaless_reader(fo, _HEADER, None)
     except Exception as exc:
         raise ValueError(f"unreadable OCF header: {exc}") from None
     if head["magic"] != MAGIC:
         raise ValueError("not an Avro object container file (no 'Obj\\x01' magic)")
-    meta = head["meta"]
+    meta: dict[str, bytes] = head["meta"]
     if "avro.schema" not in meta:
         raise ValueError("OCF header without 'avro.schema'")
     codec = meta.get("avro.codec", b"null").decode("utf-8", errors="replace")

@@ -200,10 +200,15 @@ def load_schema_directory(path: str, *, encoding: str = "utf-8") -> SchemaDirect
         group.sort(key=lambda s: s.label, reverse=True)
         group.sort(key=lambda s: s.label != "")
         seen: set[int] = set()
-        ordered[table] = tuple(s for s in group if not (s.fingerprint in seen or seen.add(s.fingerprint)))  # type: ignore[func-returns-value]
+        unique: list[SchemaFile] = []
+        for s in group:
+            if s.fingerprint not in seen:
+                seen.add(s.fingerprint)
+                unique.append(s)
+        ordered[table] = tuple(unique)
     by_fp: dict[int, SchemaFile] = {}
-    for group in ordered.values():
-        for sf in group:
+    for kept in ordered.values():
+        for sf in kept:
             by_fp.setdefault(sf.fingerprint, sf)
     return SchemaDirectory(path, tuple(files), wrapper, ordered, by_fp)
 

@@ -106,15 +106,15 @@ class Rereader:
         if len(splits):
             for i in np.flatnonzero(np.r_[True, splits[1:] != splits[:-1]]):
                 self._first.setdefault(int(splits[i]), int(index[i]))
-        return {int(i): self._text(int(splits[i]), files[i], int(blocks[i]), int(index[i]) - self._first[int(splits[i])])
-                for i in np.flatnonzero(wanted)}
+        return {i: self._text(int(splits[i]), files[i], int(blocks[i]), int(index[i]) - self._first[int(splits[i])])
+                for i in map(int, np.flatnonzero(wanted))}
 
     def _text(self, split: int, path: str, block: int, rank: int) -> str | None:
         reader = self._open.get(split)
         if reader is None or reader[2][0] > rank:  # (rows come in order: only a new split opens)
             if reader is not None:
                 reader[0].close()
-            fh = open(path, "rb")  # noqa: SIM115 (kept open across batches, closed by close())
+            fh: IO[bytes] = open(path, "rb")  # noqa: SIM115 (kept open across batches, closed by close())
             reader = self._open[split] = (fh, _split_records(fh, block), [0], _as_written(path))
         fh, records, at, fix = reader
         for line_no, raw in records:

@@ -213,7 +213,7 @@ def _unbase64(text: str) -> bytes | None:
 
 def _arrow_batch(path: str, block: int, outs: list[Out]) -> pa.RecordBatch:
     rows = [o.value for o in outs]
-    cols = list(zip(*rows, strict=True)) if rows else [[] for _ in range(_ROW_FIELDS)]
+    cols: list[Sequence[Any]] = list(zip(*rows, strict=True)) if rows else [[] for _ in range(_ROW_FIELDS)]
     raws = [None if o.value.error is None or o.raw is None else
             (o.raw if isinstance(o.raw, str) else base64.b64encode(o.raw).decode("ascii")) for o in outs]
     n = len(outs)
