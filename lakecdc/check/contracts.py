@@ -165,7 +165,10 @@ def load_contract(path: str | Path) -> list[Contract]:
         props = obj.get("properties")
         if not isinstance(props, list) or not props:
             raise where.error((*at, "properties"), "expected a list of properties (columns)")
-        columns, keyed, required, rules = [], [], [], []
+        columns: list[tuple[str, T.DataType]] = []
+        keyed: list[tuple[int, str]] = []
+        required: list[str] = []
+        rules: list[Rule] = []
         for j, prop in enumerate(props):
             pat = (*at, "properties", str(j))
             if not isinstance(prop, dict) or not prop.get("name"):

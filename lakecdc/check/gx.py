@@ -133,6 +133,8 @@ class Validator:
 
         _quiet()
         self.docs_root = Path(docs_root) if docs_root is not None else None
+        # GX's own annotations name a context's parts as unions it narrows at run time
+        self.context: Any
         if self.docs_root is None:
             self.context = gx.get_context(mode="ephemeral")
         else:
@@ -162,7 +164,7 @@ class Validator:
 
         ctx = self.context
         try:
-            source = ctx.data_sources.get(SITE)
+            source: Any = ctx.data_sources.get(SITE)
         except (KeyError, ValueError):
             source = ctx.data_sources.add_spark(SITE)
         try:
@@ -209,7 +211,7 @@ class Validator:
         for suite in set(self._suites):
             self._prune(suite)
         mine = self.run_id.to_tuple()
-        new = [k for k in self.context.validation_results_store.list_keys() if k.run_id.to_tuple() == mine]
+        new: list[Any] = [k for k in self.context.validation_results_store.list_keys() if k.run_id.to_tuple() == mine]
         # only this check's pages are rendered; the index lists every result kept
         self.context.build_data_docs(site_names=[SITE], resource_identifiers=[
             *new, *(ExpectationSuiteIdentifier(name=n) for n in set(self._suites))])

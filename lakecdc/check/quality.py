@@ -73,7 +73,7 @@ import datetime as dt
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -248,8 +248,8 @@ def _mask_within(mask: Column, version: Column) -> Column:
     from pyspark.sql import functions as F
 
     width = F.greatest(F.length(mask), F.length(version))
-    digits = [F.split(F.lpad(m, width, "0"), "") for m in (mask, version)]
-    fits = F.forall(F.zip_with(*digits, lambda m, v: F.conv(m, 16, 10).cast("int").bitwiseAND(
+    mask_digits, version_digits = (F.split(F.lpad(m, width, "0"), "") for m in (mask, version))
+    fits = F.forall(F.zip_with(mask_digits, version_digits, lambda m, v: F.conv(m, 16, 10).cast("int").bitwiseAND(
         F.bitwise_not(F.conv(v, 16, 10).cast("int"))) == 0), lambda ok: ok)
     return mask.isNull() | (mask.rlike("^[0-9A-Fa-f]*$") & version.rlike("^[0-9A-Fa-f]+$") & fits)
 
@@ -282,7 +282,7 @@ def changes_suite(now: dt.datetime, *, ordered: bool, masks: bool) -> Suite:
     return suite
 
 
-def _not_truncate() -> object:
+def _not_truncate() -> Any:
     gx.load()
     from great_expectations.expectations.row_conditions import Column as GxColumn
 

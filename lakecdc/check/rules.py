@@ -319,28 +319,29 @@ def property_rules(prop: dict, name: str, dtype: T.DataType, at: tuple[str, ...]
             raise _unknown_metric(metric, PROPERTY_METRICS, pat, item, where)
         level = _severity(item["severity"], (*pat, "severity"), where) if "severity" in item else "fail"
         limits, unit = _limits(item, pat, where)
-        extra = {"limits": limits, "unit": unit}
         made: list[Rule] = []
         if kind == "nullValues":
-            made.append(Rule(f"{name} not null", "not_null", level, name, where=_line(where, pat), **extra))
+            made.append(Rule(f"{name} not null", "not_null", level, name, where=_line(where, pat),
+                             limits=limits, unit=unit))
         elif kind == "duplicateValues":
-            made.append(Rule(f"{name} unique", "unique", level, name, where=_line(where, pat), **extra))
+            made.append(Rule(f"{name} unique", "unique", level, name, where=_line(where, pat),
+                             limits=limits, unit=unit))
         else:
             args = item.get("arguments") or {}
             if not isinstance(args, dict):
                 raise where.error((*pat, "arguments"), "expected a mapping such as {validValues: [...]}")
-            values = args.get("validValues", item.get("validValues"))
+            wanted = args.get("validValues", item.get("validValues"))
             pattern = args.get("pattern", item.get("pattern"))
-            if values is None and pattern is None:
+            if wanted is None and pattern is None:
                 raise where.error(pat, f"{metric} needs arguments.validValues or arguments.pattern")
-            if values is not None:
+            if wanted is not None:
                 vat = (*pat, "arguments", "validValues") if "validValues" in args else (*pat, "validValues")
-                made.append(_values_rule(name, values, level, vat, where, **extra))
+                made.append(_values_rule(name, wanted, level, vat, where, limits=limits, unit=unit))
             if pattern is not None:
                 pat_at = (*pat, "arguments", "pattern") if "pattern" in args else (*pat, "pattern")
                 if not isinstance(dtype, T.StringType):
                     raise where.error(pat_at, f"a pattern applies to string columns, not {dtype.simpleString()}")
-                made.append(_pattern_rule(name, pattern, level, pat_at, where, **extra))
+                made.append(_pattern_rule(name, pattern, level, pat_at, where, limits=limits, unit=unit))
         out += [_with_limits(r, item) for r in made]
     return out
 
