@@ -116,56 +116,87 @@ def widen(events: DataFrame, layout: Layout, *, full: bool = False, surprise: st
     The expressions are built as SQL text: one call into Spark per projection, whatever the number
     of columns.
     """
-    first = ["op AS _op", "seq AS _seq", "op_ts AS _op_ts", "pos AS _pos", *ARRIVAL]
-    if full:
-        first.append("before AS _before")
-    checks: list[tuple[str, str]] = []
-    keyset = set(layout.key_index)
+    typed = _typed_values(layout, full=full)
+    if surprise is not None:
+        typed.columns.append(_surprise_sql(layout, surprise))
+    wide = events.selectExpr(*typed.columns)
+    drop = typed.checks + (["_surprise"] if surprise is not None else [])
+    if not full:
+        drop += [f"a{i}" for i in layout.key_index]
+    return wide.selectExpr(*_key_sql(layout, typed.checks, surprised=surprise is not None)).drop(*drop)
 
-    def check(ok: str | None, name: str, dtype: T.DataType, what: str, raw: str) -> None:
+
+class _Checked:
+    """The SQL columns of a projection, among them one ``_x{n}`` per value whose type is checked:
+    the reason the value does not fit its type, else NULL."""
+
+    def __init__(self, columns: list[str]) -> None:
+        self.columns = columns
+        #: the names of the check columns, in the order they were added
+        self.checks: list[str] = []
+
+    def check(self, ok: str | None, name: str, dtype: T.DataType, what: str, *args: str) -> None:
+        """Add a check column where ``ok`` (SQL) is false: a value of column ``name`` (of ``what``
+        image, or ``%s`` to format in) does not fit ``dtype``, formatted with ``args`` (SQL; the
+        value last); nothing when ``ok`` is None (every value fits)."""
         if ok is None:
             return
         reason = sql_string(f"column '{name}': {what} value '%s' does not fit type {dtype.simpleString()}")
-        first.append(f"CASE WHEN NOT {ok} THEN format_string({reason}, {raw}) END AS _x{len(checks)}")
-        checks.append((f"_x{len(checks)}", name))
+        self.columns.append(f"CASE WHEN NOT {ok} THEN format_string({reason}, {', '.join(args)}) END AS _x{len(self.checks)}")
+        self.checks.append(f"_x{len(self.checks)}")
 
+
+def _typed_values(layout: Layout, *, full: bool) -> _Checked:
+    """The first projection of :func:`widen`: the event's op, seq, time, position and arrival, and
+    per column its presence ``p{i}`` and the typed values the caller uses (``a{i}``, ``b{i}``,
+    ``q{i}``, ``v{i}``; see :func:`widen`), each followed by the check of its type."""
+    typed = _Checked(["op AS _op", "seq AS _seq", "op_ts AS _op_ts", "pos AS _pos", *ARRIVAL])
+    if full:
+        typed.columns.append("before AS _before")
+    keyset = set(layout.key_index)
     for i, (name, dtype) in enumerate(zip(layout.columns, layout.types, strict=True)):
         a_raw, a_present = _lookup_sql("after", layout.spellings(i), slot=i)
         b_raw, b_present = _lookup_sql("before", layout.spellings(i), slot=i)
-        first.append(f"{a_present} AS p{i}")
+        typed.columns.append(f"{a_present} AS p{i}")
         if full or i in keyset:
             a_val, a_ok = typed_sql(a_raw, dtype)
-            first.append(f"{a_val} AS a{i}")
-            check(a_ok, name, dtype, "after", a_raw)
+            typed.columns.append(f"{a_val} AS a{i}")
+            typed.check(a_ok, name, dtype, "after", a_raw)
         if i in keyset:
             b_val, b_ok = typed_sql(b_raw, dtype)
-            first += [f"{b_val} AS b{i}", f"{b_present} AS q{i}"]
-            check(b_ok, name, dtype, "before", b_raw)
+            typed.columns += [f"{b_val} AS b{i}", f"{b_present} AS q{i}"]
+            typed.check(b_ok, name, dtype, "before", b_raw)
         if not full:
             # the value the fold may use: after if present, else before (typed once, checked once)
             used = f"CASE WHEN {a_present} THEN {a_raw} ELSE {b_raw} END"
             v_val, v_ok = typed_sql(used, dtype)
-            first.append(f"{v_val} AS v{i}")
+            typed.columns.append(f"{v_val} AS v{i}")
             if i not in keyset:
                 what = f"CASE WHEN {a_present} THEN 'after' ELSE 'before' END"
-                if v_ok is not None:
-                    reason = sql_string(f"column '{name}': %s value '%s' does not fit type {dtype.simpleString()}")
-                    first.append(f"CASE WHEN NOT {v_ok} THEN format_string({reason}, {what}, {used}) END AS _x{len(checks)}")
-                    checks.append((f"_x{len(checks)}", name))
-    if surprise is not None:
-        # an image holds a member that is no known column when it has more members than the
-        # known columns (and deliberately ignored members) found in it
-        def known(image: str) -> str:
-            found = [_lookup_sql(image, (s,), slot=i)[1] for i in range(len(layout.columns)) for s in layout.spellings(i)]
-            found += [_lookup_sql(image, (c,))[1] for c in layout.ignored]
-            return " + ".join(f"CAST({f} AS INT)" for f in found)
+                typed.check(v_ok, name, dtype, "%s", what, used)
+    return typed
 
-        first.append(
-            f"({surprise}) OR coalesce(size(after), 0) != ({known('after')}) "
-            f"OR coalesce(size(before), 0) != ({known('before')}) AS _surprise"
-        )
-    wide = events.selectExpr(*first)
 
+def _surprise_sql(layout: Layout, surprise: str) -> str:
+    """SQL for ``_surprise``: the event matches ``surprise``, or an image holds a member that is no
+    known column (it has more members than the known columns and deliberately ignored members
+    found in it)."""
+
+    def known(image: str) -> str:
+        found = [_lookup_sql(image, (s,), slot=i)[1] for i in range(len(layout.columns)) for s in layout.spellings(i)]
+        found += [_lookup_sql(image, (c,))[1] for c in layout.ignored]
+        return " + ".join(f"CAST({f} AS INT)" for f in found)
+
+    return (
+        f"({surprise}) OR coalesce(size(after), 0) != ({known('after')}) "
+        f"OR coalesce(size(before), 0) != ({known('before')}) AS _surprise"
+    )
+
+
+def _key_sql(layout: Layout, checks: list[str], *, surprised: bool) -> list[str]:
+    """The second projection of :func:`widen`: every column, then per key column ``j`` the key
+    ``k{j}`` (from the before image of a delete, or of an update that holds it) and ``n{j}`` (the
+    after image's), ``_pku`` and ``_error``: the first reason the event is unusable, else NULL."""
     kidx = layout.key_index
     before_has_key = " AND ".join(f"q{i}" for i in kidx)
     after_has_key = " AND ".join(f"p{i}" for i in kidx)
@@ -183,14 +214,11 @@ def widen(events: DataFrame, layout: Layout, *, full: bool = False, surprise: st
         )
         null.append(f"WHEN _op != 'T' AND IF({from_before}, b{i}, a{i}) IS NULL THEN 'key column \\'{name}\\' is NULL'")
     # a value that does not fit its type is named before "is NULL" (its typed value is NULL too)
-    errors = ["WHEN _surprise THEN 'unexpected'"] if surprise is not None else []
-    errors += missing + [f"WHEN {x} IS NOT NULL THEN {x}" for x, _ in checks] + null
+    errors = ["WHEN _surprise THEN 'unexpected'"] if surprised else []
+    errors += missing + [f"WHEN {x} IS NOT NULL THEN {x}" for x in checks] + null
     second.append(f"(_op = 'U' AND {before_has_key} AND {after_has_key} AND ({moved})) AS _pku")
     second.append(f"CAST(CASE {' '.join(errors)} END AS STRING) AS _error")
-    drop = [x for x, _ in checks] + (["_surprise"] if surprise is not None else [])
-    if not full:
-        drop += [c for i in kidx for c in (f"a{i}",)]
-    return wide.selectExpr(*second).drop(*drop)
+    return second
 
 
 def before_columns(layout: Layout, image: str = "_before") -> list[str]:
@@ -261,26 +289,53 @@ def fold(wide: DataFrame, layout: Layout, *, reset: Point | None = None) -> Data
     it in the order (seq, arrival) only count (they are wiped), and every key starts again from
     an absent row after it, as after a delete.
     """
-    keys = layout.key_cols
-    n = len(layout.columns)
     if "_before" in wide.columns:  # from widen(full=True): the used value is after, else before
+        n = len(layout.columns)
         wide = wide.selectExpr("*", *[f"IF(p{i}, a{i}, {typed_before(layout, i)}) AS v{i}" for i in range(n)])
-    stale = "_stale" if "_stale" in wide.columns else "false"
-    values = [f"{p}{i}" for i in range(n) for p in ("v", "p")]
     src = wide.selectExpr(
-        *keys, "_op", "_seq", "_op_ts", "_pku", *ARRIVAL, f"(_error IS NULL AND NOT {stale}) AS _ok",
-        f"{stale} AS _stale", "_error IS NOT NULL AS _bad", *values, f"{content_hash(layout)} AS _h",
-        f"{before_sql(reset)} AS _wiped" if reset is not None else "false AS _wiped",
+        *fold_inputs(wide, layout), f"{before_sql(reset)} AS _wiped" if reset is not None else "false AS _wiped",
     )
-    truncated = "true" if reset is not None else "false"
-    # The order is (seq, arrival): records whose vendor positions tie apply in the order they were
-    # written. Positions in that order (_n) stand for it in comparisons. Unusable events sort
-    # first in their key's partition, so lag() of a usable event only ever shows another usable
-    # event or nothing usable (_prev_ok false).
-    over = f"PARTITION BY {', '.join(keys)} ORDER BY _ok, _seq, {', '.join(ARRIVAL)}"
-    whole = f"({over} ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)"
-    # after the last reset: past the key's last delete and, with a truncate in the batch, after it
-    ev = src.selectExpr(
+    over, whole = key_window(layout)
+    ev = _mark_events(src, over, whole, truncated=reset is not None)
+    ev = by_file(ev, over, whole, late="_dup OR (_stale AND NOT _bad)")
+    # Whole-partition window aggregates, read off each key's last row: no second shuffle and no
+    # aggregation buffers of structs.
+    last_rows = ev.selectExpr(*_key_totals_sql(layout, whole)).where("_is_last")
+    return last_rows.selectExpr(*_net_action_sql(layout))
+
+
+def fold_inputs(wide: DataFrame, layout: Layout) -> list[str]:
+    """SQL for the columns the folds read from widened events (:func:`widen`, maybe
+    :func:`drop_stale`): the key ``k{j}``, op, seq, time, ``_pku``, arrival, ``_ok`` (usable: no
+    error and not stale), ``_stale``, ``_bad`` (has an error), ``v{i}`` and ``p{i}`` per column,
+    and ``_h``, the hash that finds replayed copies (:func:`content_hash`)."""
+    stale = "_stale" if "_stale" in wide.columns else "false"
+    values = [f"{p}{i}" for i in range(len(layout.columns)) for p in ("v", "p")]
+    return [
+        *layout.key_cols, "_op", "_seq", "_op_ts", "_pku", *ARRIVAL, f"(_error IS NULL AND NOT {stale}) AS _ok",
+        f"{stale} AS _stale", "_error IS NOT NULL AS _bad", *values, f"{content_hash(layout)} AS _h",
+    ]
+
+
+def key_window(layout: Layout) -> tuple[str, str]:
+    """The window of the folds: each key's events in the order (seq, arrival), unusable ones
+    (``_ok`` false) first; and its frame over the key's whole partition. Records whose vendor
+    positions tie apply in the order they were written."""
+    over = f"PARTITION BY {', '.join(layout.key_cols)} ORDER BY _ok, _seq, {', '.join(ARRIVAL)}"
+    return over, f"({over} ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)"
+
+
+def _mark_events(src: DataFrame, over: str, whole: str, *, truncated: bool) -> DataFrame:
+    """``src`` (:func:`fold_inputs` and ``_wiped``: before the batch's truncate) with each event's
+    place in its key's window ``over``: ``_n`` (its position, which stands for the order (seq,
+    arrival) in comparisons), the previous event's ``_prev_*``, ``_is_last``, ``_d_at`` (where the
+    key's last delete sits), ``_dup`` (a replayed copy), ``_last_d`` (the key was deleted or
+    truncated), ``_live`` (usable, no copy, not wiped), ``_after_reset`` (past the last delete and
+    the truncate) and ``_first`` (the first live event after the last reset).
+
+    Unusable events sort first in their key's partition, so lag() of a usable event only ever
+    shows another usable event or nothing usable (``_prev_ok`` false)."""
+    return src.selectExpr(
         "*",
         f"row_number() OVER ({over}) AS _n",
         f"coalesce(lag(_ok) OVER ({over}), false) AS _prev_ok",
@@ -295,7 +350,7 @@ def fold(wide: DataFrame, layout: Layout, *, reset: Point | None = None) -> Data
         # an exact copy of the event just before it (same seq and content, same side of the
         # batch's truncate) is a replay
         "*", "_ok AND _prev_ok AND _seq = _prev_seq AND _h <=> _prev_h AND _wiped = _prev_wiped AS _dup",
-        f"(_d_at IS NOT NULL OR {truncated}) AS _last_d",
+        f"(_d_at IS NOT NULL OR {'true' if truncated else 'false'}) AS _last_d",
     ).selectExpr(
         "*", "_ok AND NOT _dup AND NOT _wiped AS _live",
         "(_d_at IS NULL OR _n > _d_at) AND NOT _wiped AS _after_reset",
@@ -305,11 +360,16 @@ def fold(wide: DataFrame, layout: Layout, *, reset: Point | None = None) -> Data
         # the first usable event after the last reset (a delete, or the batch's truncate)
         "_live AND _after_reset AND NOT (_prev_ok AND coalesce(_prev_after_reset, false)) AS _first",
     )
-    ev = by_file(ev, over, whole, late="_dup OR (_stale AND NOT _bad)")
-    # Whole-partition window aggregates, read off each key's last row: no second shuffle and no
-    # aggregation buffers of structs.
-    per_key = [
-        *keys, "_is_last", "_last_d", "_by_file",
+
+
+def _key_totals_sql(layout: Layout, whole: str) -> list[str]:
+    """SQL over the marked events (:func:`_mark_events`, :func:`by_file`) for what the net action
+    needs of a key's whole partition, on each of its rows: the newest live event ``_newest``, the
+    counts, ``_min_seq``, ``_pku``, per column ``l{i}`` (its last present value since the last
+    reset) and ``_fill`` (the before image of an update that met no row)."""
+    n = len(layout.columns)
+    totals = [
+        *layout.key_cols, "_is_last", "_last_d", "_by_file",
         # the newest usable event (the last row may be a replayed copy of it, which is not usable)
         f"last(CASE WHEN _live THEN struct(_seq, _op, _op_ts) END, true) OVER {whole} AS _newest",
         f"count(1) OVER {whole} AS _events",
@@ -321,26 +381,32 @@ def fold(wide: DataFrame, layout: Layout, *, reset: Point | None = None) -> Data
         f"max(_ok AND NOT _dup AND _pku) OVER {whole} AS _pku",
     ]
     for i in range(n):
-        per_key.append(
+        totals.append(
             f"last(CASE WHEN _live AND p{i} AND _op != 'D' AND _after_reset THEN struct(v{i} AS v) END, true) "
             f"OVER {whole} AS l{i}"
         )
     # an update that met no row completes the columns no after image carried from its before
     # image (v{i} is the before value where p{i} is false): one struct of them all
     fill = ", ".join(f"v{i}" for i in range(n))
-    per_key.append(f"first(CASE WHEN _first AND _op = 'U' THEN struct({fill}) END, true) OVER {whole} AS _fill")
-    last_rows = ev.selectExpr(*per_key).where("_is_last")
-    out = [*keys]
-    for i in range(n):
+    totals.append(f"first(CASE WHEN _first AND _op = 'U' THEN struct({fill}) END, true) OVER {whole} AS _fill")
+    return totals
+
+
+def _net_action_sql(layout: Layout) -> list[str]:
+    """SQL over a key's totals (:func:`_key_totals_sql`) for its net action (:func:`net_schema`):
+    per column the value ``c{i}`` (its last present value, else the fill) and ``u{i}`` (set it),
+    the action and the event it comes from, the counts, ``_pku``, ``_min_seq`` and ``_by_file``."""
+    out = [*layout.key_cols]
+    for i in range(len(layout.columns)):
         out.append(f"IF(l{i} IS NOT NULL, l{i}.v, _fill.v{i}) AS c{i}")
         out.append(f"(l{i} IS NOT NULL OR _last_d) AS u{i}")
-    out += [
+    return [
+        *out,
         "CASE WHEN _newest IS NULL THEN NULL WHEN _newest._op = 'D' THEN 'delete' ELSE 'upsert' END AS _action",
         "_newest._seq AS _cdc_seq", "_newest._op AS _cdc_op", "_newest._op_ts AS _cdc_op_ts",
         *[f"CAST(coalesce({c}, 0) AS BIGINT) AS {c}" for c in ("_events", "_dups", "_stale", "_errors")],
         "coalesce(_pku, false) AS _pku", "_min_seq", "_by_file",
     ]
-    return last_rows.selectExpr(*out)
 
 
 #: Type of the ``_by_file`` column of :func:`fold` and the history fold: per key, one entry per

@@ -43,7 +43,7 @@ from pyspark.sql import types as T
 
 from lakecdc.changes.columns import sql_string
 from lakecdc.config.settings import match_table
-from lakecdc.consolidate.fold import ARRIVAL, BY_FILE, Layout, before_sql, by_file, content_hash
+from lakecdc.consolidate.fold import ARRIVAL, BY_FILE, Layout, before_sql, by_file, fold_inputs, key_window
 from lakecdc.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -155,24 +155,32 @@ def fold_history(
     key's last row the key's counts, ``_pku`` and ``_tomb_seq`` (the seq of the delete it ends
     with, for a tombstone).
     """
-    keys = layout.key_cols
     n = len(layout.columns)
-    stale = "_stale" if "_stale" in marked.columns else "false"
     ev = marked.selectExpr(
-        *keys, "_op", "_seq", "_op_ts", "_pku", *ARRIVAL,
-        f"(_error IS NULL AND NOT {stale}) AS _ok", f"{stale} AS _stale", "_error IS NOT NULL AS _bad",
-        *[f"{x}{i}" for i in range(n) for x in ("v", "p")], f"{content_hash(layout)} AS _h",
+        *fold_inputs(marked, layout),
         "false AS _target", "CAST(NULL AS STRING) AS _t_start_seq", "CAST(NULL AS TIMESTAMP) AS _t_start_at",
     )
     if open_rows is not None:
         ev = ev.unionByName(_pseudo_events(open_rows, ev, layout))
-    by_key, arrival = ", ".join(keys), ", ".join(ARRIVAL)
     before_t, after_t = _truncate_cases(truncates)
+    ev = _key_counts(ev, layout, before_t)
+    ev = _segments(ev, layout)
+    # per key, live or not, and segment, in the order (seq, arrival)
+    w3 = f"PARTITION BY {', '.join(layout.key_cols)}, _live, _seg ORDER BY _seq, {', '.join(ARRIVAL)}"
+    run = f"({w3} ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)"
+    ev = _rows_after(ev, n, w3, run)
+    ev = _versions(ev, tracked, w3, run, after_t)
+    return ev.where("_version OR _is_last").selectExpr(*_version_sql(layout))
 
-    # 1. per key, in the order (seq, arrival): duplicates (an exact copy, same seq and content, of
-    # the usable event just before it, with no truncate between them), counts
-    w1 = f"PARTITION BY {by_key} ORDER BY _ok, _seq, {arrival}"
-    whole = f"({w1} ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)"
+
+def _key_counts(ev: DataFrame, layout: Layout, before_t: str) -> DataFrame:
+    """``ev`` (the events and the open versions' pseudo events) with, per key in the order (seq,
+    arrival): ``_tb`` (the batch's last truncate before the event, :func:`_truncate_cases`),
+    ``_dup`` (an exact copy, same seq and content, of the usable event just before it, with no
+    truncate between them), ``_is_last``, ``_live`` (usable and no copy), and over the key's whole
+    partition its counts ``_n_events``... (:data:`COUNT_COLUMNS`), ``_key_pku`` (a live key
+    update), ``_newest`` (its newest live event) and ``_by_file``."""
+    w1, whole = key_window(layout)
     ev = ev.selectExpr("*", f"{before_t} AS _tb").selectExpr(
         "*", f"_ok AND coalesce(lag(_ok) OVER ({w1}), false) AND _seq = lag(_seq) OVER ({w1}) "
         f"AND _h <=> lag(_h) OVER ({w1}) AND _tb <=> lag(_tb) OVER ({w1}) AS _dup",
@@ -187,18 +195,27 @@ def fold_history(
         f"max(_live AND _pku) OVER {whole} AS _key_pku",
         f"last(CASE WHEN _live AND NOT _target THEN struct(_seq, _op) END, true) OVER {whole} AS _newest",
     )
-    ev = by_file(ev, w1, whole, late="(_dup AND NOT _target) OR (_stale AND NOT _bad)", counted="NOT _target")
-    # 2. segments of the usable events: a delete ends one, a truncate between two events starts one
-    w2 = f"PARTITION BY {by_key}, _live ORDER BY _seq, {arrival}"
-    ev = ev.selectExpr(
+    return by_file(ev, w1, whole, late="(_dup AND NOT _target) OR (_stale AND NOT _bad)", counted="NOT _target")
+
+
+def _segments(ev: DataFrame, layout: Layout) -> DataFrame:
+    """``ev`` (:func:`_key_counts`) with ``_seg``: the number of the event's segment among its
+    key's live (or its key's other) events in the order (seq, arrival). A delete ends a segment,
+    and a truncate between two events starts one."""
+    w2 = f"PARTITION BY {', '.join(layout.key_cols)}, _live ORDER BY _seq, {', '.join(ARRIVAL)}"
+    return ev.selectExpr(
         "*",
         f"row_number() OVER ({w2}) = 1 OR lag(_op) OVER ({w2}) = 'D' OR NOT (lag(_tb) OVER ({w2}) <=> _tb) AS _seg_start",
     ).selectExpr("*", f"sum(CAST(_seg_start AS INT)) OVER ({w2} ROWS UNBOUNDED PRECEDING) AS _seg")
-    # 3. the row after each event: last present value in the segment, else the segment's base
-    w3 = f"PARTITION BY {by_key}, _live, _seg ORDER BY _seq, {arrival}"
-    run = f"({w3} ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)"
+
+
+def _rows_after(ev: DataFrame, n: int, w3: str, run: str) -> DataFrame:
+    """``ev`` (:func:`_segments`) with the row after each event in place of its values ``v{i}`` and
+    ``p{i}``: per column ``r{i}``, its last present value in the segment (window ``w3``, frame
+    ``run`` up to the event), else the segment's base (the open version's row, or the before
+    image of an update that starts it, or NULL); and ``_first`` (the segment's first event)."""
     base = ", ".join(f"v{i}" for i in range(n))
-    ev = ev.selectExpr(
+    return ev.selectExpr(
         "*", f"row_number() OVER ({w3}) = 1 AS _first",
         f"first(CASE WHEN _op = 'U' AND NOT _target THEN struct({base}) END) OVER {run} AS _base",
         *[f"last(CASE WHEN p{i} AND _op != 'D' THEN struct(v{i} AS v) END, true) OVER {run} AS l{i}" for i in range(n)],
@@ -206,10 +223,17 @@ def fold_history(
         *[c for c in ev.columns if not (c[0] in "vp" and c[1:].isdigit())], "_first",
         *[f"IF(l{i} IS NOT NULL, l{i}.v, _base.v{i}) AS r{i}" for i in range(n)],
     )
-    # 4. versions: an event that changes a tracked column (or starts a segment) opens one
+
+
+def _versions(ev: DataFrame, tracked: frozenset[int], w3: str, run: str, after_t: str) -> DataFrame:
+    """``ev`` (:func:`_rows_after`) with the versions: ``_chg`` (the event opens a version: it
+    starts a segment or changes a tracked column, and is no delete), ``_vopen`` (the open version's
+    start: from the target or not, seq and time), ``_end`` (where it ends: the next event that
+    closes it, else the first truncate after it, ``after_t``) and ``_version`` (the event is the
+    version's last, and the version is new or changed)."""
     diff = " OR ".join(f"NOT (r{i} <=> lag(r{i}) OVER ({w3}))" for i in sorted(tracked)) or "false"
     ev = ev.selectExpr("*", f"_op != 'D' AND (_first OR {diff}) AS _chg")
-    ev = ev.selectExpr(
+    return ev.selectExpr(
         "*",
         f"last(CASE WHEN _chg THEN named_struct('t', _target, 's', coalesce(_t_start_seq, _seq), "
         f"'ts', coalesce(_t_start_at, _op_ts)) END, true) OVER {run} AS _vopen",
@@ -219,8 +243,14 @@ def fold_history(
         "_live AND _op != 'D' AND (_next IS NULL OR _next.closes) AS _vlast",
         f"IF(_next IS NOT NULL, named_struct('s', _next.s, 'ts', _next.ts), {after_t}) AS _end",
     ).selectExpr("*", "_vlast AND NOT (_target AND _end IS NULL) AS _version")
-    return ev.where("_version OR _is_last").selectExpr(
-        *keys, *[f"r{i} AS c{i}" for i in range(n)],
+
+
+def _version_sql(layout: Layout) -> list[str]:
+    """SQL over the versions (:func:`_versions`) for :func:`fold_history`'s output
+    (:func:`version_schema`): a version's row, kind, start, end and last event, and on the key's
+    last row its counts, ``_pku``, ``_tomb_seq`` and ``_by_file``."""
+    return [
+        *layout.key_cols, *[f"r{i} AS c{i}" for i in range(len(layout.columns))],
         "CASE WHEN _version THEN IF(_vopen.t, 'update', 'insert') END AS _kind",
         "_vopen.ts AS _start_at", "_vopen.s AS _start_seq", "_end.ts AS _end_at", "_end.s AS _end_seq",
         "_seq AS _cdc_seq", "_op AS _cdc_op", "_op_ts AS _cdc_op_ts",
@@ -228,6 +258,4 @@ def fold_history(
         "_is_last AND coalesce(_key_pku, false) AS _pku",
         "CASE WHEN _is_last AND _newest._op = 'D' THEN _newest._seq END AS _tomb_seq",
         "IF(_is_last, _by_file, NULL) AS _by_file",
-    )
-
-
+    ]

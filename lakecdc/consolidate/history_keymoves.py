@@ -19,15 +19,14 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 from pyspark.sql import functions as F
 
-from lakecdc.consolidate.fold import ARRIVAL, Layout, before_columns
+from lakecdc.consolidate.fold import ARRIVAL, Layout
 from lakecdc.consolidate.history import version_schema
-from lakecdc.consolidate.keymoves import arrival_key
+from lakecdc.consolidate.keymoves import Applied, Change, Key, arrival_key, gathered_events, key_of
 from lakecdc.spark.versions import arrow_schema
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-Key = tuple[Any, ...]
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 
@@ -44,15 +43,9 @@ def replay_pk_keys(
 ) -> DataFrame:
     """Versions for the keys in ``touched`` (see the module docstring)."""
     n, nk = len(layout.columns), len(layout.keys)
-    typed = events.drop(*[c for i in range(n) for c in (f"b{i}", f"q{i}") if c in events.columns])
-    typed = typed.selectExpr("*", *before_columns(layout))
     none = F.lit(None)
-    base = typed.select(
-        F.lit("E").alias("_kind"), *layout.key_cols, *[f"n{j}" for j in range(nk)], "_op", "_seq", "_op_ts",
-        "_pku", *ARRIVAL, *[f"{p}{i}" for i in range(n) for p in ("a", "p", "b", "q")],
-        none.cast("string").alias("_t_start_seq"), none.cast("timestamp").alias("_t_start_at"),
-    )
-    parts = [base]
+    start = (none.cast("string").alias("_t_start_seq"), none.cast("timestamp").alias("_t_start_at"))
+    parts = [gathered_events(events, layout, *start)]
 
     def other(df: DataFrame, kind: str, seq: str, row: bool) -> DataFrame:
         return df.join(touched.select(*layout.key_cols), layout.key_cols, "left_semi").select(
@@ -95,9 +88,9 @@ class _Versions:
         v = self.open.get(k)
         return v["row"] if v is not None else None
 
-    def start(self, k: Key, row: list[Any], e: dict[str, Any]) -> None:
-        self.open[k] = {"row": row, "start_seq": e["_seq"], "start_at": e["_op_ts"], "seq": e["_seq"], "op": e["_op"],
-                        "op_ts": e["_op_ts"], "target": False, "changed": True}
+    def start(self, k: Key, row: list[Any], e: Change) -> None:
+        self.open[k] = {"row": row, "start_seq": e.seq, "start_at": e.op_ts, "seq": e.seq, "op": e.op,
+                        "op_ts": e.op_ts, "target": False, "changed": True}
 
     def close(self, k: Key, seq: str, at: dt.datetime | None) -> None:
         v = self.open.pop(k, None)
@@ -105,14 +98,117 @@ class _Versions:
             v["end_seq"], v["end_at"] = seq, at
             self.done.append((k, v))
 
-    def change(self, k: Key, row: list[Any], e: dict[str, Any]) -> None:
+    def change(self, k: Key, row: list[Any], e: Change) -> None:
         """The key's row becomes ``row``: in place, or a new version when a tracked column differs."""
         v = self.open[k]
         if any(v["row"][i] != row[i] for i in self.tracked):
-            self.close(k, e["_seq"], e["_op_ts"])
+            self.close(k, e.seq, e.op_ts)
             self.start(k, row, e)
         else:
-            v.update(row=row, seq=e["_seq"], op=e["_op"], op_ts=e["_op_ts"], changed=True)
+            v.update(row=row, seq=e.seq, op=e.op, op_ts=e.op_ts, changed=True)
+
+
+class _HistoryReplay:
+    """The touched keys' versions and tombstones while :func:`replay` applies their events and the
+    batch's truncates in order."""
+
+    def __init__(self, n_columns: int, n_keys: int, tracked: frozenset[int]) -> None:
+        self.n, self.nk = n_columns, n_keys
+        self.versions = _Versions(n_columns, tracked)
+        self.applied = Applied()
+        #: per key whose last event is a delete or moved it away, that event's seq
+        self.tomb: dict[Key, str] = {}
+        #: every key the gathered rows name, in the order met
+        self.seen: dict[Key, None] = {}
+
+    def load(self, recs: list[dict[str, Any]]) -> None:
+        """Take in the gathered rows: every key named (also an event's new key), the open versions
+        (``R``) and the stored seqs (``R``, ``S``)."""
+        for r in recs:
+            k = key_of(r, "k", self.nk)
+            self.seen[k] = None
+            if r["_kind"] == "E" and r["_pku"]:
+                self.seen[key_of(r, "n", self.nk)] = None
+            if r["_kind"] == "R":
+                self.versions.open[k] = {
+                    "row": [r[f"a{i}"] for i in range(self.n)], "start_seq": r["_t_start_seq"],
+                    "start_at": r["_t_start_at"], "seq": r["_seq"], "op": r["_op"], "op_ts": r["_op_ts"],
+                    "target": True, "changed": False,
+                }
+            if r["_kind"] in ("R", "S"):
+                self.applied.stored(k, r["_seq"])
+
+    def truncate(self, seq: str, at: dt.datetime) -> None:
+        """A truncate of seq ``seq`` at ``at`` closes every version it comes after (one an earlier
+        run stored at the truncate's seq stays: across runs the seq decides)."""
+        for k in [k for k, v in self.versions.open.items() if v["seq"] < seq or (v["seq"] == seq and v["changed"])]:
+            self.versions.close(k, seq, at)
+            # the key is absent now: an event of equal seq after the truncate is no replay
+            self.applied.forget(k)
+
+    def apply(self, e: Change) -> None:
+        """Apply event ``e`` unless it is a duplicate (or made stale by an earlier event of this
+        batch): a delete or key update closes the key's version and leaves a tombstone, a key
+        update opens the new key's version, an insert or update opens or changes the key's."""
+        k = e.key
+        if not self.applied.newer(k, e.seq, e.sig):
+            return
+        old = self.versions.row(k)
+        self.applied.apply(k, e.seq, e.sig)
+        self.tomb.pop(k, None)
+        if e.op == "D" or e.pku:
+            self.versions.close(k, e.seq, e.op_ts)
+            self.tomb[k] = e.seq
+            if e.pku:
+                self._move(e, old)
+        elif old is not None:
+            self.versions.change(k, e.row(old), e)
+        else:
+            self.versions.start(k, e.row(None), e)
+
+    def _move(self, e: Change, old: list[Any] | None) -> None:
+        """Open the new key's version of key update ``e`` from the old key's row ``old`` (closing
+        its open one), unless the new key already reflects something newer."""
+        new = e.new_key
+        if not self.applied.newer(new, e.seq, object()):
+            return  # the new key already reflects something newer: only the old key closes
+        self.versions.close(new, e.seq, e.op_ts)
+        self.versions.start(new, e.moved_row(old), e)
+        self.applied.apply(new, e.seq, ("moved", e.sig))
+        self.tomb.pop(new, None)
+
+    def table(self, arrow_schema: pa.Schema) -> pa.Table:
+        """The output (:func:`~lakecdc.consolidate.history.version_schema`): one row without a
+        version per key replayed (so that the caller can drop the first fold's rows of them), the
+        closed versions, the open versions made or changed, and the tombstones."""
+        out: dict[str, list[Any]] = {f.name: [] for f in arrow_schema}
+
+        def emit(k: Key, v: dict[str, Any] | None, tomb_seq: str | None) -> None:
+            for j in range(self.nk):
+                out[f"k{j}"].append(k[j])
+            values = v["row"] if v is not None else [None] * self.n
+            for i in range(self.n):
+                out[f"c{i}"].append(values[i])
+            out["_kind"].append(None if v is None else ("update" if v["target"] else "insert"))
+            for name, field in (("_start_at", "start_at"), ("_start_seq", "start_seq"), ("_end_at", "end_at"),
+                                ("_end_seq", "end_seq"), ("_cdc_seq", "seq"), ("_cdc_op", "op"), ("_cdc_op_ts", "op_ts")):
+                out[name].append(v.get(field) if v is not None else None)
+            for name in ("_events", "_dups", "_stale", "_errors"):
+                out[name].append(0)
+            out["_pku"].append(False)
+            out["_tomb_seq"].append(tomb_seq)
+            out["_by_file"].append(None)  # (counted by the first fold)
+
+        for k in self.seen:
+            emit(k, None, None)
+        for k, v in self.versions.done:
+            emit(k, v, None)
+        for k, v in self.versions.open.items():
+            if v["changed"]:
+                emit(k, v, None)
+        for k, seq in self.tomb.items():
+            emit(k, None, seq)
+        return pa.Table.from_pydict(out, schema=arrow_schema)
 
 
 def replay(
@@ -123,105 +219,15 @@ def replay(
     truncates (seq, op_ts, arrival) in the order (seq, arrival); return the versions made or
     changed and the tombstones."""
     recs = tbl.to_pylist()
-    versions = _Versions(n_columns, tracked)
-    seq_of: dict[Key, str] = {}
-    tomb: dict[Key, str] = {}
-
-    def key_of(r: dict[str, Any], prefix: str) -> Key:
-        return tuple(r[f"{prefix}{j}"] for j in range(n_keys))
-
-    seen: dict[Key, None] = {}
-    for r in recs:
-        k = key_of(r, "k")
-        seen[k] = None
-        if r["_kind"] == "E" and r["_pku"]:
-            seen[key_of(r, "n")] = None
-        if r["_kind"] == "R":
-            versions.open[k] = {"row": [r[f"a{i}"] for i in range(n_columns)], "start_seq": r["_t_start_seq"],
-                                "start_at": r["_t_start_at"], "seq": r["_seq"], "op": r["_op"], "op_ts": r["_op_ts"],
-                                "target": True, "changed": False}
-        if r["_kind"] in ("R", "S"):
-            seq_of[k] = max(seq_of.get(k, ""), r["_seq"])
+    state = _HistoryReplay(n_columns, n_keys, tracked)
+    state.load(recs)
     timeline: list[tuple[str, tuple[Any, ...], Any]] = [(s, at, ts) for s, ts, at in truncates]
     timeline += [(r["_seq"], tuple(r[c] for c in ARRIVAL), r) for r in recs if r["_kind"] == "E"]
     # (seq, arrival): events and truncates whose vendor positions tie replay in the order they were written
     timeline.sort(key=lambda x: (x[0], *map(arrival_key, x[1])))
-    # per key, the event of this batch that set seq_of: an event of equal seq comes later and
-    # applies, unless it is an exact copy of it (a replay)
-    mine: dict[Key, Any] = {}
-
-    def newer(k: Key, seq: str, sig: Any) -> bool:
-        if k not in seq_of or seq > seq_of[k]:
-            return True
-        return seq == seq_of[k] and k in mine and mine[k] != sig
-
     for seq, _, item in timeline:
-        if not isinstance(item, dict):  # a truncate closes every version it comes after
-            # (one an earlier run stored at the truncate's seq stays: across runs the seq decides)
-            for k in [k for k, v in versions.open.items() if v["seq"] < seq or (v["seq"] == seq and v["changed"])]:
-                versions.close(k, seq, item)
-                # the key is absent now: an event of equal seq after the truncate is no replay
-                seq_of.pop(k, None)
-                mine.pop(k, None)
-            continue
-        e = item
-        k = key_of(e, "k")
-        after = {i: e[f"a{i}"] for i in range(n_columns) if e[f"p{i}"]}
-        before = {i: e[f"b{i}"] for i in range(n_columns) if e[f"q{i}"]}
-        sig = (e["_op"], e["_pku"], tuple(sorted(after.items())), tuple(sorted(before.items())))
-        if not newer(k, seq, sig):
-            continue  # a duplicate (or made stale by an earlier event of this batch)
-        old = versions.row(k)
-        seq_of[k] = seq
-        mine[k] = sig
-        tomb.pop(k, None)
-        if e["_op"] == "D" or e["_pku"]:
-            versions.close(k, seq, e["_op_ts"])
-            tomb[k] = seq
-            if not e["_pku"]:
-                continue
-            new = key_of(e, "n")
-            if not newer(new, seq, object()):
-                continue  # the new key already reflects something newer: only the old key closes
-            built = [after.get(i, before.get(i, old[i] if old is not None else None)) for i in range(n_columns)]
-            versions.close(new, seq, e["_op_ts"])
-            versions.start(new, built, e)
-            seq_of[new] = seq
-            mine[new] = ("moved", sig)
-            tomb.pop(new, None)
-        elif old is not None:
-            versions.change(k, [after.get(i, old[i]) for i in range(n_columns)], e)
-        elif e["_op"] == "U":
-            versions.start(k, [after.get(i, before.get(i)) for i in range(n_columns)], e)
+        if isinstance(item, dict):
+            state.apply(Change.read(item, n_columns, n_keys))
         else:
-            versions.start(k, [after.get(i) for i in range(n_columns)], e)
-
-    out: dict[str, list[Any]] = {f.name: [] for f in arrow_schema}
-
-    def emit(k: Key, v: dict[str, Any] | None, tomb_seq: str | None) -> None:
-        for j in range(n_keys):
-            out[f"k{j}"].append(k[j])
-        values = v["row"] if v is not None else [None] * n_columns
-        for i in range(n_columns):
-            out[f"c{i}"].append(values[i])
-        kind = None if v is None else ("update" if v["target"] else "insert")
-        out["_kind"].append(kind)
-        for name, field in (("_start_at", "start_at"), ("_start_seq", "start_seq"), ("_end_at", "end_at"),
-                            ("_end_seq", "end_seq"), ("_cdc_seq", "seq"), ("_cdc_op", "op"), ("_cdc_op_ts", "op_ts")):
-            out[name].append(v.get(field) if v is not None else None)
-        for name in ("_events", "_dups", "_stale", "_errors"):
-            out[name].append(0)
-        out["_pku"].append(False)
-        out["_tomb_seq"].append(tomb_seq)
-        out["_by_file"].append(None)  # (counted by the first fold)
-
-    for k in seen:  # every key replayed here, so that the caller can drop the first fold's rows of them
-        emit(k, None, None)
-    for k, v in versions.done:
-        emit(k, v, None)
-    for k, v in versions.open.items():
-        if v["changed"]:
-            emit(k, v, None)
-    for k, seq in tomb.items():
-        emit(k, None, seq)
-    return pa.Table.from_pydict(out, schema=arrow_schema)
+            state.truncate(seq, item)
+    return state.table(arrow_schema)

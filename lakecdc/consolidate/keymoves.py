@@ -11,6 +11,7 @@ same shape as :func:`lakecdc.consolidate.fold.fold`'s, with every column set (th
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -30,7 +31,7 @@ from lakecdc.errors import PrimaryKeyUpdateError
 from lakecdc.spark.versions import arrow_schema
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
 
 Key = tuple[Any, ...]
 
@@ -108,37 +109,24 @@ def fold_pk_keys(
     """Net actions for the keys in ``touched`` (see the module docstring)."""
     n = len(layout.columns)
     nk = len(layout.keys)
-    typed = events.drop(*[c for i in range(n) for c in (f"b{i}", f"q{i}") if c in events.columns])
-    typed = typed.selectExpr("*", *before_columns(layout))
-    base = typed.select(
-        F.lit("E").alias("_kind"), *layout.key_cols, *[f"n{j}" for j in range(nk)], "_op", "_seq", "_op_ts",
-        "_pku", *ARRIVAL, *[f"{p}{i}" for i in range(n) for p in ("a", "p", "b", "q")],
-    )
-    parts = [base]
+    keys = layout.key_cols
+    none = F.lit(None)
+
+    def stand_ins(df: DataFrame, kind: str, seq: str, row: bool) -> DataFrame:
+        """The touched keys' target rows (kind ``R``, every column present) or stored seqs (``S``)."""
+        return df.join(touched.select(*keys), keys, "left_semi").select(
+            F.lit(kind).alias("_kind"), *keys, *[none.alias(f"n{j}") for j in range(nk)],
+            none.cast("string").alias("_op"), F.col(seq).alias("_seq"),
+            none.cast("timestamp").alias("_op_ts"), F.lit(False).alias("_pku"), *[none.alias(c) for c in ARRIVAL],
+            *[x for i in range(n) for x in ((F.col(f"c{i}") if row else none).alias(f"a{i}"), F.lit(row).alias(f"p{i}"),
+                                             none.alias(f"b{i}"), F.lit(False).alias(f"q{i}"))],
+        )
+
+    parts = [gathered_events(events, layout)]
     if target_rows is not None:
-        rows = target_rows.join(touched.select(*layout.key_cols), layout.key_cols, "left_semi")
-        parts.append(
-            rows.select(
-                F.lit("R").alias("_kind"), *layout.key_cols, *[F.lit(None).alias(f"n{j}") for j in range(nk)],
-                F.lit(None).cast("string").alias("_op"), F.col("_cdc_seq").alias("_seq"),
-                F.lit(None).cast("timestamp").alias("_op_ts"), F.lit(False).alias("_pku"),
-                *[F.lit(None).alias(c) for c in ARRIVAL],
-                *[x for i in range(n) for x in (F.col(f"c{i}").alias(f"a{i}"), F.lit(True).alias(f"p{i}"),
-                                                 F.lit(None).alias(f"b{i}"), F.lit(False).alias(f"q{i}"))],
-            )
-        )
+        parts.append(stand_ins(target_rows, "R", "_cdc_seq", True))
     if stored is not None:
-        seqs = stored.join(touched.select(*layout.key_cols), layout.key_cols, "left_semi")
-        parts.append(
-            seqs.select(
-                F.lit("S").alias("_kind"), *layout.key_cols, *[F.lit(None).alias(f"n{j}") for j in range(nk)],
-                F.lit(None).cast("string").alias("_op"), F.col("_stored_seq").alias("_seq"),
-                F.lit(None).cast("timestamp").alias("_op_ts"), F.lit(False).alias("_pku"),
-                *[F.lit(None).alias(c) for c in ARRIVAL],
-                *[x for i in range(n) for x in (F.lit(None).alias(f"a{i}"), F.lit(False).alias(f"p{i}"),
-                                                 F.lit(None).alias(f"b{i}"), F.lit(False).alias(f"q{i}"))],
-            )
-        )
+        parts.append(stand_ins(stored, "S", "_stored_seq", False))
     allrows = parts[0]
     for p in parts[1:]:
         allrows = allrows.unionByName(p, allowMissingColumns=False)
@@ -150,6 +138,19 @@ def fold_pk_keys(
     return allrows.withColumn("_group", F.lit(table)).groupBy("_group").applyInArrow(run, schema)
 
 
+def gathered_events(events: DataFrame, layout: Layout, *extra: Column) -> DataFrame:
+    """``events`` (:func:`key_move_events`) as the replay's rows of kind ``E``: the key, the new key
+    ``n{j}``, op, seq, time, ``_pku``, arrival and per column ``a{i}``, ``p{i}``, ``b{i}``, ``q{i}``
+    (the typed before value, read from the raw before image), then the ``extra`` columns."""
+    n, nk = len(layout.columns), len(layout.keys)
+    typed = events.drop(*[c for i in range(n) for c in (f"b{i}", f"q{i}") if c in events.columns])
+    typed = typed.selectExpr("*", *before_columns(layout))
+    return typed.select(
+        F.lit("E").alias("_kind"), *layout.key_cols, *[f"n{j}" for j in range(nk)], "_op", "_seq", "_op_ts",
+        "_pku", *ARRIVAL, *[f"{p}{i}" for i in range(n) for p in ("a", "p", "b", "q")], *extra,
+    )
+
+
 def _arrow(schema: Any) -> pa.Schema:
     return arrow_schema(schema)
 
@@ -159,99 +160,175 @@ def arrival_key(value: Any) -> tuple[int, Any]:
     return (0, "") if value is None else (1, value)
 
 
+def key_of(r: dict[str, Any], prefix: str, n_keys: int) -> Key:
+    """A gathered row's key: its ``k{j}`` (``prefix`` ``k``) or an event's new key ``n{j}``."""
+    return tuple(r[f"{prefix}{j}"] for j in range(n_keys))
+
+
+@dataclass(frozen=True)
+class Change:
+    """One gathered event (``E``) as the replays apply it."""
+
+    seq: str
+    op: str
+    op_ts: Any
+    #: a primary-key update: the row moves from ``key`` to ``new_key``
+    pku: bool
+    key: Key
+    new_key: Key
+    n_columns: int
+    #: the values present in the after and before images, by column position
+    after: dict[int, Any]
+    before: dict[int, Any]
+    #: what the event says: two events of equal seq and equal signature are copies of one record
+    sig: Any
+
+    @classmethod
+    def read(cls, e: dict[str, Any], n_columns: int, n_keys: int) -> Change:
+        """The event of gathered row ``e``."""
+        after = {i: e[f"a{i}"] for i in range(n_columns) if e[f"p{i}"]}
+        before = {i: e[f"b{i}"] for i in range(n_columns) if e[f"q{i}"]}
+        return cls(
+            seq=e["_seq"], op=e["_op"], op_ts=e["_op_ts"], pku=e["_pku"],
+            key=key_of(e, "k", n_keys), new_key=key_of(e, "n", n_keys), n_columns=n_columns,
+            after=after, before=before,
+            sig=(e["_op"], e["_pku"], tuple(sorted(after.items())), tuple(sorted(before.items()))),
+        )
+
+    def row(self, old: list[Any] | None) -> list[Any]:
+        """The key's row after this insert or update: the after image over the key's row ``old``;
+        with no row, an update takes the columns its after image lacks from its before image
+        (an update of an absent row) and an insert leaves them NULL."""
+        if old is not None:
+            return [self.after.get(i, old[i]) for i in range(self.n_columns)]
+        if self.op == "U":
+            return [self.after.get(i, self.before.get(i)) for i in range(self.n_columns)]
+        return [self.after.get(i) for i in range(self.n_columns)]
+
+    def moved_row(self, old: list[Any] | None) -> list[Any]:
+        """The new key's row after this key update: the after image, then the before image, then
+        the old key's row ``old`` (None: NULL)."""
+        return [
+            self.after.get(i, self.before.get(i, old[i] if old is not None else None)) for i in range(self.n_columns)
+        ]
+
+
+class Applied:
+    """Per key, the seq that its row reflects (the target's row, its tombstone, or this batch's
+    events so far) and the signature of this batch's event that set it: an event of equal seq comes
+    later in the order (seq, arrival) and applies, unless it is an exact copy of it (a replay)."""
+
+    def __init__(self) -> None:
+        self.seq: dict[Key, str] = {}
+        self.mine: dict[Key, Any] = {}
+
+    def stored(self, k: Key, seq: str) -> None:
+        """Key ``k`` has a stored row or tombstone of seq ``seq``."""
+        self.seq[k] = max(self.seq.get(k, ""), seq)
+
+    def newer(self, k: Key, seq: str, sig: Any) -> bool:
+        """Whether an event of seq ``seq`` and signature ``sig`` changes key ``k``."""
+        if k not in self.seq or seq > self.seq[k]:
+            return True
+        return seq == self.seq[k] and k in self.mine and self.mine[k] != sig
+
+    def apply(self, k: Key, seq: str, sig: Any) -> None:
+        """An event of seq ``seq`` and signature ``sig`` of this batch changed key ``k``."""
+        self.seq[k] = seq
+        self.mine[k] = sig
+
+    def forget(self, k: Key) -> None:
+        """Key ``k`` is absent now (a truncate removed it): any later event applies."""
+        self.seq.pop(k, None)
+        self.mine.pop(k, None)
+
+
+class _NetReplay:
+    """The touched keys' rows and counts while :func:`replay` applies their events in order."""
+
+    def __init__(self, n_columns: int) -> None:
+        self.n = n_columns
+        self.applied = Applied()
+        self.rows: dict[Key, list[Any]] = {}
+        self.last_op: dict[Key, str] = {}
+        self.op_ts: dict[Key, Any] = {}
+        self.events: dict[Key, int] = {}
+        self.dups: dict[Key, int] = {}
+        #: the keys in the order they were first met
+        self.touched: list[Key] = []
+
+    def touch(self, k: Key) -> None:
+        """Count key ``k`` among the touched keys (from zero events)."""
+        if k not in self.events:
+            self.events[k] = 0
+            self.dups[k] = 0
+            self.touched.append(k)
+
+    def apply(self, e: Change) -> None:
+        """Apply event ``e``: count it, and unless it is not newer than its key, change the key's
+        row (a delete or a key update removes it; a key update builds the new key's row)."""
+        k = e.key
+        self.touch(k)
+        self.events[k] += 1
+        if not self.applied.newer(k, e.seq, e.sig):
+            self.dups[k] += 1
+            return
+        old = self.rows.get(k)
+        self.applied.apply(k, e.seq, e.sig)
+        if e.op == "D":
+            self.rows.pop(k, None)
+        elif e.pku:
+            self.rows.pop(k, None)
+            self._move(e, old)
+        else:
+            self.rows[k] = e.row(old)
+        self.last_op[k], self.op_ts[k] = "D" if e.pku else e.op, e.op_ts
+
+    def _move(self, e: Change, old: list[Any] | None) -> None:
+        """Build the new key's row of key update ``e`` from the old key's row ``old``, unless the
+        new key already reflects something newer (then only the old row goes)."""
+        self.touch(e.new_key)
+        if self.applied.newer(e.new_key, e.seq, object()):
+            self.rows[e.new_key] = e.moved_row(old)
+            self.applied.apply(e.new_key, e.seq, ("moved", e.sig))
+            self.last_op[e.new_key], self.op_ts[e.new_key] = "U", e.op_ts
+
+    def table(self, n_keys: int, arrow_schema: pa.Schema) -> pa.Table:
+        """The net actions of the touched keys (:func:`~lakecdc.consolidate.fold.net_schema`): every
+        column set; keys whose every event was stale are left out."""
+        out: dict[str, list[Any]] = {f.name: [] for f in arrow_schema}
+        for k in self.touched:
+            if k not in self.last_op:
+                continue  # every event of this key was stale: nothing to write
+            for j in range(n_keys):
+                out[f"k{j}"].append(k[j])
+            values = self.rows.get(k, [None] * self.n)
+            for i in range(self.n):
+                out[f"c{i}"].append(values[i])
+                out[f"u{i}"].append(True)
+            out["_action"].append("upsert" if k in self.rows else "delete")
+            out["_cdc_seq"].append(self.applied.seq[k])
+            out["_cdc_op"].append(self.last_op[k])
+            out["_cdc_op_ts"].append(self.op_ts[k])
+            out["_events"].append(self.events[k])
+            out["_dups"].append(self.dups[k])
+            for name, value in (("_stale", 0), ("_errors", 0), ("_pku", False), ("_min_seq", None)):
+                out[name].append(value)
+            out["_by_file"].append(None)  # (counted by the first fold)
+        return pa.Table.from_pydict(out, schema=arrow_schema)
+
+
 def replay(tbl: pa.Table, *, n_columns: int, n_keys: int, arrow_schema: pa.Schema) -> pa.Table:
     """Apply one table's gathered rows (``R``), tombstones (``S``) and events (``E``) in order."""
     recs = tbl.to_pylist()
-    rows: dict[Key, list[Any]] = {}
-    seq_of: dict[Key, str] = {}
-    last_op: dict[Key, str] = {}
-    op_ts: dict[Key, Any] = {}
-    events: dict[Key, int] = {}
-    dups: dict[Key, int] = {}
-    touched: list[Key] = []
-
-    def key_of(r: dict[str, Any], prefix: str) -> Key:
-        return tuple(r[f"{prefix}{j}"] for j in range(n_keys))
-
-    def touch(k: Key) -> None:
-        if k not in events:
-            events[k] = 0
-            dups[k] = 0
-            touched.append(k)
-
+    state = _NetReplay(n_columns)
     for r in recs:
         if r["_kind"] == "R":
-            k = key_of(r, "k")
-            rows[k] = [r[f"a{i}"] for i in range(n_columns)]
-            seq_of[k] = max(seq_of.get(k, ""), r["_seq"])
-        elif r["_kind"] == "S":
-            k = key_of(r, "k")
-            seq_of[k] = max(seq_of.get(k, ""), r["_seq"])
+            state.rows[key_of(r, "k", n_keys)] = [r[f"a{i}"] for i in range(n_columns)]
+        if r["_kind"] in ("R", "S"):
+            state.applied.stored(key_of(r, "k", n_keys), r["_seq"])
     # (seq, arrival): records whose vendor positions tie apply in the order they were written
     evs = sorted((r for r in recs if r["_kind"] == "E"), key=lambda r: (r["_seq"], *(arrival_key(r[c]) for c in ARRIVAL)))
-    # per key, the event of this run that set seq_of (its op and images): an event of equal seq
-    # comes later in the order and applies, unless it is an exact copy (a replay)
-    mine: dict[Key, Any] = {}
-
-    def newer(k: Key, seq: str, sig: Any) -> bool:
-        if k not in seq_of or seq > seq_of[k]:
-            return True
-        return seq == seq_of[k] and k in mine and mine[k] != sig
-
     for e in evs:
-        k = key_of(e, "k")
-        touch(k)
-        events[k] += 1
-        op = e["_op"]
-        after = {i: e[f"a{i}"] for i in range(n_columns) if e[f"p{i}"]}
-        before = {i: e[f"b{i}"] for i in range(n_columns) if e[f"q{i}"]}
-        sig = (op, e["_pku"], tuple(sorted(after.items())), tuple(sorted(before.items())))
-        if not newer(k, e["_seq"], sig):
-            dups[k] += 1
-            continue
-        old = rows.get(k)
-        mine[k] = sig
-        if op == "D":
-            rows.pop(k, None)
-        elif e["_pku"]:
-            rows.pop(k, None)
-            new_key = key_of(e, "n")
-            touch(new_key)
-            if not newer(new_key, e["_seq"], object()):
-                pass  # the new key already reflects something newer: only the old row goes
-            else:
-                built = [after.get(i, before.get(i, old[i] if old is not None else None)) for i in range(n_columns)]
-                rows[new_key] = built
-                mine[new_key] = ("moved", sig)
-                seq_of[new_key], last_op[new_key], op_ts[new_key] = e["_seq"], "U", e["_op_ts"]
-        elif old is not None:
-            rows[k] = [after.get(i, old[i]) for i in range(n_columns)]
-        elif op == "U":
-            rows[k] = [after.get(i, before.get(i)) for i in range(n_columns)]
-        else:
-            rows[k] = [after.get(i) for i in range(n_columns)]
-        seq_of[k], last_op[k], op_ts[k] = e["_seq"], "D" if e["_pku"] else op, e["_op_ts"]
-
-    out: dict[str, list[Any]] = {f.name: [] for f in arrow_schema}
-    for k in touched:
-        if k not in last_op:
-            continue  # every event of this key was stale: nothing to write
-        live = k in rows
-        for j in range(n_keys):
-            out[f"k{j}"].append(k[j])
-        values = rows.get(k, [None] * n_columns)
-        for i in range(n_columns):
-            out[f"c{i}"].append(values[i])
-            out[f"u{i}"].append(True)
-        out["_action"].append("upsert" if live else "delete")
-        out["_cdc_seq"].append(seq_of[k])
-        out["_cdc_op"].append(last_op[k])
-        out["_cdc_op_ts"].append(op_ts[k])
-        out["_events"].append(events[k])
-        out["_dups"].append(dups[k])
-        out["_stale"].append(0)
-        out["_errors"].append(0)
-        out["_pku"].append(False)
-        out["_min_seq"].append(None)
-        out["_by_file"].append(None)  # (counted by the first fold)
-    return pa.Table.from_pydict(out, schema=arrow_schema)
+        state.apply(Change.read(e, n_columns, n_keys))
+    return state.table(n_keys, arrow_schema)
