@@ -22,8 +22,11 @@ export LAKECDC_PROPERTY_DERANDOMIZE="${LAKECDC_PROPERTY_DERANDOMIZE:-1}"
 export LAKECDC_REQUIRE_ENGINES=1
 # two test processes (pytest-xdist), a test file per process: much of a test's time is Spark's
 # and Python's latency, not CPU, so two share the 2 cores well
-PYTEST=(-m pytest -q -p no:cacheprovider -n 2 --dist loadfile)
+# (the slowest tests are listed at the end of each pass, to keep CI's time in view)
+PYTEST=(-m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=15)
 
+echo "test: types (mypy over lakecdc/, against PySpark $OLDEST)"
+.venv/bin/python -m mypy lakecdc
 echo "test: PySpark $NEWEST, delta-rs: the API tests on a user's session (Spark's defaults, a zone west of UTC, ANSI on)"
 LAKECDC_TEST_SESSION=user LAKECDC_TEST_TZ=America/Los_Angeles LAKECDC_TEST_ENGINES=delta-rs \
   .venv-newest/bin/python "${PYTEST[@]}" tests/test_apply.py "$@"

@@ -272,7 +272,9 @@ def drop_stale(wide: DataFrame, layout: Layout, stored: DataFrame | None, waterm
     return wide.withColumn("_stale", stale)
 
 
-def fold(wide: DataFrame, layout: Layout, *, reset: Point | None = None) -> DataFrame:
+def fold(
+    wide: DataFrame, layout: Layout, *, reset: Point | None = None, whole: bool = False, one_file: bool = False,
+) -> DataFrame:
     """Fold each key's events into one net action, counting the events it leaves out.
 
     ``wide`` comes from :func:`widen` (and :func:`drop_stale`, which adds ``_stale``); truncates
@@ -288,6 +290,15 @@ def fold(wide: DataFrame, layout: Layout, *, reset: Point | None = None) -> Data
     ``reset`` is where a truncate of this batch sits (see :func:`first_truncate`): events before
     it in the order (seq, arrival) only count (they are wiped), and every key starts again from
     an absent row after it, as after a delete.
+
+    Two choices make the plan cheaper for batches that allow them, with the same output:
+
+    * ``whole``: the caller expects every after image to hold every column (a format that writes
+      whole rows, or a batch profiled so): each key's upsert is then its newest after image, one
+      aggregate instead of one per column. The output gets ``_partial``, the keys whose images
+      were not whole after all; the caller must fold again without ``whole`` when any is.
+    * ``one_file``: every event was read from one file: ``_by_file`` is left NULL (no per-file
+      windows), the totals say the same (:func:`late_by_file` then needs the file's name).
     """
     if "_before" in wide.columns:  # from widen(full=True): the used value is after, else before
         n = len(layout.columns)
@@ -295,13 +306,16 @@ def fold(wide: DataFrame, layout: Layout, *, reset: Point | None = None) -> Data
     src = wide.selectExpr(
         *fold_inputs(wide, layout), f"{before_sql(reset)} AS _wiped" if reset is not None else "false AS _wiped",
     )
-    over, whole = key_window(layout)
-    ev = _mark_events(src, over, whole, truncated=reset is not None)
-    ev = by_file(ev, over, whole, late="_dup OR (_stale AND NOT _bad)")
+    over, frame = key_window(layout)
+    ev = _mark_events(src, over, frame, truncated=reset is not None)
+    if one_file:
+        ev = ev.selectExpr("*", f"CAST(NULL AS {BY_FILE.simpleString()}) AS _by_file")
+    else:
+        ev = by_file(ev, over, frame, late="_dup OR (_stale AND NOT _bad)")
     # Whole-partition window aggregates, read off each key's last row: no second shuffle and no
     # aggregation buffers of structs.
-    last_rows = ev.selectExpr(*_key_totals_sql(layout, whole)).where("_is_last")
-    return last_rows.selectExpr(*_net_action_sql(layout))
+    last_rows = ev.selectExpr(*_key_totals_sql(layout, frame, whole_images=whole)).where("_is_last")
+    return last_rows.selectExpr(*_net_action_sql(layout, whole=whole))
 
 
 def fold_inputs(wide: DataFrame, layout: Layout) -> list[str]:
@@ -362,11 +376,13 @@ def _mark_events(src: DataFrame, over: str, whole: str, *, truncated: bool) -> D
     )
 
 
-def _key_totals_sql(layout: Layout, whole: str) -> list[str]:
+def _key_totals_sql(layout: Layout, whole: str, *, whole_images: bool = False) -> list[str]:
     """SQL over the marked events (:func:`_mark_events`, :func:`by_file`) for what the net action
     needs of a key's whole partition, on each of its rows: the newest live event ``_newest``, the
     counts, ``_min_seq``, ``_pku``, per column ``l{i}`` (its last present value since the last
-    reset) and ``_fill`` (the before image of an update that met no row)."""
+    reset) and ``_fill`` (the before image of an update that met no row). With ``whole_images``,
+    instead of those: ``_lastv``, the values of the newest live after image since the last reset,
+    and ``_partial``, whether an after image that counts lacked a column."""
     n = len(layout.columns)
     totals = [
         *layout.key_cols, "_is_last", "_last_d", "_by_file",
@@ -380,6 +396,15 @@ def _key_totals_sql(layout: Layout, whole: str) -> list[str]:
         # a key change before the batch's truncate still stops an abend run, as applied one by one
         f"max(_ok AND NOT _dup AND _pku) OVER {whole} AS _pku",
     ]
+    if whole_images:
+        every = " AND ".join(f"p{i}" for i in range(n))
+        values = ", ".join(f"v{i}" for i in range(n))
+        counted = "_live AND _op != 'D' AND _after_reset"
+        return [
+            *totals,
+            f"last(CASE WHEN {counted} THEN struct({values}) END, true) OVER {whole} AS _lastv",
+            f"max({counted} AND NOT ({every})) OVER {whole} AS _partial",
+        ]
     for i in range(n):
         totals.append(
             f"last(CASE WHEN _live AND p{i} AND _op != 'D' AND _after_reset THEN struct(v{i} AS v) END, true) "
@@ -392,14 +417,18 @@ def _key_totals_sql(layout: Layout, whole: str) -> list[str]:
     return totals
 
 
-def _net_action_sql(layout: Layout) -> list[str]:
+def _net_action_sql(layout: Layout, *, whole: bool = False) -> list[str]:
     """SQL over a key's totals (:func:`_key_totals_sql`) for its net action (:func:`net_schema`):
     per column the value ``c{i}`` (its last present value, else the fill) and ``u{i}`` (set it),
     the action and the event it comes from, the counts, ``_pku``, ``_min_seq`` and ``_by_file``."""
     out = [*layout.key_cols]
     for i in range(len(layout.columns)):
-        out.append(f"IF(l{i} IS NOT NULL, l{i}.v, _fill.v{i}) AS c{i}")
-        out.append(f"(l{i} IS NOT NULL OR _last_d) AS u{i}")
+        if whole:
+            out += [f"_lastv.v{i} AS c{i}", f"(_lastv IS NOT NULL OR _last_d) AS u{i}"]
+        else:
+            out += [f"IF(l{i} IS NOT NULL, l{i}.v, _fill.v{i}) AS c{i}", f"(l{i} IS NOT NULL OR _last_d) AS u{i}"]
+    if whole:
+        out.append("coalesce(_partial, false) AS _partial")
     return [
         *out,
         "CASE WHEN _newest IS NULL THEN NULL WHEN _newest._op = 'D' THEN 'delete' ELSE 'upsert' END AS _action",
@@ -445,9 +474,16 @@ def by_file(ev: DataFrame, over: str, whole: str, *, late: str, counted: str = "
     ).drop("_rs", "_re", "_cn", "_cl", "_c1", "_l1", "_cn0", "_cl0")
 
 
-def late_by_file(net: pa.Table) -> tuple[dict[str, int], dict[str, int]]:
+def late_by_file(net: pa.Table, one_file: str | None = None) -> tuple[dict[str, int], dict[str, int]]:
     """Per file (the input file, not a staged copy), the events and the duplicate or late events
-    of a fold's collected output (its ``_by_file`` column, see :func:`by_file`)."""
+    of a fold's collected output (its ``_by_file`` column, see :func:`by_file`). ``one_file``:
+    the file every event was read from (a fold made with ``one_file``): its totals say it."""
+    if one_file is not None and net.num_rows:
+        def total(name: str) -> int:
+            return int(pc.sum(net.column(name)).as_py() or 0)
+
+        replayed = total("_dups") + total("_stale")
+        return {one_file: total("_events")}, ({one_file: replayed} if replayed else {})
     if "_by_file" not in net.column_names or not net.num_rows:
         return {}, {}
     flat = pc.list_flatten(net.column("_by_file"))

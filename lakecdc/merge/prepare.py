@@ -23,6 +23,7 @@ from lakecdc.changes.sequence import check_basis, resequence
 from lakecdc.consolidate.fold import (
     ARRIVAL,
     Layout,
+    Point,
     before_sql,
     drop_stale,
     first_truncate,
@@ -95,6 +96,21 @@ class Prepared:
 
 
 @dataclass(frozen=True)
+class Batch:
+    """What a run knows of its batch that lets the fold take a cheaper plan (same result).
+
+    ``whole_images``: the format writes every column in every after image (its
+    :class:`~lakecdc.decode.spec.Images` says ``whole="always"``): the fold takes each key's newest
+    image instead of each column's newest value, and folds again per column if a key's images
+    were not whole after all (a value the capture left out). ``one_file``: the batch's only input
+    file: its counts per file are the totals, no per-file bookkeeping in the fold.
+    """
+
+    whole_images: bool = False
+    one_file: str | None = None
+
+
+@dataclass(frozen=True)
 class Speculation:
     """What the fast path assumes of a batch, checked by the same pass that folds it.
 
@@ -120,7 +136,7 @@ class Speculation:
 
 def fast_path(
     spark: SparkSession, engine: DeltaRsEngine, settings: Settings, target: str, events: DataFrame,
-    *, run_id: int, say: Progress,
+    *, run_id: int, say: Progress, batch: Batch = Batch(),
 ) -> Prepared | None:
     """The run's one table prepared in a single pass over the data, or None (see :class:`Speculation`)."""
     known = known_tables(target)
@@ -147,7 +163,7 @@ def fast_path(
         events = resequence(events, table, fields, types, shape.spelled).drop("_unordered")
     say(f"{table}: consolidating")
     out = prepare_table(spark, engine, settings, target, table, {**prof, "columns": list(shape.columns)}, shape, {},
-                   events, speculation=Speculation(table, shape.keys))
+                   events, speculation=Speculation(table, shape.keys), batch=batch)
     if out is None:
         say("the batch holds more than the fast path assumed: profiling it")
         return None
@@ -157,7 +173,7 @@ def fast_path(
 def prepare_table(
     spark: SparkSession, engine: DeltaRsEngine, settings: Settings, target: str, table: str,
     prof: dict, shape: TableShape, inferred: dict[str, T.DataType], events: DataFrame,
-    *, speculation: Speculation | None = None,
+    *, speculation: Speculation | None = None, batch: Batch = Batch(),
 ) -> tuple[Prepared, DataFrame | None] | None:
     """Fold one table's events into net actions (collected as Arrow) and count what was left out.
 
@@ -188,11 +204,11 @@ def prepare_table(
     # (the fast path keeps truncates: marked unexpected, they count as errors and make it give up)
     usable = marked if speculation is not None else marked.where(F.col("_op") != "T")
     reset = first_truncate(mine, run_truncate) if run_truncate is not None else None
-    net = fold(usable, layout, reset=reset).toArrow()
+    net = _folded(usable, layout, reset, batch)
     counts = {
         name: int(pc.sum(net.column(name)).as_py() or 0) for name in ("_events", "_dups", "_stale", "_errors")
     }
-    events_by_file, late = late_by_file(net)
+    events_by_file, late = late_by_file(net, batch.one_file)
     net = net.drop_columns(["_by_file"])
     if speculation is not None:
         min_seq = pc.min(net.column("_min_seq")).as_py()
@@ -248,6 +264,16 @@ class HistoryPrepared:
     seen_columns: bool
     #: per input file, its events of this table that were duplicate or late
     late_by_file: dict[str, int] = field(default_factory=dict)
+
+
+def _folded(usable: DataFrame, layout: Layout, reset: Point | None, batch: Batch) -> pa.Table:
+    """The net actions of ``usable``, collected, by the cheapest fold ``batch`` allows."""
+    one_file = batch.one_file is not None
+    if batch.whole_images:
+        net = fold(usable, layout, reset=reset, whole=True, one_file=one_file).toArrow()
+        if not pc.any(net.column("_partial")).as_py():
+            return net.drop_columns(["_partial"])
+    return fold(usable, layout, reset=reset, one_file=one_file).toArrow()
 
 
 def _known(

@@ -52,7 +52,7 @@ from lakecdc.errors import ConfigError, LakecdcError, MissingKeyError, PrimaryKe
 from lakecdc.maintenance.doctor import verify
 from lakecdc.merge.commit import merge_one
 from lakecdc.merge.pick import make_engine
-from lakecdc.merge.prepare import HistoryPrepared, Prepared, fast_path, prepare_history, prepare_table
+from lakecdc.merge.prepare import Batch, HistoryPrepared, Prepared, fast_path, prepare_history, prepare_table
 from lakecdc.run.lease import Lease, hold
 from lakecdc.run.ledger import Ledger, Manifest, Plan, list_inputs, reapply_matcher
 from lakecdc.run.profile import (
@@ -273,8 +273,9 @@ def _run(
             typed_from = [*files, *(f for f in held_files(engine, target, run_id) if f not in files)]
         events = _routed(events, settings)
         try:
+            batch = _batch(decoder, files if held is None else [*files, "(held)"])
             out = _run_tables(spark, engine, decoder, settings, target, typed_from, events, run_id=run_id, now=now,
-                              staging=staging, say=say, cached=decoded.is_cached)
+                              staging=staging, say=say, cached=decoded.is_cached, batch=batch)
             if held is not None and all(s.status in ("applied", "skipped") for s in out.summaries.values()):
                 _hold_open(engine, settings, target, events, held, run_id, now, out, say)
         finally:
@@ -282,6 +283,14 @@ def _run(
             decoded.unpersist()
     shutil.rmtree(staging, ignore_errors=True)
     return _summary(engine, settings, target, run_id, len(files), out, resumed=resumed, say=say)
+
+
+def _batch(decoder: Decoder, files: list[str]) -> Batch:
+    """What the run knows of its batch before reading it (see :class:`~lakecdc.merge.prepare.Batch`):
+    whether its format writes whole after images, and its one input file."""
+    spec = getattr(decoder, "spec", None)
+    whole = spec is not None and spec.images.whole == "always"
+    return Batch(whole_images=whole, one_file=files[0] if len(files) == 1 else None)
 
 
 def _routed(events: DataFrame, settings: Settings) -> DataFrame:
@@ -361,13 +370,14 @@ def _summary(
 def _run_tables(
     spark: SparkSession, engine: DeltaRsEngine, decoder: Decoder, settings: Settings, target: str,
     files: list[str], events: DataFrame, *, run_id: int, now: dt.datetime, staging: str, say: Progress,
-    cached: bool = False,
+    cached: bool = False, batch: Batch | None = None,
 ) -> _Outcome:
     """Profile, prepare and merge every table of ``events``. ``cached``: the decoded events
     ``events`` is made from are in Spark's cache already (a small run): then ``events`` (maybe a
     filter of them) is not cached a second time."""
     blocked = blocked_tables(target)  # a 'fail' data-quality check stops these tables' merges
-    fast = None if blocked else fast_path(spark, engine, settings, target, events, run_id=run_id, say=say)
+    batch = batch or Batch()
+    fast = None if blocked else fast_path(spark, engine, settings, target, events, run_id=run_id, say=say, batch=batch)
     if fast is not None:
         # every record was a row change of the one table (else the fast path gave up)
         accounts = Accounts(files={f: {"events": n} for f, n in fast.events_by_file.items()},
@@ -404,9 +414,15 @@ def _run_tables(
         fields = settings.sequence_for(table)
         if fields:
             mine, prof, bad_seq = resequenced(mine, table, fields, shapes[table], inferred.get(table, {}), prof)
-        prep_fn = prepare_history if settings.scd_type(table) == 2 else prepare_table
-        prep, bad = prep_fn(spark, engine, settings, target, table, prof, shapes[table],  # type: ignore[operator]
-                            inferred.get(table, {}), mine)
+        args = (spark, engine, settings, target, table, prof, shapes[table], inferred.get(table, {}), mine)
+        prepared: tuple[Prepared | HistoryPrepared, DataFrame | None] | None
+        if settings.scd_type(table) == 2:
+            prepared = prepare_history(*args)
+        else:
+            prepared = prepare_table(*args, batch=batch)
+        if prepared is None:  # (only a speculation gives up)
+            raise AssertionError(f"{table}: the fold gave up without a speculation")
+        prep, bad = prepared
         return prep, [b for b in (bad_names, bad_seq, bad) if b is not None]
 
     _prepare_and_merge(engine, settings, target, list(shapes), prepare, profile, bad_parts,
