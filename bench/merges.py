@@ -126,7 +126,7 @@ class Tables:
 
 def lakecdc_table(root: Path) -> Path:
     """The Delta table of BENCH.ORDERS under a lakecdc target root."""
-    from lakecdc.run.state import table_path
+    from lakecdc.lake.state import table_path
 
     return Path(table_path(str(root), TABLE))
 

@@ -36,12 +36,12 @@ from lakecdc.errors import (
     PrimaryKeyUpdateError,
     UnknownFormatError,
 )
+from lakecdc.lake.lease import TargetBusy
+from lakecdc.lake.summary import RunSummary, TableSummary
 from lakecdc.maintenance.doctor import TargetDamaged
 from lakecdc.maintenance.maintain import MaintenanceReport, maintain
 from lakecdc.run.apply import apply
-from lakecdc.run.lease import TargetBusy
 from lakecdc.run.read import read_changes, read_table
-from lakecdc.run.summary import RunSummary, TableSummary
 from lakecdc.spark.session import get_spark
 from lakecdc.streaming import BatchFailed, ChangeStream, StreamBatch, stream
 

@@ -19,9 +19,9 @@ A batch in which a table failed (``summary.ok`` is False) stops the query with
 :class:`BatchFailed`; the batch is not committed to the checkpoint, so the next start runs it
 again, and ``apply`` resumes the unfinished run on its files (fix the cause first, e.g. a key).
 
-Each batch's ``apply`` holds the target's lease (:mod:`lakecdc.run.lease`) while it runs: between
+Each batch's ``apply`` holds the target's lease (:mod:`lakecdc.lake.lease`) while it runs: between
 batches, a ``maintain``, ``check`` or ``apply`` of another process can take its turn, and a batch
-that meets one of them stops the query with :class:`~lakecdc.run.lease.TargetBusy` unless the stream
+that meets one of them stops the query with :class:`~lakecdc.lake.lease.TargetBusy` unless the stream
 was given ``wait=`` seconds (``--wait``) to wait for it.
 
 On a Spark Connect session, Spark runs ``foreachBatch``'s function in a Python process of the
@@ -57,9 +57,9 @@ from lakecdc.config.durations import parse_trigger
 from lakecdc.config.settings import Settings
 from lakecdc.decode import get_decoder
 from lakecdc.errors import ConfigError, LakecdcError
+from lakecdc.lake.ledger import Ledger, list_inputs
+from lakecdc.lake.summary import RunSummary, combine_summaries
 from lakecdc.run.apply import apply
-from lakecdc.run.ledger import Ledger, list_inputs
-from lakecdc.run.summary import RunSummary, combine_summaries
 from lakecdc.spark.compat import is_spark_connect
 from lakecdc.spark.session import get_spark
 
@@ -84,7 +84,7 @@ MAX_FILE_AGE = "36500d"
 APPLY_SETTINGS: tuple[str, ...] = tuple(name for name in Settings.names() if name != "reapply")
 
 # apply sets session settings for its duration (lakecdc.spark.conf.job_conf), and a target has one
-# writer at a time (lakecdc.run.lease): batches of all the streams of this process apply one at a time.
+# writer at a time (lakecdc.lake.lease): batches of all the streams of this process apply one at a time.
 _APPLY_LOCK = threading.Lock()
 
 @dataclass(frozen=True)
@@ -399,14 +399,8 @@ def stream(
     say = progress or (lambda _msg: None)
     handle = ChangeStream(target=target_s, format=chosen.format)
 
-    batch_function: Callable[[DataFrame, int], None] = _LocalBatch(
-        landing_path, target_s, max_files_per_trigger, path_glob_filter, chosen, spark, handle, on_batch, say)
-    if is_spark_connect(spark):
-        records = Path(target_s) / CONNECT_BATCHES / uuid.uuid4().hex
-        records.mkdir(parents=True, exist_ok=True)
-        handle._records, handle._on_batch, handle._say = records, on_batch, say
-        batch_function = _ServerBatch(landing_path, target_s, max_files_per_trigger, path_glob_filter, chosen,
-                                      str(records))
+    batch_function = _batch_function(spark, handle, landing_path, target_s, max_files_per_trigger, path_glob_filter,
+                                     chosen, on_batch, say)
     say(f"streaming {landing_path} into {target_s} ({chosen.format}, trigger {trigger}, checkpoint {checkpoint_s})")
     handle.query = (  # file: paths, as apply reads them
         _file_stream(spark, landing_path, max_files_per_trigger, path_glob_filter)
@@ -417,6 +411,21 @@ def stream(
         .start()
     )
     return handle
+
+
+def _batch_function(
+    spark: SparkSession, handle: ChangeStream, landing: Path, target: str, max_files: int | None,
+    glob_filter: str | None, settings: Settings, on_batch: Callable[[StreamBatch], None] | None, say: Progress,
+) -> Callable[[DataFrame, int], None]:
+    """``foreachBatch``'s function: :class:`_LocalBatch` in this process, or on Spark Connect a
+    :class:`_ServerBatch`, whose records (a new folder under the target's
+    :data:`CONNECT_BATCHES`) ``handle`` reads back and hands to ``on_batch``."""
+    if not is_spark_connect(spark):
+        return _LocalBatch(landing, target, max_files, glob_filter, settings, spark, handle, on_batch, say)
+    records = Path(target) / CONNECT_BATCHES / uuid.uuid4().hex
+    records.mkdir(parents=True, exist_ok=True)
+    handle._records, handle._on_batch, handle._say = records, on_batch, say
+    return _ServerBatch(landing, target, max_files, glob_filter, settings, str(records))
 
 
 def _stream_settings(settings: Settings | None, overrides: Mapping[str, Any], max_files: int | None) -> Settings:

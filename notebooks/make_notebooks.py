@@ -135,7 +135,7 @@ runs.select("run_id", "source_table", "events", "inserted", "updated", "deleted"
             "seconds", "last_op_ts", "lag_seconds").orderBy("run_id", "source_table").show(truncate=False)'''),
     ("md", "## Status per table\nThe last run and how far behind the source each table is now (what `lakecdc status --target ...` prints)."),
     ("code", '''from lakecdc.merge.delta_rs import DeltaRsEngine
-from lakecdc.run.runs import render_status, status
+from lakecdc.lake.runs import render_status, status
 
 print(render_status(status(DeltaRsEngine(), TARGET)))'''),
     ("md", "## Throughput and lag per run\nCharts from `_lakecdc_runs`: events per second of each run, and each table's lag behind its source."),

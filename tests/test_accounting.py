@@ -263,8 +263,8 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from lakecdc.decode import DECODERS  # noqa: E402
+from lakecdc.lake.summary import FILE_ACCOUNTS  # noqa: E402
 from lakecdc.run.profile import NO_ROW_CHANGE, profile_events  # noqa: E402
-from lakecdc.run.summary import FILE_ACCOUNTS  # noqa: E402
 
 try:
     from tests.test_property import API_EXAMPLES, SLOW_SETTINGS

@@ -11,7 +11,7 @@ import pytest
 from deltalake import DeltaTable
 
 import lakecdc
-from lakecdc.run.ledger import Ledger
+from lakecdc.lake.ledger import Ledger
 from tests.helpers import ogg, rows, version, write_jsonl
 
 pytestmark = [pytest.mark.spark, pytest.mark.engines]

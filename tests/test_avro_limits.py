@@ -18,7 +18,6 @@ import pytest
 from deltalake import DeltaTable
 
 import lakecdc
-from lakecdc.changes.quarantine import quarantine_path
 from lakecdc.decode import get_decoder
 from lakecdc.decode.avro.containers import (
     BlockLimits,
@@ -30,6 +29,7 @@ from lakecdc.decode.avro.containers import (
     read_ocf_header,
 )
 from lakecdc.errors import ConfigError
+from lakecdc.lake.state import quarantine_path
 
 try:
     from tests.dts_render import SCHEMA as DTS_SCHEMA

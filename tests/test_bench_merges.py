@@ -66,7 +66,7 @@ def test_generated_tables_hold_one_key_range_per_file(outcome: dict[str, Any]) -
             assert layout.files == files and layout.overlap == pytest.approx(1.0, abs=0.01)
             assert DeltaTable(str(path)).count() == rows
         # the lakecdc target is one lakecdc would write: its keys recorded, its first run's mark kept
-        from lakecdc.run.state import known_tables
+        from lakecdc.lake.state import known_tables
 
         assert known_tables(str(tables.lakecdc_root)) == {"BENCH.ORDERS": ("ID",)}
         assert DeltaTable(str(merges.lakecdc_table(tables.lakecdc_root))).transaction_version("lakecdc") == 1

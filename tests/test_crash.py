@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from lakecdc.jobs import load_job, run_job
-from lakecdc.run.ledger import Ledger
+from lakecdc.lake.ledger import Ledger
 from tests.ogg_render import render_ogg_json
 from tests.oracle import Event, Oracle
 from tests.test_property import assert_targets_match

@@ -17,9 +17,9 @@ import pytest
 import lakecdc
 from lakecdc.cli import main
 from lakecdc.errors import LakecdcError
+from lakecdc.lake.ledger import Ledger
 from lakecdc.maintenance.doctor import TargetDamaged, diagnose
 from lakecdc.merge.delta_rs import DeltaRsEngine
-from lakecdc.run.ledger import Ledger
 from tests.history_oracle import HistoryOracle
 from tests.oracle import Event
 from tests.test_writers import assert_equals_oracle, ev, land, quarantined

@@ -19,9 +19,10 @@ from pyspark.sql import types as T
 
 import lakecdc
 from lakecdc.errors import CommitConflict, ConfigError
+from lakecdc.lake.refs import catalog_ref
 from lakecdc.merge.delta_rs import DeltaRsEngine
 from lakecdc.merge.delta_spark import DeltaSparkEngine
-from lakecdc.merge.engine import Engine, catalog_ref
+from lakecdc.merge.engine import Engine
 from lakecdc.merge.plan import MergePlan
 from lakecdc.merge.source import BatchSource
 from lakecdc.spark.compat import delta_spark_available

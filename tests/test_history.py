@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 
 import lakecdc
 from lakecdc.errors import ConfigError
+from lakecdc.lake.ledger import Ledger
 from lakecdc.merge.history_plan import HistoryPlan
-from lakecdc.run.ledger import Ledger
 from tests.helpers import ogg, version, write_jsonl
 from tests.history_oracle import HistoryOracle
 from tests.ogg_render import write_runs

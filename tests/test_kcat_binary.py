@@ -15,12 +15,12 @@ import pytest
 from deltalake import DeltaTable
 
 import lakecdc
-from lakecdc.changes.quarantine import quarantine_path
 from lakecdc.decode import get_decoder
 from lakecdc.decode.files.kcat import kcat_delimiter
 from lakecdc.decode.files.splits import Split
 from lakecdc.decode.kafka.records import kcat_kv_messages
 from lakecdc.errors import ConfigError
+from lakecdc.lake.state import quarantine_path
 
 try:
     import tests.decode.alibaba.test_dts_avro as dts

@@ -11,7 +11,7 @@ import pytest
 
 import lakecdc
 from lakecdc.errors import InputChangedError
-from lakecdc.run.ledger import InputFile, Ledger, Manifest
+from lakecdc.lake.ledger import InputFile, Ledger, Manifest
 from tests.helpers import ogg, rows
 
 

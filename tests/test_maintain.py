@@ -15,7 +15,7 @@ import lakecdc
 from lakecdc.cli import main
 from lakecdc.config.durations import parse_size
 from lakecdc.errors import ConfigError
-from lakecdc.run.state import table_path
+from lakecdc.lake.state import table_path
 from tests.helpers import ogg, write_jsonl
 
 pytestmark = [pytest.mark.spark, pytest.mark.engines]

@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lakecdc
+from lakecdc.lake import state
+from lakecdc.lake.state import MAX_DIR_CHARS, table_dir
 from lakecdc.merge import delta_rs
-from lakecdc.run import state
-from lakecdc.run.state import MAX_DIR_CHARS, table_dir
 
 try:
     from tests.helpers import ogg, rows, write_jsonl

@@ -24,8 +24,8 @@ from deltalake import DeltaTable
 
 import lakecdc
 from lakecdc.errors import LakecdcError
-from lakecdc.run.lease import Holder, TargetBusy, _pid_ns, current_holder, hold, lease_dir
-from lakecdc.run.ledger import InputFile, Ledger, Manifest
+from lakecdc.lake.lease import Holder, TargetBusy, _pid_ns, current_holder, hold, lease_dir
+from lakecdc.lake.ledger import InputFile, Ledger, Manifest
 from tests.history_oracle import HistoryOracle
 from tests.ogg_render import render_ogg_json
 from tests.oracle import Event
@@ -165,7 +165,7 @@ def test_writers_at_once_without_wait_one_applies_the_others_are_told_busy(tmp_p
 _COUNTER = """
 import os, sys, time
 from pathlib import Path
-from lakecdc.run.lease import hold
+from lakecdc.lake.lease import hold
 target, counter, n = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
 if sys.argv[4] == "no-hard-links":
     def no_link(*args):
@@ -234,7 +234,7 @@ def test_expired_lease_is_taken_over_a_live_one_is_busy(tmp_path):
 def test_lease_waits_for_its_holder(tmp_path):
     """A writer with ``wait`` takes the lease once the holder (another process) releases it."""
     child = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time\nfrom lakecdc.run.lease import hold\n"
+        [sys.executable, "-c", "import sys, time\nfrom lakecdc.lake.lease import hold\n"
          "with hold(sys.argv[1], command='apply'):\n    print('held', flush=True)\n    time.sleep(2)\n",
          str(tmp_path)], cwd=REPO, env=ENV, stdout=subprocess.PIPE, text=True)
     assert child.stdout.readline().strip() == "held"

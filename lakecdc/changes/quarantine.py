@@ -11,18 +11,18 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from pyspark.sql import functions as F
 
 from lakecdc.decode.files.reread import locate, source_of
+from lakecdc.lake.state import quarantine_path
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from lakecdc.merge.delta_rs import DeltaRsEngine
+    from lakecdc.lake.store import Store
 
 QUARANTINE_SCHEMA = pa.schema(
     [
@@ -133,13 +133,8 @@ def _collect_binary(bad: DataFrame, events: DataFrame) -> pa.Table:
     return pa.Table.from_pylist(out, schema=_ROWS_SCHEMA)
 
 
-def quarantine_path(target: str) -> str:
-    """Where ``target`` keeps its quarantine: one Delta table, ``<target>/_quarantine``."""
-    return str(Path(target) / "_quarantine")
-
-
 def write_quarantine(
-    engine: DeltaRsEngine, target: str, rows: pa.Table, *, fmt: str, run_id: int, now: dt.datetime
+    engine: Store, target: str, rows: pa.Table, *, fmt: str, run_id: int, now: dt.datetime
 ) -> list[Quarantined]:
     """Append ``rows`` (from :func:`collect_bad`) to the target's quarantine table."""
     if rows.num_rows == 0:

@@ -57,12 +57,12 @@ from pyspark.sql import types as T
 from lakecdc.changes.events import sortable_micros, sortable_position, zero_pad
 from lakecdc.config.values import SEQ_KINDS, SeqField
 from lakecdc.errors import ConfigError
-from lakecdc.run.state import stored_max_seq, table_path
+from lakecdc.lake.state import stored_max_seq, table_path
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from lakecdc.merge.delta_rs import DeltaRsEngine
+    from lakecdc.lake.store import Store
 
 #: The Delta table property that records a table's sequence basis.
 SEQUENCE_BY_PROPERTY = "lakecdc.sequenceBy"
@@ -76,17 +76,17 @@ def basis(fields: Sequence[SeqField]) -> str | None:
     return ",".join(str(f) for f in fields) or None
 
 
-def recorded_basis(engine: DeltaRsEngine, path: str) -> str | None:
+def recorded_basis(engine: Store, path: str) -> str | None:
     """The basis ``path`` records (None: the format's default, or no table)."""
     return (engine.properties(path).get(SEQUENCE_BY_PROPERTY) or None) if engine.exists(path) else None
 
 
-def record_basis(engine: DeltaRsEngine, path: str, fields: Sequence[SeqField]) -> None:
+def record_basis(engine: Store, path: str, fields: Sequence[SeqField]) -> None:
     """Record ``fields`` as ``path``'s basis (one commit; an empty value is the default)."""
     engine.set_properties(path, {SEQUENCE_BY_PROPERTY: basis(fields) or ""})
 
 
-def check_basis(engine: DeltaRsEngine, target: str, table: str, fields: Sequence[SeqField]) -> None:
+def check_basis(engine: Store, target: str, table: str, fields: Sequence[SeqField]) -> None:
     """Refuse a run whose ``sequence_by`` differs from the one ``table`` was built with.
 
     A table that stores no seq yet (no rows, no tombstones: created, then the run stopped) takes

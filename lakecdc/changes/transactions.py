@@ -41,7 +41,7 @@ from pyspark.sql import functions as F
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from lakecdc.merge.delta_rs import DeltaRsEngine
+    from lakecdc.lake.store import Store
 
 #: ``source`` key marking an event read back from the held store (not counted twice as skipped).
 HELD = "lakecdc.held"
@@ -61,7 +61,7 @@ def _held_runs(target: str) -> list[tuple[int, Path]]:
 
 
 def split_open_transactions(
-    spark: SparkSession, engine: DeltaRsEngine, target: str, events: DataFrame, run_id: int
+    spark: SparkSession, engine: Store, target: str, events: DataFrame, run_id: int
 ) -> tuple[DataFrame, DataFrame]:
     """``(to apply, to hold)``: this run's events plus those held before run ``run_id``.
 
@@ -105,7 +105,7 @@ def _applied_path(target: str) -> str:
 
 
 def record_applied(
-    engine: DeltaRsEngine, target: str, applied: DataFrame, run_id: int, now: dt.datetime, retention: dt.timedelta,
+    engine: Store, target: str, applied: DataFrame, run_id: int, now: dt.datetime, retention: dt.timedelta,
 ) -> None:
     """Remember the transactions whose events run ``run_id`` applied (once per run), and forget
     those older than ``retention``."""
@@ -123,7 +123,7 @@ def record_applied(
         engine.delete_where(path, f"applied_at < '{cutoff}'")
 
 
-def held_files(engine: DeltaRsEngine, target: str, run_id: int) -> list[str]:
+def held_files(engine: Store, target: str, run_id: int) -> list[str]:
     """The input files the events held for run ``run_id`` were read from (those still there)."""
     import os
 
@@ -137,7 +137,7 @@ def held_files(engine: DeltaRsEngine, target: str, run_id: int) -> list[str]:
 
 
 def write_held(
-    engine: DeltaRsEngine, target: str, held: DataFrame, run_id: int
+    engine: Store, target: str, held: DataFrame, run_id: int
 ) -> tuple[dict[str | None, int], dict[str | None, int]]:
     """Keep ``held`` for the next run; returns the held data events per table, and the markers
     this run read for the first time (skipped records, counted once) per table.

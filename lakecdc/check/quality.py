@@ -80,9 +80,9 @@ import pyarrow as pa
 from lakecdc.check import gx
 from lakecdc.check.contracts import Contract, check_contract
 from lakecdc.check.gx import DOCS_DIR, Suite, Validator
+from lakecdc.lake.runs import runs_path
+from lakecdc.lake.state import known_tables, table_dir_in, table_path
 from lakecdc.merge.delta_rs import DeltaRsEngine
-from lakecdc.run.runs import runs_path
-from lakecdc.run.state import known_tables, table_dir_in, table_path
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession

@@ -9,7 +9,7 @@ from lakecdc.check.quality import check_changes, check_tables, data_docs_index, 
 from lakecdc.cli.flags import add_wait_flag
 from lakecdc.decode import DECODERS
 from lakecdc.errors import ConfigError
-from lakecdc.run.lease import hold
+from lakecdc.lake.lease import hold
 from lakecdc.run.read import read_changes
 from lakecdc.spark.session import get_spark
 

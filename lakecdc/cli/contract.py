@@ -10,9 +10,9 @@ from lakecdc.check.contracts import check_contract, infer_contract, load_contrac
 from lakecdc.config.sources import options, pairs
 from lakecdc.decode import DECODERS
 from lakecdc.errors import ConfigError
+from lakecdc.lake.state import known_tables, table_dir, table_path
 from lakecdc.merge.delta_rs import DeltaRsEngine
 from lakecdc.run.infer import infer_contracts_from_changes
-from lakecdc.run.state import known_tables, table_dir, table_path
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -76,7 +76,7 @@ def _contract(args: argparse.Namespace) -> int:
 
 
 def _write_contracts(drafts: dict[str, dict], out: str | None) -> None:
-    """Each draft as ``<out>/<table dir>.yaml`` (:func:`lakecdc.run.state.table_dir`: one file per
+    """Each draft as ``<out>/<table dir>.yaml`` (:func:`lakecdc.lake.state.table_dir`: one file per
     table, whatever its name holds), or printed."""
     import yaml
 

@@ -13,7 +13,7 @@ from lakecdc.cli.flags import progress_printer
 from lakecdc.config.durations import parse_duration
 from lakecdc.errors import ConfigError
 from lakecdc.jobs import Job, JobResult, load_job, run_job, stream_job, watch
-from lakecdc.run.lease import hold
+from lakecdc.lake.lease import hold
 from lakecdc.streaming import BatchFailed
 
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 from lakecdc.cli.flags import add_wait_flag
 from lakecdc.errors import ConfigError
+from lakecdc.lake.lease import current_holder, hold
+from lakecdc.lake.runs import render_status, status
 from lakecdc.maintenance.doctor import diagnose, render, repair, to_json
 from lakecdc.merge.delta_rs import DeltaRsEngine
-from lakecdc.run.lease import current_holder, hold
-from lakecdc.run.runs import render_status, status
 
 
 def add_doctor(sub: argparse._SubParsersAction) -> None:

@@ -228,7 +228,7 @@ class Settings:
     #: one at a time
     parallel_tables: int = DEFAULT_PARALLEL_TABLES
     #: seconds to wait for another writer of the target to finish (None: raise
-    #: :class:`~lakecdc.run.lease.TargetBusy` at once); one writer per target at a time
+    #: :class:`~lakecdc.lake.lease.TargetBusy` at once); one writer per target at a time
     wait: float | None = None
     #: files applied before to read again in this run, by path or pattern (``fnmatch``, on the
     #: whole path or on the file name: ``"landing/2024-06-*.json"``, ``"*.avro"``): files read with

@@ -88,7 +88,7 @@ class Decoder:
     TRANSACTION_MARKERS: ClassVar[bool] = False
 
     #: One message per line (``\n``): a file that grows after it was applied can be read on from
-    #: its new complete lines (see :meth:`lakecdc.run.ledger.Ledger.plan`).
+    #: its new complete lines (see :meth:`lakecdc.lake.ledger.Ledger.plan`).
     LINES: ClassVar[bool] = False
 
     @property

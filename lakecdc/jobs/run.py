@@ -15,10 +15,10 @@ from lakecdc.check.contracts import load_contracts
 from lakecdc.check.quality import check_tables
 from lakecdc.errors import ConfigError
 from lakecdc.jobs.file import Job
+from lakecdc.lake.state import known_tables, table_path
 from lakecdc.maintenance.maintain import maintain
 from lakecdc.merge.delta_rs import DeltaRsEngine
 from lakecdc.run.apply import apply
-from lakecdc.run.state import known_tables, table_path
 from lakecdc.spark.session import get_spark
 from lakecdc.streaming import ChangeStream, StreamBatch, stream
 

@@ -1,6 +1,6 @@
 """The ledger and the tables check each other: ``lakecdc doctor`` and ``lakecdc repair``.
 
-A target's ledger (``<target>/_lakecdc/runs``, :mod:`lakecdc.run.ledger`) says which inputs were
+A target's ledger (``<target>/_lakecdc/runs``, :mod:`lakecdc.lake.ledger`) says which inputs were
 applied and, per run, which Delta version each table reached; each table's commits say which run
 last wrote it (the Delta app transaction ``(lakecdc, run id)``) and carry ``lakecdc.run_id`` in
 their commit metadata. When one of them is damaged, a run would go wrong without a word:
@@ -36,10 +36,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lakecdc.errors import LakecdcError
+from lakecdc.lake.ledger import InputFile, Ledger, Manifest
+from lakecdc.lake.runs import RUNS_APP_ID, runs_path
+from lakecdc.lake.state import known_tables, table_path
 from lakecdc.merge.plan import APP_ID
-from lakecdc.run.ledger import InputFile, Ledger, Manifest
-from lakecdc.run.runs import RUNS_APP_ID, runs_path
-from lakecdc.run.state import known_tables, table_path
 
 if TYPE_CHECKING:
     from lakecdc.merge.delta_rs import DeltaRsEngine

@@ -33,11 +33,11 @@ from typing import TYPE_CHECKING, Any
 
 from lakecdc.config.settings import DEFAULT_TOMBSTONE_RETENTION, DEFAULT_VACUUM_RETENTION
 from lakecdc.errors import ConfigError
+from lakecdc.lake.lease import hold
+from lakecdc.lake.state import expire_tombstones, known_tables, table_path, tombstone_path
 from lakecdc.merge.commit import retry_conflicts
 from lakecdc.merge.delta_rs import DeltaRsEngine
 from lakecdc.merge.pick import make_engine
-from lakecdc.run.lease import hold
-from lakecdc.run.state import expire_tombstones, known_tables, table_path, tombstone_path
 from lakecdc.spark.session import get_spark
 
 if TYPE_CHECKING:
@@ -117,9 +117,9 @@ def maintain(
         tombstone_retention: deleted keys older than this stop blocking late events.
         engine: ``"delta-rs"`` (default), ``"delta-spark"`` or ``"auto"``.
         wait: seconds to wait for another writer of ``target`` (a run, a stream's batch) to
-            finish; maintenance holds the target's lease as runs do (:mod:`lakecdc.run.lease`), so
+            finish; maintenance holds the target's lease as runs do (:mod:`lakecdc.lake.lease`), so
             it never rewrites files under a run. Default: raise
-            :class:`~lakecdc.run.lease.TargetBusy` at once.
+            :class:`~lakecdc.lake.lease.TargetBusy` at once.
     """
     with hold(target, command="maintain", wait=wait):
         return _maintain(target, tables=tables, compact=compact, zorder=zorder, target_file_size=target_file_size,

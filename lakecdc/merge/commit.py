@@ -16,18 +16,20 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import types as T
 
 from lakecdc.changes.sequence import SeqField, basis, record_basis, recorded_basis
 from lakecdc.consolidate.fold import Layout
 from lakecdc.errors import CommitConflict
+from lakecdc.lake.state import expire_tombstones, tombstone_path, write_table_info
+from lakecdc.lake.summary import TableSummary
+from lakecdc.merge.arrow_types import to_arrow_type
 from lakecdc.merge.history_plan import HISTORY_COLUMNS, HistoryPlan
 from lakecdc.merge.plan import CDC_COLUMNS, MergePlan
 from lakecdc.merge.prepare import HistoryPrepared, Prepared
 from lakecdc.merge.source import BatchSource
-from lakecdc.run.state import expire_tombstones, tombstone_path, tombstone_rows, write_table_info
-from lakecdc.run.summary import TableSummary
 
 if TYPE_CHECKING:
     from lakecdc.config.settings import Progress, Settings
@@ -90,6 +92,20 @@ def retry_conflicts(action: Callable[[], T_], *, what: str, say: Progress | None
             time.sleep(wait * (1 + random.random()))
             wait *= 2
     raise AssertionError("unreachable")
+
+
+def tombstone_rows(deleted: pa.Table, layout: Layout, *, truncate_seq: str | None, now: dt.datetime) -> pa.Table:
+    """Tombstones for the batch's deleted keys, plus a truncate mark when the batch truncated."""
+    n = deleted.num_rows + (1 if truncate_seq is not None else 0)
+    cols: dict[str, pa.Array] = {}
+    for j, i in enumerate(layout.key_index):
+        values = deleted.column(f"k{j}").to_pylist() + ([None] if truncate_seq is not None else [])
+        cols[layout.keys[j]] = pa.array(values, type=to_arrow_type(layout.types[i]))
+    seqs = deleted.column("_cdc_seq").to_pylist() + ([truncate_seq] if truncate_seq is not None else [])
+    cols["_cdc_seq"] = pa.array(seqs, type=pa.string())
+    cols["_cdc_kind"] = pa.array(["D"] * deleted.num_rows + (["T"] if truncate_seq is not None else []), type=pa.string())
+    cols["_cdc_recorded_at"] = pa.array([now] * n, type=pa.timestamp("us", tz="UTC"))
+    return pa.table(cols)
 
 
 def commit_table(

@@ -19,8 +19,8 @@ from deltalake.schema import Schema
 from pyspark.sql import types as T
 
 from lakecdc.errors import CommitConflict, ConfigError
+from lakecdc.lake.refs import catalog_name
 from lakecdc.merge.arrow_types import to_arrow_schema, to_spark_schema
-from lakecdc.merge.engine import catalog_name
 from lakecdc.merge.plan import APP_ID, MergePlan, MergeResult
 from lakecdc.merge.source import BatchSource
 

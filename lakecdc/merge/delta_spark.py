@@ -33,8 +33,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakecdc.errors import CommitConflict, ConfigError, LakecdcError
+from lakecdc.lake.refs import catalog_location, catalog_name
 from lakecdc.merge.arrow_types import to_arrow_schema, to_spark_schema
-from lakecdc.merge.engine import catalog_location, catalog_name
 from lakecdc.merge.plan import APP_ID, MergePlan, MergeResult, quote, sql_literal
 from lakecdc.spark.compat import is_spark_connect, jvm
 

@@ -40,17 +40,10 @@ from lakecdc.consolidate.keymoves import (
     pk_touched,
     raise_abend,
 )
+from lakecdc.lake.state import known_tables, stored_max_seq, table_path, tombstone_path, truncate_watermark
 from lakecdc.merge.history_plan import START_AT, is_history
-from lakecdc.run.profile import TableShape, table_shape
-from lakecdc.run.state import (
-    known_tables,
-    read_rows,
-    read_stored,
-    stored_max_seq,
-    table_path,
-    tombstone_path,
-    truncate_watermark,
-)
+from lakecdc.merge.shape import TableShape, table_shape
+from lakecdc.merge.stored import read_rows, read_stored
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -1,2 +1,3 @@
-"""Running the pipeline: ``apply`` (plan, decode, profile, prepare, merge, record), the target's
-ledger, lease, state and run records, and the summary a run returns."""
+"""Running the pipeline: ``apply`` (plan, decode, profile, prepare, merge, record), its tables
+worked on several at a time, reading change files and tables without applying them, and the
+warm-up and contract inference built on it."""

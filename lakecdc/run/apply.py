@@ -2,9 +2,9 @@
 
 The path of one run, top to bottom:
 
-1. **plan**: take the target's lease (one writer at a time, :mod:`lakecdc.run.lease`), list the
+1. **plan**: take the target's lease (one writer at a time, :mod:`lakecdc.lake.lease`), list the
    inputs, leave out those an earlier run applied, check that the ledger and the tables agree
-   (:mod:`lakecdc.maintenance.doctor`), write the run manifest (:mod:`lakecdc.run.ledger`);
+   (:mod:`lakecdc.maintenance.doctor`), write the run manifest (:mod:`lakecdc.lake.ledger`);
 2. **decode** the files with the format's decoder into canonical events (cached once);
 3. **profile** the events per table in one aggregation: counts, seq range, truncates, the
    columns seen and the keys the messages carry (:mod:`lakecdc.run.profile`);
@@ -35,13 +35,7 @@ from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
 from lakecdc.changes.columns import sql_string
-from lakecdc.changes.quarantine import (
-    BAD_COLUMNS,
-    Quarantined,
-    collect_bad,
-    quarantine_path,
-    write_quarantine,
-)
+from lakecdc.changes.quarantine import BAD_COLUMNS, Quarantined, collect_bad, write_quarantine
 from lakecdc.changes.sequence import check_basis
 from lakecdc.changes.transactions import held_files, record_applied, split_open_transactions, write_held
 from lakecdc.check.contracts import load_contracts
@@ -49,27 +43,30 @@ from lakecdc.check.quality import blocked_tables
 from lakecdc.config.settings import Progress, Settings
 from lakecdc.decode import get_decoder
 from lakecdc.errors import ConfigError, LakecdcError, MissingKeyError, PrimaryKeyUpdateError
+from lakecdc.lake.lease import Lease, hold
+from lakecdc.lake.ledger import Ledger, Manifest, Plan, list_inputs, reapply_matcher
+from lakecdc.lake.runs import record_run
+from lakecdc.lake.state import (
+    catalog_routes,
+    check_table_owner,
+    quarantine_path,
+    record_table_paths,
+    table_path,
+)
+from lakecdc.lake.summary import RunSummary, TableSummary, combine_summaries, unreadable, unreadable_message
 from lakecdc.maintenance.doctor import verify
 from lakecdc.merge.commit import merge_one
 from lakecdc.merge.pick import make_engine
 from lakecdc.merge.prepare import Batch, HistoryPrepared, Prepared, fast_path, prepare_history, prepare_table
-from lakecdc.run.lease import Lease, hold
-from lakecdc.run.ledger import Ledger, Manifest, Plan, list_inputs, reapply_matcher
+from lakecdc.merge.shape import TableShape, history_shape, table_shape, with_declared
 from lakecdc.run.profile import (
     Accounts,
-    TableShape,
     declared_columns,
-    history_shape,
     new_column_types,
     profile_events,
     resequenced,
     reserved_records,
-    table_shape,
-    with_declared,
 )
-from lakecdc.run.runs import record_run
-from lakecdc.run.state import catalog_routes, check_table_owner, record_table_paths, table_path
-from lakecdc.run.summary import RunSummary, TableSummary, combine_summaries, unreadable, unreadable_message
 from lakecdc.run.tables import as_skipped, each_table, failed_table, file_accounts
 from lakecdc.spark.conf import job_conf, run_conf
 from lakecdc.spark.session import active_spark, get_spark
@@ -108,7 +105,7 @@ def apply(
             is not a setting, or a value a setting does not accept, is a :class:`ConfigError`.
 
     Returns:
-        A :class:`~lakecdc.run.summary.RunSummary`; ``summary.ok`` is False when a table failed
+        A :class:`~lakecdc.lake.summary.RunSummary`; ``summary.ok`` is False when a table failed
         (its error is in the summary; the other tables were applied).
 
     Raises:

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from lakecdc.check.contracts import infer_contract
 from lakecdc.errors import ConfigError
+from lakecdc.lake.state import known_tables, table_path
 from lakecdc.merge.delta_rs import DeltaRsEngine
 from lakecdc.run.apply import apply
-from lakecdc.run.state import known_tables, table_path
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

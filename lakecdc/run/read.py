@@ -16,8 +16,8 @@ from lakecdc.config.settings import DEFAULT_FORMAT, EVERY_TABLE, Settings
 from lakecdc.decode import get_decoder
 from lakecdc.decode.files.lines import EXACT_STRINGS
 from lakecdc.errors import LakecdcError
+from lakecdc.lake.ledger import list_inputs
 from lakecdc.merge.delta_rs import DeltaRsEngine
-from lakecdc.run.ledger import list_inputs
 from lakecdc.spark.compat import delta_spark_available
 from lakecdc.spark.session import get_spark
 

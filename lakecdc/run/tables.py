@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, TypeVar
 from pyspark.sql import functions as F
 
 from lakecdc.errors import explain
-from lakecdc.run.state import table_path
-from lakecdc.run.summary import TableSummary
+from lakecdc.lake.state import table_path
+from lakecdc.lake.summary import TableSummary
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -87,7 +87,7 @@ def as_skipped(events: DataFrame, where: Column, kind: str) -> DataFrame:
 def file_accounts(
     accounts: Accounts | None, quarantined: list[Quarantined], failed: Collection[str] = (),
 ) -> dict[str, dict[str, int]]:
-    """Per file, what became of its records (:data:`~lakecdc.run.summary.FILE_ACCOUNTS`): the
+    """Per file, what became of its records (:data:`~lakecdc.lake.summary.FILE_ACCOUNTS`): the
     profile's accounts, with the row changes a later step quarantined (a value that does not fit
     its column, ...) moved to ``quarantined``, those of ``failed`` tables to ``failed`` (the next
     run applies them), and the others split into ``applied`` and ``duplicate_or_late`` as the

@@ -19,12 +19,12 @@ from hypothesis import HealthCheck, given, settings
 from pyspark.sql import types as T
 
 import lakecdc
-from lakecdc.changes.quarantine import quarantine_path
 from lakecdc.decode import DECODERS, get_decoder
 from lakecdc.decode.alibaba.dts import Reader
 from lakecdc.decode.alibaba.dts_records import RecordReader, position
 from lakecdc.decode.alibaba.dts_values import codec_of, datetime_text, zone_offset
 from lakecdc.errors import ConfigError
+from lakecdc.lake.state import quarantine_path
 
 try:
     from tests.canal_render import key_changes

@@ -21,13 +21,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import lakecdc
-from lakecdc.changes.quarantine import quarantine_path
 from lakecdc.decode import DECODERS, get_decoder
 from lakecdc.decode.avro.connect import connect_schema
 from lakecdc.decode.avro.registry import load_registry
 from lakecdc.decode.debezium.rules import sortable
 from lakecdc.decode.kafka.dumps import length_prefixed_splits
 from lakecdc.errors import ConfigError
+from lakecdc.lake.state import quarantine_path
 from tests.decode.helpers import decode as decode_events
 
 try:

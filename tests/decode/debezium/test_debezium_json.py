@@ -19,12 +19,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import lakecdc
-from lakecdc.changes.quarantine import quarantine_path
 from lakecdc.decode import DECODERS, get_decoder
 from lakecdc.decode.debezium.rules import op_ts_micros, sortable
 from lakecdc.decode.files.reread import locate
 from lakecdc.decode.kafka.connect_values import decimal_text, zoned_to_utc
 from lakecdc.errors import ConfigError
+from lakecdc.lake.state import quarantine_path
 from tests.decode.helpers import decode as decode_events
 
 try:

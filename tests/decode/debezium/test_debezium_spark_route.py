@@ -153,7 +153,7 @@ def test_bad_lines_are_quarantined_with_file_line_and_reason_and_the_rest_applie
     from deltalake import DeltaTable
 
     import lakecdc
-    from lakecdc.changes.quarantine import quarantine_path
+    from lakecdc.lake.state import quarantine_path
 
     def run(reader: str) -> tuple[list[dict[str, Any]], list[tuple[int, str]]]:
         landing, target = tmp_path / reader / "landing", tmp_path / reader / "lake"

@@ -22,13 +22,14 @@ from hypothesis import HealthCheck, assume, given, seed, settings
 from pyspark.sql import types as T
 
 import lakecdc
-from lakecdc.changes.quarantine import QUARANTINE_SCHEMA, quarantine_path, write_quarantine
+from lakecdc.changes.quarantine import QUARANTINE_SCHEMA, write_quarantine
 from lakecdc.decode.avro.containers import plan_ocf_splits
 from lakecdc.decode.avro.schemas import parsing_fingerprint, rabin64
 from lakecdc.decode.files import splits as splits_module
 from lakecdc.decode.goldengate import avro as ogg_avro
 from lakecdc.decode.goldengate.common import java_unescape
 from lakecdc.errors import ConfigError
+from lakecdc.lake.state import quarantine_path
 from lakecdc.merge.delta_rs import DeltaRsEngine
 
 try:

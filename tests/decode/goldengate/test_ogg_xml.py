@@ -16,12 +16,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import lakecdc
-from lakecdc.changes.quarantine import quarantine_path
 from lakecdc.decode import DECODERS, get_decoder
 from lakecdc.decode.files.reread import locate
 from lakecdc.decode.goldengate.xml import escape_record, split_operations, unescape_record
 from lakecdc.errors import ConfigError
-from lakecdc.run.state import table_path
+from lakecdc.lake.state import quarantine_path, table_path
 
 try:
     from tests.helpers import rows

@@ -27,7 +27,7 @@ batches take it in turn, and a nested call by the same thread shares the one it 
 of one process that write the same target take turns.
 
 Run ids are taken under the lease, and a manifest is created only if its file does not exist yet
-(:meth:`lakecdc.run.ledger.Ledger.write`), so two runs never share an id.
+(:meth:`lakecdc.lake.ledger.Ledger.write`), so two runs never share an id.
 """
 
 from __future__ import annotations

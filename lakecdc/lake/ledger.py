@@ -12,7 +12,7 @@ After a crash anywhere in 3-4 the next run finds manifest ``N`` still ``planned`
 again on exactly the same files; tables whose transaction version already reached ``N`` are
 skipped, the others applied. A crash before 2 leaves nothing to undo.
 
-Steps 1-4 run under the target's lease (:mod:`lakecdc.run.lease`): one writer plans at a time, and
+Steps 1-4 run under the target's lease (:mod:`lakecdc.lake.lease`): one writer plans at a time, and
 ``N`` (the newest manifest's id + 1) is created only if no manifest ``N`` exists. Before step 2 a
 run checks that the ledger and the tables agree (:mod:`lakecdc.maintenance.doctor`): a ledger lost or behind
 the tables' transaction versions, or a table behind the Delta version a run recorded, stops it.
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from lakecdc.errors import InputChangedError, LakecdcError
-from lakecdc.run.lease import create_exclusive
+from lakecdc.lake.lease import create_exclusive
 
 Status = Literal["planned", "committed"]
 

@@ -25,9 +25,9 @@ import pyarrow.compute as pc
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from lakecdc.merge.delta_rs import DeltaRsEngine
-    from lakecdc.run.ledger import InputFile
-    from lakecdc.run.summary import RunSummary
+    from lakecdc.lake.ledger import InputFile
+    from lakecdc.lake.store import Store
+    from lakecdc.lake.summary import RunSummary
 
 RUNS_APP_ID = "lakecdc-runs"
 
@@ -70,7 +70,7 @@ def runs_path(target: str) -> str:
 
 
 def record_run(
-    engine: DeltaRsEngine, target: str, summary: RunSummary, *, run_id: int, inputs: list[str],
+    engine: Store, target: str, summary: RunSummary, *, run_id: int, inputs: list[str],
     started: dt.datetime, finished: dt.datetime, files: Sequence[InputFile] | None = None,
 ) -> None:
     """Append one row per table of ``summary`` (one run); idempotent per run id. ``files``: the
@@ -116,7 +116,7 @@ class TableStatus:
         return (now or dt.datetime.now(dt.timezone.utc)) - self.last_op_ts
 
 
-def status(engine: DeltaRsEngine, target: str) -> list[TableStatus]:
+def status(engine: Store, target: str) -> list[TableStatus]:
     """Per table: its last run, the newest ``op_ts`` ever applied, runs and events so far."""
     path = runs_path(target)
     if not engine.exists(path):

@@ -7,7 +7,7 @@ import json
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from lakecdc.changes.quarantine import quarantine_path
+from lakecdc.lake.state import quarantine_path
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ Under a target root::
     <target>/<table dir>/                one Delta table per source table (visible rows only;
                                          :func:`table_dir` names the directory)
     <target>/_lakecdc/tombstones/<t>/    Delta table: deleted keys (+ seq) and truncate marks
-    <target>/_lakecdc/runs/              run manifests (see lakecdc.run.ledger)
+    <target>/_lakecdc/runs/              run manifests (see lakecdc.lake.ledger)
     <target>/_lakecdc/tables/<t>.json    what a later run needs to know of a table before reading
                                          its batch: its source name and key columns
     <target>/_lakecdc/routes.json        source tables whose Delta table lives elsewhere
@@ -29,19 +29,13 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from lakecdc.errors import ConfigError, LakecdcError
-from lakecdc.merge.arrow_types import to_arrow_type
-from lakecdc.merge.engine import CATALOG, catalog_ref, catalog_table_for
-from lakecdc.run.ledger import Ledger
+from lakecdc.lake.ledger import Ledger
+from lakecdc.lake.refs import CATALOG, catalog_ref, catalog_table_for
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
-
-    from lakecdc.consolidate.fold import Layout
-    from lakecdc.merge.delta_rs import DeltaRsEngine
+    from lakecdc.lake.store import Store
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._$-]")
 #: a name kept as it is: safe characters only, not hidden (``_``, ``.``), not too long
@@ -221,11 +215,16 @@ def record_table_paths(target: str, paths: Mapping[str, str], *, exists: Callabl
         tmp.replace(path)
 
 
+def quarantine_path(target: str) -> str:
+    """Where ``target`` keeps its quarantine: one Delta table, ``<target>/_quarantine``."""
+    return str(Path(target) / "_quarantine")
+
+
 def tombstone_path(target: str, table: str) -> str:
     return str(Path(target) / "_lakecdc" / "tombstones" / table_dir_in(target, table))
 
 
-def truncate_watermark(engine: DeltaRsEngine, target: str, table: str) -> str | None:
+def truncate_watermark(engine: Store, target: str, table: str) -> str | None:
     path = tombstone_path(target, table)
     if not engine.exists(path):
         return None
@@ -236,7 +235,7 @@ def truncate_watermark(engine: DeltaRsEngine, target: str, table: str) -> str | 
     return pc.max(marks.column("_cdc_seq")).as_py()
 
 
-def stored_max_seq(engine: DeltaRsEngine, target: str, table: str) -> str | None:
+def stored_max_seq(engine: Store, target: str, table: str) -> str | None:
     """Largest seq the table or its tombstones hold (None: unknown, read the keys)."""
     a = engine.max_stat(table_path(target, table), "_cdc_seq")
     b = engine.max_stat(tombstone_path(target, table), "_cdc_seq")
@@ -245,59 +244,7 @@ def stored_max_seq(engine: DeltaRsEngine, target: str, table: str) -> str | None
     return max(a, b)
 
 
-def read_stored(spark: SparkSession, engine: DeltaRsEngine, target: str, table: str, layout: Layout) -> DataFrame:
-    """Per key (``k{j}``) the seq the table reflects: its live row's or its tombstone's."""
-    parts: list[DataFrame] = []
-    keys = [F.col(f"`{k}`").alias(f"k{j}") for j, k in enumerate(layout.keys)]
-    main = table_path(target, table)
-    if engine.exists(main):
-        parts.append(engine.read(spark, main).select(*keys, F.col("_cdc_seq").alias("_stored_seq")))
-    stones = tombstone_path(target, table)
-    if engine.exists(stones):
-        t = engine.read(spark, stones).where(F.col("_cdc_kind") == "D")
-        if all(k in t.columns for k in layout.keys):
-            parts.append(t.select(*keys, F.col("_cdc_seq").alias("_stored_seq")))
-    if not parts:
-        schema = T.StructType(
-            [T.StructField(f"k{j}", layout.types[i]) for j, i in enumerate(layout.key_index)]
-            + [T.StructField("_stored_seq", T.StringType())]
-        )
-        return spark.createDataFrame([], schema)
-    out = parts[0]
-    for p in parts[1:]:
-        out = out.unionByName(p)
-    return out.groupBy(*layout.key_cols).agg(F.max("_stored_seq").alias("_stored_seq"))
-
-
-def read_rows(spark: SparkSession, engine: DeltaRsEngine, target: str, table: str, layout: Layout) -> DataFrame | None:
-    """The table's rows with positional names (``k{j}``, ``c{i}``, ``_cdc_seq``), or None."""
-    main = table_path(target, table)
-    if not engine.exists(main):
-        return None
-    df = engine.read(spark, main)
-    cols = [
-        (F.col(f"`{c}`") if c in df.columns else F.lit(None).cast(layout.types[i])).alias(f"c{i}")
-        for i, c in enumerate(layout.columns)
-    ]
-    keys = [F.col(f"`{k}`").alias(f"k{j}") for j, k in enumerate(layout.keys)]
-    return df.select(*keys, *cols, "_cdc_seq")
-
-
-def tombstone_rows(deleted: pa.Table, layout: Layout, *, truncate_seq: str | None, now: dt.datetime) -> pa.Table:
-    """Tombstones for the batch's deleted keys, plus a truncate mark when the batch truncated."""
-    n = deleted.num_rows + (1 if truncate_seq is not None else 0)
-    cols: dict[str, pa.Array] = {}
-    for j, i in enumerate(layout.key_index):
-        values = deleted.column(f"k{j}").to_pylist() + ([None] if truncate_seq is not None else [])
-        cols[layout.keys[j]] = pa.array(values, type=to_arrow_type(layout.types[i]))
-    seqs = deleted.column("_cdc_seq").to_pylist() + ([truncate_seq] if truncate_seq is not None else [])
-    cols["_cdc_seq"] = pa.array(seqs, type=pa.string())
-    cols["_cdc_kind"] = pa.array(["D"] * deleted.num_rows + (["T"] if truncate_seq is not None else []), type=pa.string())
-    cols["_cdc_recorded_at"] = pa.array([now] * n, type=pa.timestamp("us", tz="UTC"))
-    return pa.table(cols)
-
-
-def expire_tombstones(engine: DeltaRsEngine, target: str, table: str, retention: dt.timedelta, now: dt.datetime) -> int:
+def expire_tombstones(engine: Store, target: str, table: str, retention: dt.timedelta, now: dt.datetime) -> int:
     """Delete tombstones recorded ``retention`` or longer before ``now`` (truncate marks are kept;
     a retention of 0 keeps none, not even this run's). Returns how many."""
     path = tombstone_path(target, table)
