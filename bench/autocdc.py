@@ -8,8 +8,8 @@ AUTO CDC keeps its target with MERGE through Spark's DataSource V2 row-level ope
 target table must implement ``SupportsRowLevelOperations``. On this machine's newest PySpark
 (4.3.0) no durable table format does (see ``bench/autocdc.md``): the session catalog writes
 Parquet (refused), Iceberg's newest Spark runtime (``iceberg-spark-runtime-4.1_2.13:1.12.0``)
-cannot be loaded on Spark 4.2 or later, and Delta Lake has no release for Spark 4.3 (nor
-does its table implement that interface). What runs is Spark's own in-memory test catalog with
+cannot be loaded on Spark 4.2 or later, and Delta Lake has no release for Spark 4.3 (on 4.2,
+where it has one, its table lacks that interface and is refused). What runs is Spark's own in-memory test catalog with
 row-level operations, ``SharedTablesInMemoryRowLevelOperationTableCatalog`` from the tests jar
 of ``spark-catalyst_2.13`` (4.2.0, the newest Spark Maven serves), whose tables outlive the
 sessions a pipeline run makes. Its tables live in the JVM's memory: the times are AUTO CDC's
@@ -94,13 +94,13 @@ class Target:
 
     name: str
     description: str
+    #: the pipeline's default catalog (None: the session catalog)
+    catalog: str | None = None
     jars: tuple[MavenJar, ...] = ()
-    #: settings of the catalog ``tgt`` (``{warehouse}`` is replaced by a directory); none: the session catalog
-    catalog_conf: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def catalog(self) -> str | None:
-        return "tgt" if self.catalog_conf else None
+    #: session settings (``{warehouse}`` is replaced by a directory)
+    conf: dict[str, str] = field(default_factory=dict)
+    #: Delta Lake's package for the running Spark (lakecdc.spark.jars' table), its catalog the session's
+    delta: bool = False
 
 
 ICEBERG = MavenJar("org.apache.iceberg", "iceberg-spark-runtime-4.1_2.13", "1.12.0")
@@ -111,12 +111,16 @@ TARGETS = {
     for t in (
         Target("session", "the session catalog, the pipelines' default (spark_catalog, format parquet)"),
         Target("iceberg", f"Iceberg's newest Spark runtime ({ICEBERG}), a Hadoop catalog in a temporary directory",
-               (ICEBERG,), {"spark.sql.catalog.tgt": "org.apache.iceberg.spark.SparkCatalog",
-                            "spark.sql.catalog.tgt.type": "hadoop", "spark.sql.catalog.tgt.warehouse": "{warehouse}"}),
+               "tgt", (ICEBERG,), {"spark.sql.catalog.tgt": "org.apache.iceberg.spark.SparkCatalog",
+                                   "spark.sql.catalog.tgt.type": "hadoop",
+                                   "spark.sql.catalog.tgt.warehouse": "{warehouse}"}),
+        Target("delta", "Delta Lake's release for the running Spark as the session catalog, format delta",
+               conf={"spark.sql.sources.default": "delta"}, delta=True),
         Target("memory", f"Spark's in-memory test catalog with row-level operations ({SPARK_TESTS})",
-               (SPARK_TESTS,), {"spark.sql.catalog.tgt": _IN_MEMORY + "InMemoryRowLevelOperationTableCatalog"}),
+               "tgt", (SPARK_TESTS,), {"spark.sql.catalog.tgt": _IN_MEMORY + "InMemoryRowLevelOperationTableCatalog"}),
         Target("memory-shared", f"the same, its tables shared by all sessions ({SPARK_TESTS})",
-               (SPARK_TESTS,), {"spark.sql.catalog.tgt": _IN_MEMORY + "SharedTablesInMemoryRowLevelOperationTableCatalog"}),
+               "tgt", (SPARK_TESTS,),
+               {"spark.sql.catalog.tgt": _IN_MEMORY + "SharedTablesInMemoryRowLevelOperationTableCatalog"}),
     )
 }
 #: The target the contender uses: the one that runs here.
@@ -180,10 +184,23 @@ def start_session(target: Target, warehouse: Path) -> Any:
     settings = dict(SESSION_CONF)
     if target.jars:
         settings["spark.jars"] = ",".join(str(maven_jar(j)) for j in target.jars)
-    settings.update({k: v.replace("{warehouse}", warehouse.as_uri()) for k, v in target.catalog_conf.items()})
+    if target.delta:
+        settings.update(_delta_conf())
+    settings.update({k: v.replace("{warehouse}", warehouse.as_uri()) for k, v in target.conf.items()})
     for key, value in settings.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def _delta_conf() -> dict[str, str]:
+    """Settings that load Delta Lake's release for the running Spark (resolved with its
+    dependencies into lakecdc's Ivy cache). Raises RuntimeError when Delta has none."""
+    from lakecdc.spark.jars import DELTA_SESSION_CONF, cache_dir, delta_package, spark_version
+
+    package = delta_package()
+    if package is None:
+        raise RuntimeError(f"Delta Lake has no release for Spark {spark_version()} (lakecdc.spark.jars.DELTA_FOR_SPARK)")
+    return {"spark.jars.packages": str(package), "spark.jars.ivy": str(cache_dir()), **DELTA_SESSION_CONF}
 
 
 def _define(spark: Any, source: Path) -> None:
