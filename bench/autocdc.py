@@ -181,7 +181,8 @@ def start_session(target: Target, warehouse: Path) -> Any:
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.remote("local[2]")
-    settings = dict(SESSION_CONF)
+    # the session catalog's tables under the run's directory, not the working directory
+    settings = {**SESSION_CONF, "spark.sql.warehouse.dir": warehouse.as_uri()}
     if target.jars:
         settings["spark.jars"] = ",".join(str(maven_jar(j)) for j in target.jars)
     if target.delta:
