@@ -215,8 +215,13 @@ def _conform(actual: pl.DataFrame, expected: pl.Schema) -> tuple[pl.DataFrame, l
 
 def check(table: Path, expected_path: Path) -> Check:
     """Compare the Delta table at ``table`` with ``expected_path``."""
+    return check_arrow(DeltaTable(str(table)).to_pyarrow_table(), expected_path)
+
+
+def check_arrow(table: pa.Table, expected_path: Path) -> Check:
+    """Compare a contender's resulting table (Arrow) with ``expected_path``."""
     expected = pl.read_parquet(expected_path)
-    actual, notes = _conform(pl.from_arrow(DeltaTable(str(table)).to_pyarrow_table()), expected.schema)  # type: ignore[arg-type]
+    actual, notes = _conform(pl.from_arrow(table), expected.schema)  # type: ignore[arg-type]
     unique = actual.unique(KEY, keep="any")
     joined = expected.join(unique, on=KEY, how="inner", suffix="_actual")
     differs = {
