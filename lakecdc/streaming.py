@@ -153,7 +153,8 @@ class ChangeStream:
         ...) when a batch failed and stopped the query.
         """
         with self._errors():
-            return self._spark_query().awaitTermination(timeout)
+            # (PySpark's annotation says int; it takes a float of seconds as well)
+            return self._spark_query().awaitTermination(timeout)  # type: ignore[arg-type]
 
     def process_all_available(self) -> None:
         """Block until every file in the landing directory now has been applied (tests, notebooks)."""

@@ -47,7 +47,9 @@ _EXACT = T.DecimalType(38, 18)
 
 def split_top_level(text: str) -> list[str]:
     """Split ``a: X, b: OBJECT<c: Y, d: Z>`` at the commas that are not nested or quoted."""
-    parts, depth, quoted, cur = [], 0, False, []
+    parts: list[str] = []
+    cur: list[str] = []
+    depth, quoted = 0, False
     for ch in text:
         if ch == "`":
             quoted = not quoted

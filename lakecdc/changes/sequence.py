@@ -67,7 +67,7 @@ if TYPE_CHECKING:
 #: The Delta table property that records a table's sequence basis.
 SEQUENCE_BY_PROPERTY = "lakecdc.sequenceBy"
 KINDS = SEQ_KINDS
-_WHOLE = {T.ByteType: 3, T.ShortType: 5, T.IntegerType: 10, T.LongType: 19}
+_WHOLE: dict[type[T.DataType], int] = {T.ByteType: 3, T.ShortType: 5, T.IntegerType: 10, T.LongType: 19}
 _NINES = "9876543210"
 
 

@@ -66,6 +66,7 @@ typed columns, other keys).
 from __future__ import annotations
 
 import datetime as dt
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -218,7 +219,7 @@ def _lakecdc_section(props: Any, at: tuple[str, ...], where: Where) -> dict[str,
     return out
 
 
-def load_contracts(path: str | Path | None) -> dict[str, Contract]:
+def load_contracts(path: str | os.PathLike[str] | None) -> dict[str, Contract]:
     """Every contract in a file or a directory (``*.yaml``, ``*.yml``), by source table."""
     if path is None:
         return {}

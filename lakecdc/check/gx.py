@@ -150,7 +150,7 @@ class Validator:
                                       "base_directory": f"../{DOCS_DIR}"},  # from the context's root, gx/
                 })
         with contextlib.suppress(Exception):  # cosmetic only
-            self.context.variables.progress_bars = {"globally": False}  # type: ignore[assignment]
+            self.context.variables.progress_bars = {"globally": False}
         load()
         from great_expectations.core.run_identifier import RunIdentifier
 

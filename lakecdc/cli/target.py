@@ -90,7 +90,7 @@ def _status(args: argparse.Namespace) -> int:
         print(json.dumps([{
             "source_table": r.source_table, "target": r.target, "last_run": r.last_run, "status": r.last_status,
             "finished_at": r.finished_at.isoformat(), "last_op_ts": r.last_op_ts.isoformat() if r.last_op_ts else None,
-            "lag_seconds": r.lag(now).total_seconds() if r.last_op_ts else None, "runs": r.runs, "events": r.events,
+            "lag_seconds": lag.total_seconds() if (lag := r.lag(now)) is not None else None, "runs": r.runs, "events": r.events,
         } for r in rows], indent=2))
     else:
         print(render_status(rows))

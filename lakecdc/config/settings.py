@@ -48,11 +48,17 @@ class Declared(Protocol):
     """What a data contract declares for its table that a run's settings defer to
     (:class:`lakecdc.check.contracts.Contract`)."""
 
-    keys: tuple[str, ...]
-    pk_update: str | None
-    tombstone_retention: dt.timedelta | None
-    sequence_by: tuple[SeqField, ...]
-    target: str | None
+    # (read-only: a contract is frozen)
+    @property
+    def keys(self) -> tuple[str, ...]: ...
+    @property
+    def pk_update(self) -> str | None: ...
+    @property
+    def tombstone_retention(self) -> dt.timedelta | None: ...
+    @property
+    def sequence_by(self) -> tuple[SeqField, ...]: ...
+    @property
+    def target(self) -> str | None: ...
 
 
 def _per_table(scalar: Callable[..., Any]) -> Callable[[Any, str], dict[str, Any]]:

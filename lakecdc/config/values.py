@@ -76,7 +76,7 @@ def name(value: Any, setting: str) -> str:
 def pk_update(value: Any, setting: str = "pk_update") -> PkUpdate:
     if value not in PK_UPDATE_MODES:
         raise BadValue(setting, value, ", ".join(PK_UPDATE_MODES))
-    return value  # type: ignore[no-any-return]
+    return value
 
 
 def scd_type(value: Any, setting: str = "stored_as_scd_type") -> ScdType:

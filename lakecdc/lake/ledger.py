@@ -210,11 +210,11 @@ class Ledger:
         """
         pending = self.pending()
         for run in pending:
-            for f in run.inputs:
-                now = InputFile.of(f.path) if os.path.exists(f.path) else None
-                if now is None or now.size < f.size:
+            for given in run.inputs:
+                now = InputFile.of(given.path) if os.path.exists(given.path) else None
+                if now is None or now.size < given.size:
                     raise InputChangedError(
-                        f"run {run.run_id} did not finish and its input {f.path!r} is now "
+                        f"run {run.run_id} did not finish and its input {given.path!r} is now "
                         f"{'gone' if now is None else 'shorter'}; restore it to resume exactly once"
                     )
         consumed = self.consumed()

@@ -67,7 +67,7 @@ class TableSummary:
             last_op_ts=max(filter(None, (self.last_op_ts, other.last_op_ts)), default=None),
             last_seq=max(filter(None, (self.last_seq, other.last_seq)), default=None),
             delta_version=other.delta_version if other.delta_version is not None else self.delta_version,
-            status=max(self.status, other.status, key=_STATUS_RANK.get),
+            status=max(self.status, other.status, key=lambda s: _STATUS_RANK.get(s, 0)),
             error=other.error or self.error,
         )
 

@@ -33,7 +33,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from lakecdc.errors import LakecdcError
 from lakecdc.lake.ledger import InputFile, Ledger, Manifest
@@ -242,7 +242,7 @@ def _rebuild_ledger(engine: DeltaRsEngine, target: str) -> list[str]:
         if rows:
             inputs = _inputs_of(rows[0])
             failed = [r["source_table"] for r in rows if r["status"] not in ("applied", "skipped")]
-            status = "planned" if failed else "committed"
+            status: Literal["planned", "committed"] = "planned" if failed else "committed"
             tables_summary = [{"source_table": r["source_table"], "target": r["target"], "status": r["status"],
                                "delta_version": r["delta_version"]} for r in rows]
             manifest = Manifest(run_id=run_id, status=status, format=rows[0]["format"] or fmt_default, inputs=inputs,

@@ -117,7 +117,7 @@ def commit_table(
     layout = prep.layout
     source = BatchSource.from_arrow(prep.net, n_columns=len(layout.columns), n_keys=len(layout.keys))
     schema = table_schema(layout)
-    has_rows = source.rows > 0 and bool(pc.any(pc.equal(source.arrow.column("_action"), "upsert")).as_py())
+    has_rows = source.rows > 0 and source.arrow is not None and bool(pc.any(pc.equal(source.arrow.column("_action"), "upsert")).as_py())
     # A table is created once some image showed its columns; a stream that so far only
     # truncated it leaves tombstones and a truncate mark, no table.
     creatable = has_rows or prep.seen_columns
@@ -136,7 +136,7 @@ def commit_table(
         metadata={"lakecdc.run_id": str(run_id), "lakecdc.format": settings.format},
     )
     inserted = updated = deleted = 0
-    files: dict[str, int | None] = {}
+    files: dict[str, Any] = {}
     if (source.rows or prep.truncate_seq is not None) and (prep.exists or creatable):
         result = retry_conflicts(lambda: engine.merge(plan, source), what=f"merge into {prep.table}")
         inserted, updated, deleted = result.inserted, result.updated, result.deleted

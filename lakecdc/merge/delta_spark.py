@@ -88,7 +88,7 @@ def session_confs(spark: SparkSession, values: Mapping[str, str | None]) -> Iter
                     conf.set(key, value)
 
 
-def txn_confs(spark: SparkSession, app_id: str, version: int, metadata: Mapping[str, str]):  # type: ignore[no-untyped-def]
+def txn_confs(spark: SparkSession, app_id: str, version: int, metadata: Mapping[str, str]):
     """Session confs that make the DML run inside this block an idempotent Delta commit."""
     return session_confs(spark, {TXN_APP_ID: app_id, TXN_VERSION: str(version),
                                  USER_METADATA: _txn_metadata(app_id, version, metadata)})
@@ -114,7 +114,7 @@ COLUMN_MAPPING = {"delta.columnMapping.mode": "name", "delta.minReaderVersion": 
 def _needs_column_mapping(schema: T.StructType) -> bool:
     """Whether a column name (at any depth) holds a character Delta's engine refuses without column
     mapping (a source column ``ORDER ID``)."""
-    def names(dtype: T.DataType):  # type: ignore[no-untyped-def]
+    def names(dtype: T.DataType):
         if isinstance(dtype, T.StructType):
             for f in dtype.fields:
                 yield f.name
@@ -183,7 +183,7 @@ class DeltaSparkEngine:
             raise
         return True
 
-    def _detail(self, path: str) -> dict:  # type: ignore[type-arg]
+    def _detail(self, path: str) -> dict:
         row = self._sql(f"DESCRIBE DETAIL {self.ref(path)}").first()
         return row.asDict() if row else {}
 
@@ -289,7 +289,7 @@ class DeltaSparkEngine:
         return self.spark.createDataFrame(data, schema=to_spark_schema(data.schema))
 
     def merge(self, plan: MergePlan, source: BatchSource) -> MergeResult:
-        df = source.df if source.df is not None else self._source_df(source.arrow)  # type: ignore[arg-type]
+        df = source.df if source.df is not None else self._source_df(source.arrow)
         return self._run_merge(plan.table, plan.path, plan.to_sql(target=self.ref(plan.path)), df,
                                plan.app_id, plan.version, plan.metadata)
 

@@ -220,8 +220,8 @@ def new_column_types(
     elif rest:
         for table, cols in rest.items():
             out[table].update({c: T.StringType() for c in cols})
-    for table, cols in untyped.items():  # declared, all values NULL so far: kept, as text
-        out[table].update({c: T.StringType() for c in cols if c not in out[table]})
+    for table, names in untyped.items():  # declared, all values NULL so far: kept, as text
+        out[table].update({c: T.StringType() for c in names if c not in out[table]})
     return out
 
 

@@ -192,7 +192,7 @@ def _ivy_resolve(wanted: list[Package], repo: str) -> list[str]:
     return [j for j in jars if Path(j).is_file()]
 
 
-def resolve(version: str | None = None, *, repo: str | None = None, say=print) -> list[str]:  # type: ignore[no-untyped-def]
+def resolve(version: str | None = None, *, repo: str | None = None, say=print) -> list[str]:
     """Resolve :func:`packages` through Spark's own Ivy into :func:`cache_dir` and record the jar
     list; returns it. Needs the network once; an already cached list is kept.
 
