@@ -35,7 +35,6 @@ from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
 from lakecdc.changes.columns import sql_string
-from lakecdc.changes.quarantine import BAD_COLUMNS, Quarantined, collect_bad, write_quarantine
 from lakecdc.changes.sequence import check_basis
 from lakecdc.changes.transactions import held_files, record_applied, split_open_transactions, write_held
 from lakecdc.check.contracts import load_contracts
@@ -58,6 +57,7 @@ from lakecdc.maintenance.doctor import verify
 from lakecdc.merge.commit import merge_one
 from lakecdc.merge.pick import make_engine
 from lakecdc.merge.prepare import Batch, HistoryPrepared, Prepared, fast_path, prepare_history, prepare_table
+from lakecdc.merge.quarantine import BAD_COLUMNS, Quarantined, collect_bad, write_quarantine
 from lakecdc.merge.shape import TableShape, history_shape, table_shape, with_declared
 from lakecdc.run.profile import (
     Accounts,

@@ -16,10 +16,10 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakecdc.changes.columns import infer_types, sql_string
-from lakecdc.changes.quarantine import BAD_COLUMNS
 from lakecdc.changes.sequence import SeqField, resequence
 from lakecdc.changes.transactions import HELD
 from lakecdc.decode.files.reread import source_of
+from lakecdc.merge.quarantine import BAD_COLUMNS
 from lakecdc.merge.shape import RESERVED_PREFIX, TableShape
 
 if TYPE_CHECKING:

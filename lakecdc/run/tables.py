@@ -16,8 +16,8 @@ from lakecdc.lake.summary import TableSummary
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-    from lakecdc.changes.quarantine import Quarantined
     from lakecdc.config.settings import Progress
+    from lakecdc.merge.quarantine import Quarantined
     from lakecdc.run.profile import Accounts
 
 

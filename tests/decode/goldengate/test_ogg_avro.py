@@ -22,7 +22,6 @@ from hypothesis import HealthCheck, assume, given, seed, settings
 from pyspark.sql import types as T
 
 import lakecdc
-from lakecdc.changes.quarantine import QUARANTINE_SCHEMA, write_quarantine
 from lakecdc.decode.avro.containers import plan_ocf_splits
 from lakecdc.decode.avro.schemas import parsing_fingerprint, rabin64
 from lakecdc.decode.files import splits as splits_module
@@ -31,6 +30,7 @@ from lakecdc.decode.goldengate.common import java_unescape
 from lakecdc.errors import ConfigError
 from lakecdc.lake.state import quarantine_path
 from lakecdc.merge.delta_rs import DeltaRsEngine
+from lakecdc.merge.quarantine import QUARANTINE_SCHEMA, write_quarantine
 
 try:
     from tests.helpers import rows
