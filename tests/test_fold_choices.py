@@ -18,7 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import types as T
 
-from lakecdc.consolidate.fold import Layout, drop_stale, fold, late_by_file, widen
+from lakecdc.consolidate.files import late_by_file
+from lakecdc.consolidate.fold import Layout, drop_stale, fold, widen
 from lakecdc.decode.event import event_schema
 
 pytestmark = pytest.mark.spark

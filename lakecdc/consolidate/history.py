@@ -43,7 +43,8 @@ from pyspark.sql import types as T
 
 from lakecdc.changes.columns import sql_string
 from lakecdc.config.settings import match_table
-from lakecdc.consolidate.fold import ARRIVAL, BY_FILE, Layout, before_sql, by_file, fold_inputs, key_window
+from lakecdc.consolidate.files import BY_FILE, by_file
+from lakecdc.consolidate.fold import ARRIVAL, Layout, before_sql, fold_inputs, key_window
 from lakecdc.errors import ConfigError
 
 if TYPE_CHECKING:

@@ -20,6 +20,7 @@ from pyspark.sql import types as T
 
 from lakecdc.changes.columns import sql_string
 from lakecdc.changes.sequence import check_basis, resequence
+from lakecdc.consolidate.files import late_by_file
 from lakecdc.consolidate.fold import (
     ARRIVAL,
     Layout,
@@ -28,7 +29,6 @@ from lakecdc.consolidate.fold import (
     drop_stale,
     first_truncate,
     fold,
-    late_by_file,
     widen,
 )
 from lakecdc.consolidate.history import COUNT_COLUMNS, Truncate, fold_history, tracked_columns
