@@ -322,6 +322,8 @@ class Contender:
 
 
 def _orders_table(summary: object) -> Path:
+    if not summary.ok:  # type: ignore[attr-defined]
+        raise RuntimeError(f"lakecdc failed:\n{summary.render()}")  # type: ignore[attr-defined]
     tables = [table for table in summary.tables if table.source_table == TABLE]  # type: ignore[attr-defined]
     if len(tables) != 1:
         raise RuntimeError(f"lakecdc reported {len(tables)} tables for {TABLE}")
@@ -333,7 +335,10 @@ def _lakecdc_apply(
 ) -> Path:
     import lakecdc
 
-    return _orders_table(lakecdc.apply(str(inputs), str(target), format=format, spark=spark, engine=engine))
+    # (Debezium JSON without schema names no key: it is configured, as the notebooks know it too)
+    options: dict[str, object] = {"keys": {TABLE: [KEY]}} if format == WHOLE_ENCODING else {}
+    summary = lakecdc.apply(str(inputs), str(target), format=format, spark=spark, engine=engine, **options)
+    return _orders_table(summary)
 
 
 def _lakecdc_preload(spark: SparkSession, workload: Workload, template: Path) -> None:
