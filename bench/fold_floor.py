@@ -37,21 +37,14 @@ from pathlib import Path
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import types as T
 
 from bench import peers
 from bench.generate import KEY, SOURCE_SCHEMA
-from bench.run import ensure_workload, start_spark
+from bench.peers import MAP_SCHEMA
+from bench.run import Batch, ensure_workload, start_spark
 
 ORDER = "PARTITION BY k ORDER BY op_ts, pos"
 WHOLE = f"({ORDER} ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)"
-_TEXT_MAP = T.MapType(T.StringType(), T.StringType())
-#: the message members the map reader parses (images as maps: presence is a key being there)
-MAP_SCHEMA = T.StructType([
-    T.StructField("table", T.StringType()), T.StructField("op_type", T.StringType()),
-    T.StructField("op_ts", T.StringType()), T.StructField("pos", T.StringType()),
-    T.StructField("before", _TEXT_MAP), T.StructField("after", _TEXT_MAP),
-])
 
 
 def _newest_per_column(events: DataFrame) -> pa.Table:
@@ -120,13 +113,15 @@ def measure(spark: SparkSession, args: argparse.Namespace) -> dict[str, list[flo
     for name in () if args.no_runs else RUNS:
         contender = CONTENDERS[name]
         template = scratch / f"{name}-template"
-        contender.preload(spark, workload, template)
+        batch = Batch(workload, "partial", workload.events_json)
+        assert contender.preload is not None
+        contender.preload(spark, batch, template)
 
-        def whole_run(contender=contender, template=template) -> None:  # noqa: ANN001
+        def whole_run(contender=contender, template=template, batch=batch) -> None:  # noqa: ANN001
             target = scratch / f"{contender.name}-run"
             shutil.rmtree(target, ignore_errors=True)
             shutil.copytree(template, target)
-            contender.run(spark, workload, target)
+            contender.run(spark, batch, target)
 
         timed[f"{name} run"] = whole_run
     seconds: dict[str, list[float]] = {name: [] for name in timed}

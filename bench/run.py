@@ -1,12 +1,15 @@
-"""Run the CDC merge benchmark: lakecdc against the typical notebook and the parse floor.
+"""Run the CDC merge benchmark: lakecdc against the notebooks users would write and the parse floor.
 
     python -m bench.run --events 1000000 --keys 200000 [--events 5000000 --keys 1000000]
-        [--workdir DIR] [--only lakecdc,peer,floor] [--warmup N] [--repeat N] [--write-results]
-        [--same-jvm]
+        [--images partial,whole] [--workdir DIR] [--only peer,correct,lakecdc,floor] [--warmup N]
+        [--repeat N] [--write-results] [--same-jvm]
 
 For each workload (generated into ``--workdir`` if absent, by :mod:`bench.generate` in a
-subprocess), every contender runs on ``events.json`` against a Delta table freshly copied from a
-preloaded template. The contenders take turns, round by round (the machine's speed drifts over
+subprocess) and each kind of images (``--images``: ``partial``, the GoldenGate JSON of
+``events.json``, whose updates carry partial after images half of the time; ``whole``, the same
+changes as Debezium JSON, every after image the whole row, converted once by
+:mod:`bench.debezium`), every contender runs on the events against a Delta table freshly copied
+from a preloaded template. The contenders take turns, round by round (the machine's speed drifts over
 minutes), and each round gives each contender a Python process and Spark JVM of its own: this
 command runs itself again with ``--only <contender> --repeat 1``. Sharing one JVM slowed whoever
 ran after the other (5M events: lakecdc 48.8 s alone, 99.4 s beside the peer; the peer 19.3 s
@@ -23,6 +26,7 @@ table is compared with the simulated source, ``expected.parquet``, by ``ID``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import datetime as dt
 import gc
@@ -51,6 +55,7 @@ from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import SparkSession
 
 from bench import peers
+from bench.formats import encoded_dir
 from bench.generate import KEY, TABLE, Workload, workload_dir
 
 REPO = Path(__file__).resolve().parents[1]
@@ -59,6 +64,8 @@ RESULTS_TITLE = "# Benchmark results"
 WARMUP_EVENTS = 20_000
 SAMPLE_SECONDS = 0.05
 GIB = 1024**3
+#: exit status of a process that stopped itself for going over ``--max-rss``
+OVER_MEMORY = 75
 
 
 # --- Spark -----------------------------------------------------------------------------------
@@ -87,10 +94,15 @@ def process_tree_rss() -> int:
 
 
 class PeakRss:
-    """Context manager sampling :func:`process_tree_rss` in a background thread."""
+    """Context manager sampling :func:`process_tree_rss` in a background thread.
 
-    def __init__(self, interval: float = SAMPLE_SECONDS) -> None:
+    With a ``limit`` (bytes), a process tree that grows past it is stopped (its children killed,
+    then this process exits with :data:`OVER_MEMORY`) before the machine runs out of memory."""
+
+    def __init__(self, interval: float = SAMPLE_SECONDS, limit: int | None = None, what: str = "") -> None:
         self.interval = interval
+        self.limit = limit
+        self.what = what
         self.baseline = 0
         self.peak = 0
         self._stop = threading.Event()
@@ -99,6 +111,13 @@ class PeakRss:
     def _sample(self) -> None:
         while not self._stop.wait(self.interval):
             self.peak = max(self.peak, process_tree_rss())
+            if self.limit is not None and self.peak > self.limit:
+                print(f"  {self.what}: the process tree took {self.peak / GIB:.1f} GiB, over the limit of "
+                      f"{self.limit / GIB:.1f} GiB (--max-rss): stopped", file=sys.stderr, flush=True)
+                for child in psutil.Process().children(recursive=True):
+                    with contextlib.suppress(psutil.Error):
+                        child.kill()
+                os._exit(OVER_MEMORY)
 
     def __enter__(self) -> PeakRss:
         self.baseline = self.peak = process_tree_rss()
@@ -241,83 +260,147 @@ def check_arrow(table: pa.Table, expected_path: Path) -> Check:
 
 # --- Contenders ------------------------------------------------------------------------------
 
+#: the converted encoding a whole-image batch reads (:mod:`bench.debezium`)
+WHOLE_ENCODING = "debezium-json"
+IMAGES_READ = {"partial": "GoldenGate JSON, partial after images", "whole": "Debezium JSON, whole after images"}
+
+
+@dataclass(frozen=True)
+class Batch:
+    """What the contenders apply: a workload's changes with ``partial`` images (``events.json``,
+    GoldenGate JSON) or ``whole`` ones (the same changes as Debezium JSON, ``events``)."""
+
+    workload: Workload
+    images: str
+    events: Path
+
+    @property
+    def format(self) -> str:
+        """lakecdc's format for the batch's events."""
+        return "ogg-json" if self.images == "partial" else WHOLE_ENCODING
+
+    @property
+    def preload_events(self) -> Path:
+        """The preload's inserts in the batch's format (lakecdc's targets are preloaded with them)."""
+        if self.images == "partial":
+            return self.workload.preload_json
+        return encoded_dir(self.workload, f"{WHOLE_ENCODING}-preload") / "events.json"
+
+
+def ensure_batch(workload: Workload, images: str, workdir: Path, seed: int) -> Batch:
+    """The batch of ``workload`` with ``images``; for whole images, the workload's events and
+    preload are converted to Debezium JSON first, once (cached beside the workload)."""
+    if images == "partial":
+        return Batch(workload, images, workload.events_json)
+    from bench import debezium
+
+    (encoded,) = debezium.SUITE.ensure(workload, workdir, seed, [WHOLE_ENCODING])
+    batch = Batch(workload, images, encoded.files[0])
+    if not batch.preload_events.exists():
+        staging = batch.preload_events.parent.with_name(batch.preload_events.parent.name + ".partial")
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        debezium.build_json(workload.preload_json, staging)
+        shutil.rmtree(batch.preload_events.parent, ignore_errors=True)
+        os.replace(staging, batch.preload_events.parent)
+    return batch
+
 
 @dataclass(frozen=True)
 class Contender:
-    """One way of applying ``events.json``.
+    """One way of applying a :class:`Batch`.
 
-    ``preload(spark, workload, template)`` builds the preloaded target once per workload (not
-    timed); ``run(spark, workload, target)`` applies the workload to a copy of it (timed) and
-    returns the path of the resulting Delta table for BENCH.ORDERS, or None if it writes none.
-    ``spark``: it needs a Spark session (a process measuring only contenders that do not starts
-    no JVM, and passes None).
+    ``preload(spark, batch, template)`` builds the preloaded target once per batch (not timed);
+    ``run(spark, batch, target)`` applies the batch to a copy of it (timed) and returns the path
+    of the resulting Delta table for BENCH.ORDERS, or None if it writes none. ``spark``: it needs a
+    Spark session (a process measuring only contenders that do not starts no JVM, and passes
+    None). ``engine``: the Delta engine it writes with (``delta-rs``, ``delta-spark``; None: it
+    writes nothing); its ratio "vs correct" is against the correct notebook of the same engine.
     """
 
     name: str
     description: str
-    run: Callable[[SparkSession, Workload, Path], Path | None]
-    preload: Callable[[SparkSession, Workload, Path], None] | None = None
+    run: Callable[[SparkSession, Batch, Path], Path | None]
+    preload: Callable[[SparkSession, Batch, Path], None] | None = None
     spark: bool = True
+    engine: str | None = "delta-rs"
 
 
 def _orders_table(summary: object) -> Path:
+    if not summary.ok:  # type: ignore[attr-defined]
+        raise RuntimeError(f"lakecdc failed:\n{summary.render()}")  # type: ignore[attr-defined]
     tables = [table for table in summary.tables if table.source_table == TABLE]  # type: ignore[attr-defined]
     if len(tables) != 1:
         raise RuntimeError(f"lakecdc reported {len(tables)} tables for {TABLE}")
     return Path(tables[0].target)
 
 
-def _lakecdc_apply(spark: SparkSession, inputs: Path, target: Path, engine: str = "delta-rs") -> Path:
+def _lakecdc_apply(
+    spark: SparkSession, inputs: Path, target: Path, engine: str = "delta-rs", format: str = "ogg-json"
+) -> Path:
     import lakecdc
 
-    return _orders_table(lakecdc.apply(str(inputs), str(target), format="ogg-json", spark=spark, engine=engine))
+    # (Debezium JSON without schema names no key: it is configured, as the notebooks know it too)
+    options: dict[str, object] = {"keys": {TABLE: [KEY]}} if format == WHOLE_ENCODING else {}
+    summary = lakecdc.apply(str(inputs), str(target), format=format, spark=spark, engine=engine, **options)
+    return _orders_table(summary)
 
 
 def _lakecdc_preload(spark: SparkSession, workload: Workload, template: Path) -> None:
     _lakecdc_apply(spark, workload.preload_json, template)
 
 
-def _lakecdc_run(spark: SparkSession, workload: Workload, target: Path) -> Path:
-    return _lakecdc_apply(spark, workload.events_json, target)
+def _lakecdc_batch_preload(spark: SparkSession, batch: Batch, template: Path) -> None:
+    _lakecdc_apply(spark, batch.preload_events, template, format=batch.format)
 
 
-def _lakecdc_spark_run(spark: SparkSession, workload: Workload, target: Path) -> Path:
-    return _lakecdc_apply(spark, workload.events_json, target, engine="delta-spark")
+def _lakecdc(engine: str) -> Callable[[SparkSession, Batch, Path], Path]:
+    def run(spark: SparkSession, batch: Batch, target: Path) -> Path:
+        return _lakecdc_apply(spark, batch.events, target, engine=engine, format=batch.format)
+
+    return run
 
 
-def _peer_preload(spark: SparkSession, workload: Workload, template: Path) -> None:
-    write_deltalake(str(template), pq.read_table(workload.preload_parquet))
+def _plain_preload(spark: SparkSession, batch: Batch, template: Path) -> None:
+    """A plain Delta table of the 12 source columns, written by delta-rs (the notebooks' target)."""
+    write_deltalake(str(template), pq.read_table(batch.workload.preload_parquet))
 
 
-def _peer_run(spark: SparkSession, workload: Workload, target: Path) -> Path:
-    peers.typical_notebook(spark, workload.events_json, target)
-    return target
+def _notebook(apply: Callable[..., None]) -> Callable[[SparkSession, Batch, Path], Path]:
+    def run(spark: SparkSession, batch: Batch, target: Path) -> Path:
+        apply(spark, batch.events, target, batch.images)
+        return target
+
+    return run
 
 
-def _floor_run(spark: SparkSession, workload: Workload, target: Path) -> None:
-    peers.floor(workload.events_json)
+def _floor_run(spark: SparkSession, batch: Batch, target: Path) -> None:
+    peers.floor(batch.events, batch.images)
 
 
+_TYPICAL = "typical notebook: Spark read.json (images typed), latest row per key by row_number()"
+_CORRECT = ("correct notebook: Spark read.json (images as maps), per key one window: newest op and each "
+            "column's newest value carried since the last delete; typed casts")
 CONTENDERS = {
     contender.name: contender
     for contender in (
-        Contender("floor", "pyarrow.json.read_json, explicit schema, 2 threads; parse only", _floor_run, spark=False),
-        Contender(
-            "peer",
-            "typical notebook: Spark read.json, latest row per key by row_number(), toArrow, delta-rs merge",
-            _peer_run,
-            _peer_preload,
-        ),
-        Contender(
-            "lakecdc", "lakecdc.apply(events.json, target, format='ogg-json') (engine delta-rs)", _lakecdc_run,
-            _lakecdc_preload
-        ),
-        Contender(
-            "lakecdc-delta-spark", "lakecdc.apply(events.json, target, format='ogg-json', engine='delta-spark')",
-            _lakecdc_spark_run, _lakecdc_preload,
-        ),
+        Contender("floor", "pyarrow.json.read_json, explicit schema, 2 threads; parse only", _floor_run, spark=False,
+                  engine=None),
+        Contender("peer", f"{_TYPICAL}, toArrow, delta-rs merge", _notebook(peers.typical_notebook), _plain_preload),
+        Contender("peer-delta-spark", f"{_TYPICAL}, Delta's MERGE INTO from the DataFrame",
+                  _notebook(peers.typical_notebook_delta_spark), _plain_preload, engine="delta-spark"),
+        Contender("correct", f"{_CORRECT}, toArrow, delta-rs merge updating the carried columns",
+                  _notebook(peers.correct_notebook), _plain_preload),
+        Contender("correct-delta-spark", f"{_CORRECT}, Delta's MERGE INTO from the DataFrame updating the carried "
+                  "columns", _notebook(peers.correct_notebook_delta_spark), _plain_preload, engine="delta-spark"),
+        Contender("lakecdc", "lakecdc.apply(events, target, format=<the batch's>) (engine delta-rs)",
+                  _lakecdc("delta-rs"), _lakecdc_batch_preload),
+        Contender("lakecdc-delta-spark", "lakecdc.apply(events, target, format=<the batch's>, engine='delta-spark')",
+                  _lakecdc("delta-spark"), _lakecdc_batch_preload, engine="delta-spark"),
     )
 }
+#: the correct notebook of each engine (the ratio "vs correct")
+CORRECT = {"delta-rs": "correct", "delta-spark": "correct-delta-spark"}
 
 
 @dataclass
@@ -375,19 +458,20 @@ class Outcome:
         return max(self.checks, key=lambda c: c.wrong, default=None)
 
 
-def _preload(spark: SparkSession, workload: Workload, contender: Contender, template: Path) -> None:
+def _preload(spark: SparkSession, batch: Batch, contender: Contender, template: Path) -> None:
     shutil.rmtree(template, ignore_errors=True)
     if contender.preload is not None:
         started = time.perf_counter()
-        contender.preload(spark, workload, template)
+        contender.preload(spark, batch, template)
         print(
-            f"  {contender.name}: preloaded {workload.keys:,} keys in {time.perf_counter() - started:.1f} s (not timed)"
+            f"  {contender.name}: preloaded {batch.workload.keys:,} keys in {time.perf_counter() - started:.1f} s "
+            "(not timed)"
         )
 
 
 def _run_once(
-    spark: SparkSession, workload: Workload, contender: Contender, scratch: Path, outcome: Outcome, attempt: int,
-    total: int,
+    spark: SparkSession, batch: Batch, contender: Contender, scratch: Path, outcome: Outcome, attempt: int,
+    total: int, max_rss: float | None = None,
 ) -> None:
     """One run of ``contender`` on a fresh copy of its template: timed, memory-sampled, checked."""
     template = scratch / f"{contender.name}-template"
@@ -396,9 +480,10 @@ def _run_once(
     if template.exists():
         shutil.copytree(template, target)
     gc.collect()
-    with PeakRss() as memory:
+    limit = None if max_rss is None else int(max_rss * GIB)
+    with PeakRss(limit=limit, what=f"{contender.name} run {attempt}/{total}") as memory:
         started, cpu_started = time.perf_counter(), TreeCpu()
-        table = contender.run(spark, workload, target)
+        table = contender.run(spark, batch, target)
         seconds, cpu = time.perf_counter() - started, cpu_started.since()
     outcome.seconds.append(seconds)
     outcome.cpu.append(cpu)
@@ -410,25 +495,26 @@ def _run_once(
         f"peak RSS {memory.peak / GIB:.2f} GiB"
     )
     if table is not None:
-        result = check(table, workload.expected_parquet)
+        result = check(table, batch.workload.expected_parquet)
         outcome.checks.append(result)
         line += f", {result.wrong:,} wrong rows"
     print(line)
 
 
 def measure(
-    spark: SparkSession, workload: Workload, contenders: Sequence[Contender], scratch: Path, warmup: int, repeat: int
+    spark: SparkSession, batch: Batch, contenders: Sequence[Contender], scratch: Path, warmup: int, repeat: int,
+    max_rss: float | None = None,
 ) -> list[Outcome]:
     """Preload a template for each contender, then run them ``warmup + repeat`` times each, taking
     turns (one run each per round: a drift of the machine's speed slows them alike), each run on a
     fresh copy of its template; the medians count only the last ``repeat`` runs."""
     for contender in contenders:
-        _preload(spark, workload, contender, scratch / f"{contender.name}-template")
+        _preload(spark, batch, contender, scratch / f"{contender.name}-template")
     outcomes = [Outcome(contender, warmup) for contender in contenders]
     total = warmup + repeat
     for attempt in range(1, total + 1):
         for contender, outcome in zip(contenders, outcomes, strict=True):
-            _run_once(spark, workload, contender, scratch, outcome, attempt, total)
+            _run_once(spark, batch, contender, scratch, outcome, attempt, total, max_rss)
     return outcomes
 
 
@@ -436,15 +522,20 @@ def measure(
 
 
 def table_markdown(workload: Workload, outcomes: list[Outcome]) -> str:
-    """The side-by-side table, as Markdown (also what is printed)."""
-    peer = next((o for o in outcomes if o.contender.name == "peer"), None)
+    """The side-by-side table, as Markdown (also what is printed). Ratios are seconds of the
+    reference over the contender's (above 1 is faster): "vs peer" against the typical notebook
+    (delta-rs), "vs correct" against the correct notebook of the contender's own engine."""
+    by_name = {o.contender.name: o for o in outcomes}
+    peer = by_name.get("peer")
     rows = [
-        "| contender | seconds | events/s | ratio vs peer | CPU s | CPU ratio vs peer | first run s | peak RSS "
-        "| peak above baseline | wrong rows |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| contender | seconds | events/s | ratio vs peer | vs correct | CPU s | CPU ratio vs peer | first run s "
+        "| peak RSS | peak above baseline | wrong rows |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for outcome in outcomes:
         ratio = f"{peer.median / outcome.median:.2f}" if peer is not None else "n/a"
+        correct = by_name.get(CORRECT.get(outcome.contender.engine or "", ""))
+        vs_correct = f"{correct.median / outcome.median:.2f}" if correct is not None else "n/a"
         cpu_ratio = f"{peer.median_cpu / outcome.median_cpu:.2f}" if peer is not None and outcome.median_cpu else "n/a"
         worst = outcome.worst
         wrong = (
@@ -454,6 +545,7 @@ def table_markdown(workload: Workload, outcomes: list[Outcome]) -> str:
         )
         rows.append(
             f"| {outcome.contender.name} | {outcome.median:.2f} | {workload.events / outcome.median:,.0f} | {ratio} "
+            f"| {vs_correct} "
             f"| {outcome.median_cpu:.1f} | {cpu_ratio} | {outcome.first:.2f} | {outcome.peak / GIB:.2f} GiB | {outcome.above_baseline / GIB:.2f} GiB | {wrong} |"
         )
     return "\n".join(rows)
@@ -511,13 +603,18 @@ def machine_markdown(spark: SparkSession | None) -> str:
     )
 
 
-def workload_markdown(workload: Workload) -> str:
+def workload_markdown(workload: Workload, batch: Batch | None = None) -> str:
+    """The workload's counts; with a whole-image ``batch``, what its events are read as."""
     meta = workload.meta
-    return (
+    text = (
         f"{meta['events']:,} events ({meta['inserts']:,} I, {meta['updates']:,} U of which "
         f"{meta['partial_updates']:,} partial, {meta['deletes']:,} D; {meta['events_bytes'] / 1e6:,.0f} MB) "
         f"into {meta['keys']:,} preloaded keys; {meta['expected_rows']:,} rows in the final source table"
     )
+    if batch is not None and batch.images == "whole":
+        text += (f"; read as {IMAGES_READ['whole']} ({batch.events.stat().st_size / 1e6:,.0f} MB, converted by "
+                 "bench/debezium.py: every update's after image is the whole new row)")
+    return text
 
 
 def write_results(heading: str, body: str) -> None:
@@ -570,6 +667,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/lakecdc-bench"))
     parser.add_argument(
+        "--images", default="partial",
+        help="comma-separated kinds of images, each measured apart: partial (GoldenGate JSON, the workload's "
+        "events.json) and whole (the same changes as Debezium JSON, every after image whole)",
+    )
+    parser.add_argument(
         "--only", default=",".join(CONTENDERS), help="comma-separated contenders, run in this order"
     )
     parser.add_argument(
@@ -580,6 +682,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--warmup", type=int, default=1, help="untimed runs per contender before each timed one (in its process)"
     )
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument(
+        "--max-rss", type=float, default=20.0,
+        help="GiB a contender's process tree (Python, Spark's JVM and workers) may take: a run going over is "
+        "stopped and the command fails (default 20, below this machine's 24)",
+    )
     parser.add_argument(
         "--write-results", action="store_true", help=f"record the tables in {RESULTS.relative_to(REPO)}"
     )
@@ -595,8 +702,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     unknown = set(args.only.split(",")) - set(CONTENDERS)
     if unknown:
         parser.error(f"unknown contenders {sorted(unknown)}; choose from {list(CONTENDERS)}")
-    if args.outcome_json is not None and len(args.events) != 1:
-        parser.error("--outcome-json takes one workload")
+    args.images = args.images.split(",")
+    if set(args.images) - set(peers.IMAGES) or len(set(args.images)) != len(args.images):
+        parser.error(f"--images: a comma-separated list of {', '.join(peers.IMAGES)}, each once")
+    if args.outcome_json is not None and (len(args.events) != 1 or len(args.images) != 1):
+        parser.error("--outcome-json takes one workload and one kind of images")
     return args
 
 
@@ -619,8 +729,8 @@ class Measured:
                    found["machine"])
 
 
-def measure_here(args: argparse.Namespace, contenders: Sequence[Contender], workloads: Sequence[Workload]) -> list[Measured]:
-    """Every workload measured in this process, one Spark session for all contenders (none when
+def measure_here(args: argparse.Namespace, contenders: Sequence[Contender], batches: Sequence[Batch]) -> list[Measured]:
+    """Every batch measured in this process, one Spark session for all contenders (none when
     no contender needs one: the floor alone; its ``spark_line`` is then empty)."""
     spark, spark_line = None, ""
     if any(c.spark for c in contenders):
@@ -628,7 +738,7 @@ def measure_here(args: argparse.Namespace, contenders: Sequence[Contender], work
         spark = start_spark()
         startup = time.perf_counter() - started
         started = time.perf_counter()
-        peers.latest_per_key(spark, warmup_file(workloads[0], args.workdir))
+        peers.latest_per_key(spark, warmup_file(batches[0].workload, args.workdir))
         first_job = time.perf_counter() - started
         spark_line = (
             f"Spark start-up (fresh JVM): {startup:.1f} s; first job (the peer's read and consolidation of "
@@ -639,22 +749,23 @@ def measure_here(args: argparse.Namespace, contenders: Sequence[Contender], work
         print("No Spark session: no contender measured here needs one.")
     machine = machine_markdown(spark)
     measured = []
-    for workload in workloads:
-        print(f"\n== {heading_of(workload)}: {workload_markdown(workload)}")
-        scratch = args.workdir / "targets" / workload.directory.name
+    for batch in batches:
+        print(f"\n== {heading_of(batch)}: {workload_markdown(batch.workload, batch)}")
+        scratch = args.workdir / "targets" / f"{batch.workload.directory.name}-{batch.images}"
         scratch.mkdir(parents=True, exist_ok=True)
         with OtherLoad() as other:
-            outcomes = measure(spark, workload, contenders, scratch, args.warmup, args.repeat)
+            outcomes = measure(spark, batch, contenders, scratch, args.warmup, args.repeat, args.max_rss)
         measured.append(Measured(outcomes, other.share, spark_line, machine))
     if spark is not None:
         spark.stop()
     return measured
 
 
-def measure_apart(args: argparse.Namespace, contenders: Sequence[Contender], workload: Workload) -> Measured:
-    """``workload`` measured in rounds, each contender in a fresh process and JVM per round (this
+def measure_apart(args: argparse.Namespace, contenders: Sequence[Contender], batch: Batch) -> Measured:
+    """``batch`` measured in rounds, each contender in a fresh process and JVM per round (this
     command again, with ``--only <contender> --repeat 1``); the outcomes merged."""
-    print(f"\n== {heading_of(workload)}: {workload_markdown(workload)}")
+    workload = batch.workload
+    print(f"\n== {heading_of(batch)}: {workload_markdown(workload, batch)}")
     merged = {c.name: Outcome(c, 0) for c in contenders}
     children: list[Measured] = []
     for round_ in range(1, args.repeat + 1):
@@ -663,9 +774,14 @@ def measure_apart(args: argparse.Namespace, contenders: Sequence[Contender], wor
             out = args.workdir / f"outcome-run-{contender.name}.json"
             out.unlink(missing_ok=True)
             argv = [sys.executable, "-m", "bench.run", "--events", str(workload.events), "--keys", str(workload.keys),
-                    "--workdir", str(args.workdir), "--seed", str(args.seed), "--only", contender.name,
-                    "--warmup", str(args.warmup), "--repeat", "1", "--outcome-json", str(out)]
-            subprocess.run(argv, check=True, cwd=REPO)
+                    "--workdir", str(args.workdir), "--seed", str(args.seed), "--images", batch.images,
+                    "--only", contender.name,
+                    "--warmup", str(args.warmup), "--repeat", "1", "--max-rss", str(args.max_rss),
+                    "--outcome-json", str(out)]
+            done = subprocess.run(argv, check=False, cwd=REPO)
+            if done.returncode == OVER_MEMORY:
+                raise SystemExit(f"{contender.name} went over --max-rss {args.max_rss:g} GiB on {heading_of(batch)}")
+            done.check_returncode()
             child = Measured.from_json(json.loads(out.read_text()))
             children.append(child)
             (outcome,) = child.outcomes
@@ -674,8 +790,10 @@ def measure_apart(args: argparse.Namespace, contenders: Sequence[Contender], wor
     return Measured(list(merged.values()), max(c.other for c in children), first.spark_line, first.machine)
 
 
-def heading_of(workload: Workload) -> str:
-    return f"{workload.events:,} events over {workload.keys:,} keys"
+def heading_of(batch: Batch) -> str:
+    """The batch's section of RESULTS.md: its size and the kind of images its events carry."""
+    workload = batch.workload
+    return f"{workload.events:,} events over {workload.keys:,} keys, {batch.images} images"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -686,17 +804,19 @@ def main(argv: list[str] | None = None) -> None:
     workloads = [
         ensure_workload(args.workdir, e, k, args.seed) for e, k in zip(args.events, args.keys, strict=True)
     ]
+    batches = [ensure_batch(w, images, args.workdir, args.seed) for w in workloads for images in args.images]
     if args.outcome_json is not None:  # a child of measure_apart
-        (measured,) = measure_here(args, contenders, workloads)
+        (measured,) = measure_here(args, contenders, batches)
         args.outcome_json.write_text(json.dumps(measured.to_json()))
         return
     apart = not args.same_jvm
     if apart:
-        measured_all = [measure_apart(args, contenders, w) for w in workloads]
+        measured_all = [measure_apart(args, contenders, b) for b in batches]
     else:
-        measured_all = measure_here(args, contenders, workloads)
+        measured_all = measure_here(args, contenders, batches)
     command = "python -m bench.run " + " ".join(sys.argv[1:] if argv is None else argv)
-    for workload, measured in zip(workloads, measured_all, strict=True):
+    for batch, measured in zip(batches, measured_all, strict=True):
+        workload = batch.workload
         table = table_markdown(workload, measured.outcomes)
         details = details_markdown(measured.outcomes)
         if apart:
@@ -715,9 +835,9 @@ def main(argv: list[str] | None = None) -> None:
             warm = f"{args.warmup} warm-up run{'s' if args.warmup != 1 else ''}"
             runs += f", each after {warm} in its process" if apart else f" after {warm} per contender"
             write_results(
-                heading_of(workload),
+                heading_of(batch),
                 f"Measured {when}, {runs}, with `{command}`.\n\n"
-                f"- Machine: {measured.machine}.\n- Workload: {workload_markdown(workload)}.\n- {how}\n"
+                f"- Machine: {measured.machine}.\n- Workload: {workload_markdown(workload, batch)}.\n- {how}\n"
                 f"- {load_line}\n\n{table}\n\n{details}\n",
             )
 

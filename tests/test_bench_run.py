@@ -1,5 +1,7 @@
 """The merge benchmark (bench/run.py) gives each contender a process and JVM of its own, a fresh
-one per round, the contenders taking turns, and reports their runs together as one run."""
+one per round, the contenders taking turns, and reports their runs together as one run; its
+notebooks (bench/peers.py) write what their text says: the correct one no wrong row on partial or
+whole images, the typical one none on whole images."""
 
 from __future__ import annotations
 
@@ -15,7 +17,9 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # the bench package sits beside tests/, not installed
     sys.path.insert(0, str(REPO))
 
+from bench import peers  # noqa: E402
 from bench import run as bench_run  # noqa: E402
+from tests.test_bench_fold_floor import FULL, _event  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
@@ -55,3 +59,69 @@ def test_runs_of_several_processes_merge_into_one_outcome() -> None:
     assert merged.first == 9.0 and merged.median == 3.5
     assert (merged.peak, merged.above_baseline, len(merged.checks)) == (7, 6, 2)
     assert merged.worst == check
+
+
+def test_the_correct_notebook_keeps_each_columns_newest_value_carried_since_the_last_delete(spark, tmp_path: Path) -> None:
+    """Per key, the correct fold's newest op, and per column whether the batch sets it and to what:
+    a partial update sets only what it carries (a carried NULL too), a delete empties every column,
+    so that an insert after it that lacks a column leaves that column NULL, not the old value."""
+    lines = [
+        _event("U", 3, FULL, {"ID": 1, "NOTE": None}),  # written out of order: the fold orders by op_ts, pos
+        _event("I", 1, None, FULL),
+        _event("U", 2, FULL, {"ID": 1, "STATUS": "SHIPPED"}),
+        _event("U", 4, {**FULL, "ID": 2}, {"ID": 2, "QUANTITY": 5}),
+        _event("D", 5, {**FULL, "ID": 2}, None),
+        _event("I", 6, None, {k: v for k, v in FULL.items() if k != "NOTE"} | {"ID": 2, "STATUS": "AGAIN"}),
+        _event("U", 7, {**FULL, "ID": 3}, {"ID": 3, "AMOUNT": 9.25}),
+        _event("D", 8, {**FULL, "ID": 3}, None),
+    ]
+    events = tmp_path / "events.json"
+    events.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    rows = {r["ID"]: r for r in peers.correct_rows(spark, events).toArrow().to_pylist()}
+    assert set(rows) == {1, 2, 3}
+    one, two, three = rows[1], rows[2], rows[3]
+    assert one["_op"] == "U" and one["STATUS"] == "SHIPPED" and one["QUANTITY"] == 2 and one["p_STATUS"]
+    assert one["NOTE"] is None and one["p_NOTE"]  # a carried NULL is set
+    assert str(one["UNIT_PRICE"]) == "1.50" and one["p_UNIT_PRICE"]  # typed as the source: decimal(10,2)
+    assert two["_op"] == "I" and two["STATUS"] == "AGAIN" and two["QUANTITY"] == 2  # the reinsert's, not the update's
+    assert two["NOTE"] is None and two["p_NOTE"]  # emptied by the delete, not carried since
+    assert three["_op"] == "D" and all(three[f"p_{c}"] for c in peers.COLUMNS)
+    typical = {r["ID"]: r for r in peers.latest_per_key(spark, events).to_pylist()}
+    assert typical[1]["CUSTOMER_ID"] is None and typical[1]["STATUS"] is None  # the peer loses uncarried columns
+
+
+@pytest.fixture(scope="module")
+def workload(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, bench_run.Workload]:
+    workdir = tmp_path_factory.mktemp("bench")
+    return workdir, bench_run.ensure_workload(workdir, 2_000, 500, 42)
+
+
+@pytest.mark.parametrize("images", peers.IMAGES)
+def test_the_correct_notebooks_write_no_wrong_row_and_the_table_shows_their_ratio(
+    spark, workload: tuple[Path, bench_run.Workload], images: str, tmp_path: Path
+) -> None:
+    """Every contender's table checked against the simulated source: the correct notebook (both
+    engines) gets every row right on partial and on whole images, the typical notebook only on
+    whole ones; the printed table has a "vs correct" ratio, 1.00 for the correct notebook itself."""
+    from lakecdc.spark.compat import delta_spark_available
+
+    workdir, generated = workload
+    batch = bench_run.ensure_batch(generated, images, workdir, 42)
+    assert batch.events.exists() and batch.preload_events.exists()
+    names = ["peer", "correct", "lakecdc"]
+    if delta_spark_available(spark):
+        names.append("correct-delta-spark")
+    contenders = [bench_run.CONTENDERS[n] for n in names]
+    outcomes = {o.contender.name: o for o in bench_run.measure(spark, batch, contenders, tmp_path, 0, 1)}
+    wrong = {name: o.worst.wrong for name, o in outcomes.items() if o.worst is not None}
+    assert set(wrong) == set(names)
+    assert all(wrong[n] == 0 for n in names if n != "peer"), wrong
+    assert (wrong["peer"] == 0) == (images == "whole"), wrong  # the peer is right on whole images only
+    table = bench_run.table_markdown(generated, list(outcomes.values()))
+    header, _rule, *rows = table.splitlines()
+    columns = [c.strip() for c in header.strip("|").split("|")]
+    cells = {row.split("|")[1].strip(): [c.strip() for c in row.strip("|").split("|")] for row in rows}
+    vs_correct = columns.index("vs correct")
+    assert cells["correct"][vs_correct] == "1.00" and float(cells["peer"][vs_correct]) > 0
+    assert float(cells["lakecdc"][vs_correct]) > 0
+    assert bench_run.heading_of(batch) == f"2,000 events over 500 keys, {images} images"
