@@ -1,6 +1,6 @@
 """What each of the fold's plans costs on one batch (issue 37's plan-level levers).
 
-    python -m bench.fold_plans --events 1000000 --keys 200000 [--repeat 3] [--workdir DIR] [--seed S]
+    python -m bench.fold_plans --events 1000000 --keys 200000 [--images partial|whole] [--repeat 3] [--workdir DIR]
 
 One ``lakecdc.apply`` of the workload of :mod:`bench.run` (to a copy of its preloaded target)
 gives the fold's input as a run builds it (decoded, typed, marked stale); then, in the same Spark
@@ -13,8 +13,9 @@ round a warm-up):
 * **whole images, per-file** and **whole images, one file**: each key's newest image instead of
   each column's newest value (a batch whose after images hold every column).
 
-The GoldenGate workload has partial images, so the whole-image plans' answers are not used here
-(a run would find the partial keys and fold again per column): only their cost is measured.
+With ``--images partial`` (GoldenGate JSON) the whole-image plans' answers are not used (a run
+would find the partial keys and fold again per column): only their cost is measured. With
+``--images whole`` (the same changes as Debezium JSON, see :mod:`bench.run`) all four are right.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import statistics
 import time
 
 from bench.fold_floor import rounds_parser
-from bench.run import CONTENDERS, ensure_workload, start_spark
+from bench.run import CONTENDERS, ensure_batch, ensure_workload, start_spark
 
 #: plan name -> the fold's choices
 PLANS = {
@@ -40,10 +41,12 @@ def captured_input(spark, args) -> dict:  # noqa: ANN001
     import lakecdc.merge.prepare as prepare
 
     workload = ensure_workload(args.workdir, args.events, args.keys, args.seed)
+    batch = ensure_batch(workload, args.images, args.workdir, args.seed)
     contender = CONTENDERS["lakecdc"]
     scratch = args.workdir / "fold-plans"
     shutil.rmtree(scratch, ignore_errors=True)
-    contender.preload(spark, workload, scratch / "template")
+    assert contender.preload is not None
+    contender.preload(spark, batch, scratch / "template")
     shutil.copytree(scratch / "template", scratch / "run")
     real, seen = prepare.fold, {}
 
@@ -53,7 +56,7 @@ def captured_input(spark, args) -> dict:  # noqa: ANN001
 
     prepare.fold = capture
     try:
-        contender.run(spark, workload, scratch / "run")
+        contender.run(spark, batch, scratch / "run")
     finally:
         prepare.fold = real
     usable, layout, reset = seen["input"]
@@ -63,7 +66,9 @@ def captured_input(spark, args) -> dict:  # noqa: ANN001
 def main(argv: list[str] | None = None) -> None:
     from lakecdc.consolidate.fold import fold
 
-    args = rounds_parser(__doc__.split("\n\n")[0]).parse_args(argv)
+    parser = rounds_parser(__doc__.split("\n\n")[0])
+    parser.add_argument("--images", choices=("partial", "whole"), default="partial")
+    args = parser.parse_args(argv)
     spark = start_spark()
     try:
         given = captured_input(spark, args)
@@ -78,7 +83,8 @@ def main(argv: list[str] | None = None) -> None:
                 if round_ or args.repeat == 1:
                     seconds[name].append(took)
         base = statistics.median(seconds["per-column, per-file"])
-        print(f"\n{args.events:,} events over {args.keys:,} keys, one JVM, median of {len(seconds[name])}:")
+        print(f"\n{args.events:,} events over {args.keys:,} keys, {args.images} images, one JVM, "
+              f"median of {len(seconds[name])}:")
         print("| fold plan | seconds (runs) | vs per-column, per-file |\n|---|---:|---:|")
         for name, runs in seconds.items():
             median = statistics.median(runs)
