@@ -126,13 +126,16 @@ class OggJsonDecoder(Decoder):
         cols["m_before"] = F.when(F.size(b) > 0, b)
         cols["m_after"] = F.when(F.size(a) > 0, a)
         cols["m_bad_json"] = mm.isNull()
+        cols["m_source"] = with_tokens(cols["m_current_ts"], cols["m_tokens"])
         return parsed.select("_file", "_block", "_row", *[c.alias(n) for n, c in cols.items()])
 
     def _nested(self, spark: SparkSession, files: Sequence[str], *, staging: str) -> DataFrame:
         before, after = self.image_names
-        df = read_json(spark, files, self.schema(), staging=staging)
+        # the lambda function (tokens) next to the reader: the projections above run as generated code
+        source = {"m_source": with_tokens(F.col("current_ts"), F.col("tokens"))}
+        df = read_json(spark, files, self.schema(), staging=staging, derived=source)
         return df.select(
-            "_file", "_block", "_row",
+            "_file", "_block", "_row", "m_source",
             *[F.col(n).alias(f"m_{n}") for n in _META],
             F.col("primary_keys").alias("m_primary_keys"),
             F.col("tokens").alias("m_tokens"),
@@ -168,7 +171,7 @@ class OggJsonDecoder(Decoder):
         return Parts(
             table=F.col("m_table"), op=op, op_ts=op_ts, pos=F.col("m_pos"), keys=F.col("m_primary_keys"),
             before=F.col("m_before"), after=F.col("m_after"),
-            source=with_tokens(F.col("m_current_ts"), F.col("m_tokens")), checks=checks,
+            source=F.col("m_source"), checks=checks,
         )
 
 

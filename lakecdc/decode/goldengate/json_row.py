@@ -99,9 +99,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 _VARIANT_MAP = T.MapType(T.StringType(), T.VariantType())
-_TEXT_MAP = T.MapType(T.StringType(), T.StringType())
 #: A message read wrapped: the whole object as one map of exact texts.
-_WRAPPED = T.StructType([T.StructField("m", _TEXT_MAP)])
+_WRAPPED = T.StructType([T.StructField("m", T.MapType(T.StringType(), T.StringType()))])
 
 OGG_JSON_ROW = VendorSpec(
     name="ogg-json-row",
@@ -218,16 +217,19 @@ class OggJsonRowDecoder(Decoder):
         string's content, a number's digits as written, an object or array as its JSON text).
         """
         mm = F.col("m")
-        columns = F.map_filter(mm, lambda k, _v: ~k.isin(*META_MEMBERS))
-        parsed = read_json(ctx.spark, inputs, _WRAPPED, staging=ctx.staging, wrap="m", derived={"m_columns": columns})
+        # the expressions with a lambda function next to the reader (see read_json's derived): the
+        # projections above them then run as generated code
+        derived = {
+            "m_columns": F.map_filter(mm, lambda k, _v: ~k.isin(*META_MEMBERS)),
+            "m_duplicate": _first_duplicate_key(mm),
+            "m_source": with_tokens(mm["current_ts"], F.from_json(mm["tokens"], "map<string,string>", JSON_LIMITS)),
+        }
+        parsed = read_json(ctx.spark, inputs, _WRAPPED, staging=ctx.staging, wrap="m", derived=derived)
         cols: dict[str, Column] = {f"m_{n}": mm[n] for n in META_MEMBERS[:5]}
         cols["m_primary_keys"] = _names(mm["primary_keys"])
-        cols["m_tokens"] = F.from_json(mm["tokens"], "map<string,string>", JSON_LIMITS)
-        cols["m_columns"] = F.col("m_columns")
         cols["m_bad_json"] = F.col(CORRUPT).isNotNull() | mm.isNull()
-        cols["m_duplicate"] = _first_duplicate_key(mm)
         cols["m_op_modeled"] = _op_modeled(mm)
-        p = parsed.select("_file", "_block", "_row", *[c.alias(n) for n, c in cols.items()])
+        p = parsed.select("_file", "_block", "_row", *derived, *[c.alias(n) for n, c in cols.items()])
         return p.select("*", self.ops.code(F.col("m_op_type")).alias("_op"),
                         parse_op_ts(F.col("m_op_ts"), utc_session=ctx.utc).alias("_op_ts"))
 
@@ -251,7 +253,7 @@ class OggJsonRowDecoder(Decoder):
         ]
         return Parts(
             table=F.col("m_table"), op=op, op_ts=op_ts, pos=F.col("m_pos"), keys=F.col("m_primary_keys"),
-            after=F.col("m_columns"), source=with_tokens(F.col("m_current_ts"), F.col("m_tokens")), checks=checks,
+            after=F.col("m_columns"), source=F.col("m_source"), checks=checks,
         )
 
     def finish(self, events: DataFrame, ctx: Context) -> DataFrame:
