@@ -1,7 +1,7 @@
 """Run the CDC merge benchmark: lakecdc against the notebooks users would write and the parse floor.
 
     python -m bench.run --events 1000000 --keys 200000 [--events 5000000 --keys 1000000]
-        [--images partial,whole] [--workdir DIR] [--only peer,correct,lakecdc,floor] [--warmup N]
+        [--images partial,whole] [--workdir DIR] [--only peer,correct,lakecdc,autocdc,floor] [--warmup N]
         [--repeat N] [--write-results] [--same-jvm]
 
 For each workload (generated into ``--workdir`` if absent, by :mod:`bench.generate` in a
@@ -320,10 +320,22 @@ class Contender:
 
     name: str
     description: str
-    run: Callable[[SparkSession, Batch, Path], Path | None]
+    run: Callable[[SparkSession, Batch, Path], Path | Ran | None]
     preload: Callable[[SparkSession, Batch, Path], None] | None = None
     spark: bool = True
     engine: str | None = "delta-rs"
+    #: the kinds of images (:data:`IMAGES_READ`) it applies right; it is left out of the others
+    images: tuple[str, ...] = ("partial", "whole")
+
+
+@dataclass(frozen=True)
+class Ran:
+    """What a contender's ``run`` returns when the call's wall time is not its figure (it starts
+    its own interpreter and JVM, and times its work inside them): its resulting table (a Delta
+    table's path, or Arrow) and the seconds of its own timed work."""
+
+    table: Path | pa.Table
+    seconds: float
 
 
 def _orders_table(summary: object) -> Path:
@@ -378,6 +390,18 @@ def _floor_run(spark: SparkSession, batch: Batch, target: Path) -> None:
     peers.floor(batch.events, batch.images)
 
 
+def _autocdc_run(spark: SparkSession, batch: Batch, target: Path) -> Ran:
+    """OSS Spark's AUTO CDC (:mod:`bench.autocdc`) in the newest interpreter, into Spark's in-memory
+    row-level catalog; its figure is its own timing of the incremental pipeline run of the events."""
+    from bench import autocdc
+
+    reason = autocdc.unavailable()
+    if reason:
+        raise RuntimeError(f"AUTO CDC cannot run: {reason}")
+    result = autocdc.run(batch.events, target, batch.workload.preload_json)
+    return Ran(autocdc.read_result(result), autocdc.read_timing(result).apply)
+
+
 _TYPICAL = "typical notebook: Spark read.json (images typed), latest row per key by row_number()"
 _CORRECT = ("correct notebook: Spark read.json (images as maps), per key one window: newest op and each "
             "column's newest value carried since the last delete; typed casts")
@@ -397,6 +421,10 @@ CONTENDERS = {
                   _lakecdc("delta-rs"), _lakecdc_batch_preload),
         Contender("lakecdc-delta-spark", "lakecdc.apply(events, target, format=<the batch's>, engine='delta-spark')",
                   _lakecdc("delta-spark"), _lakecdc_batch_preload, engine="delta-spark"),
+        Contender("autocdc", "OSS Spark AUTO CDC (pyspark.pipelines.create_auto_cdc_flow, SCD1, sequenced by the "
+                  "SCN) into Spark's in-memory row-level test catalog (no durable format supports it on Spark "
+                  "4.3, see bench/autocdc.md); timed: its incremental pipeline run of the events, in its own "
+                  "interpreter and JVM", _autocdc_run, spark=False, engine=None, images=("whole",)),
     )
 }
 #: the correct notebook of each engine (the ratio "vs correct")
@@ -485,17 +513,21 @@ def _run_once(
         started, cpu_started = time.perf_counter(), TreeCpu()
         table = contender.run(spark, batch, target)
         seconds, cpu = time.perf_counter() - started, cpu_started.since()
+    if isinstance(table, Ran):  # (its own timing; the CPU of its whole subprocess is no figure of it)
+        seconds, cpu, table = table.seconds, float("nan"), table.table
     outcome.seconds.append(seconds)
     outcome.cpu.append(cpu)
     outcome.peak = max(outcome.peak, memory.peak)
     outcome.above_baseline = max(outcome.above_baseline, memory.peak - memory.baseline)
     kind = "warm-up" if attempt <= outcome.warmup else "timed"
     line = (
-        f"  {contender.name} run {attempt}/{total} ({kind}): {seconds:.2f} s ({cpu:.1f} CPU s), "
+        f"  {contender.name} run {attempt}/{total} ({kind}): {seconds:.2f} s"
+        f"{f' ({cpu:.1f} CPU s)' if cpu == cpu else ' (its own timing)'}, "
         f"peak RSS {memory.peak / GIB:.2f} GiB"
     )
     if table is not None:
-        result = check(table, batch.workload.expected_parquet)
+        result = (check_arrow(table, batch.workload.expected_parquet) if isinstance(table, pa.Table)
+                  else check(table, batch.workload.expected_parquet))
         outcome.checks.append(result)
         line += f", {result.wrong:,} wrong rows"
     print(line)
@@ -507,7 +539,9 @@ def measure(
 ) -> list[Outcome]:
     """Preload a template for each contender, then run them ``warmup + repeat`` times each, taking
     turns (one run each per round: a drift of the machine's speed slows them alike), each run on a
-    fresh copy of its template; the medians count only the last ``repeat`` runs."""
+    fresh copy of its template; the medians count only the last ``repeat`` runs. Contenders that
+    do not apply ``batch``'s kind of images right (:attr:`Contender.images`) are left out."""
+    contenders = [c for c in contenders if batch.images in c.images]
     for contender in contenders:
         _preload(spark, batch, contender, scratch / f"{contender.name}-template")
     outcomes = [Outcome(contender, warmup) for contender in contenders]
@@ -534,9 +568,12 @@ def table_markdown(workload: Workload, outcomes: list[Outcome]) -> str:
     ]
     for outcome in outcomes:
         ratio = f"{peer.median / outcome.median:.2f}" if peer is not None else "n/a"
-        correct = by_name.get(CORRECT.get(outcome.contender.engine or "", ""))
+        # (a contender without a Delta engine is compared with the delta-rs notebook)
+        correct = by_name.get(CORRECT.get(outcome.contender.engine or "delta-rs", ""))
         vs_correct = f"{correct.median / outcome.median:.2f}" if correct is not None else "n/a"
-        cpu_ratio = f"{peer.median_cpu / outcome.median_cpu:.2f}" if peer is not None and outcome.median_cpu else "n/a"
+        own_cpu = outcome.median_cpu == outcome.median_cpu and outcome.median_cpu  # (NaN: not measured)
+        cpu_ratio = f"{peer.median_cpu / outcome.median_cpu:.2f}" if peer is not None and own_cpu else "n/a"
+        cpu = f"{outcome.median_cpu:.1f}" if own_cpu else "n/a"
         worst = outcome.worst
         wrong = (
             "n/a"
@@ -546,7 +583,7 @@ def table_markdown(workload: Workload, outcomes: list[Outcome]) -> str:
         rows.append(
             f"| {outcome.contender.name} | {outcome.median:.2f} | {workload.events / outcome.median:,.0f} | {ratio} "
             f"| {vs_correct} "
-            f"| {outcome.median_cpu:.1f} | {cpu_ratio} | {outcome.first:.2f} | {outcome.peak / GIB:.2f} GiB | {outcome.above_baseline / GIB:.2f} GiB | {wrong} |"
+            f"| {cpu} | {cpu_ratio} | {outcome.first:.2f} | {outcome.peak / GIB:.2f} GiB | {outcome.above_baseline / GIB:.2f} GiB | {wrong} |"
         )
     return "\n".join(rows)
 
@@ -766,6 +803,7 @@ def measure_apart(args: argparse.Namespace, contenders: Sequence[Contender], bat
     command again, with ``--only <contender> --repeat 1``); the outcomes merged."""
     workload = batch.workload
     print(f"\n== {heading_of(batch)}: {workload_markdown(workload, batch)}")
+    contenders = [c for c in contenders if batch.images in c.images]
     merged = {c.name: Outcome(c, 0) for c in contenders}
     children: list[Measured] = []
     for round_ in range(1, args.repeat + 1):

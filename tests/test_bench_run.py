@@ -9,8 +9,10 @@ import json
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -59,6 +61,29 @@ def test_runs_of_several_processes_merge_into_one_outcome() -> None:
     assert merged.first == 9.0 and merged.median == 3.5
     assert (merged.peak, merged.above_baseline, len(merged.checks)) == (7, 6, 2)
     assert merged.worst == check
+
+
+def test_a_contender_that_times_itself_reports_its_own_seconds_and_only_on_its_images(tmp_path: Path, monkeypatch) -> None:
+    """A contender returning :class:`Ran` (AUTO CDC: its own interpreter and JVM) is reported with
+    the seconds it timed, not the call's wall time, its CPU as n/a, its Arrow table checked; a
+    contender for whole images only is left out of a partial batch."""
+    from bench.generate import generate
+
+    workload = generate(tmp_path / "w", 300, 100, seed=3)
+    expected = pq.read_table(workload.expected_parquet)
+
+    def slow_but_timed(spark, batch, target):  # noqa: ANN001, ANN202
+        time.sleep(0.3)
+        return bench_run.Ran(expected, 0.01)
+
+    own = bench_run.Contender("own", "times itself", slow_but_timed, spark=False, engine=None, images=("whole",))
+    whole = bench_run.Batch(workload, "whole", workload.events_json)
+    (outcome,) = bench_run.measure(None, whole, [own], tmp_path / "scratch", warmup=0, repeat=1)
+    assert outcome.seconds == [0.01] and outcome.worst.wrong == 0 and outcome.worst.expected_rows == expected.num_rows
+    row = bench_run.table_markdown(workload, [outcome]).splitlines()[-1].split("|")
+    assert row[1].strip() == "own" and row[2].strip() == "0.01" and row[6].strip() == "n/a"
+    assert bench_run.measure(None, bench_run.Batch(workload, "partial", workload.events_json), [own], tmp_path / "s2", 0, 1) == []
+    assert bench_run.CONTENDERS["autocdc"].images == ("whole",)
 
 
 def test_the_correct_notebook_keeps_each_columns_newest_value_carried_since_the_last_delete(spark, tmp_path: Path) -> None:
