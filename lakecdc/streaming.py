@@ -60,6 +60,7 @@ from lakecdc.errors import ConfigError, LakecdcError
 from lakecdc.lake.ledger import Ledger, list_inputs
 from lakecdc.lake.summary import RunSummary, combine_summaries
 from lakecdc.run.apply import apply
+from lakecdc.run.kafka import CHECKPOINT, Kafka, Lander, framing_of, kafka_stream, remove_unfinished
 from lakecdc.spark.compat import is_spark_connect
 from lakecdc.spark.session import get_spark
 
@@ -226,13 +227,51 @@ class ChangeStream:
         return self.last_batch
 
 
-def _batch_files(batch_df: DataFrame, landing: Path, target: str, max_files: int | None,
-                 glob_filter: str | None) -> list[str]:
-    """The files of a micro-batch, as ``apply`` takes them."""
-    files = sorted({_local_path(row[0]) for row in batch_df.collect()})
-    if files and max_files is not None:
-        files = _in_name_order(files, landing, target, glob_filter)
-    return files
+@dataclass(frozen=True)
+class _Files:
+    """A stream's input: the files landing in a directory (Spark's file source lists them)."""
+
+    landing: Path
+    max_files: int | None
+    glob_filter: str | None
+
+    def describe(self) -> str:
+        return str(self.landing)
+
+    def records(self, spark: SparkSession) -> DataFrame:
+        return _file_stream(spark, self.landing, self.max_files, self.glob_filter)
+
+    def files(self, batch_df: DataFrame, target: str) -> list[str]:
+        """The files of a micro-batch, as ``apply`` takes them."""
+        files = sorted({_local_path(row[0]) for row in batch_df.collect()})
+        if files and self.max_files is not None:
+            files = _in_name_order(files, self.landing, target, self.glob_filter)
+        return files
+
+
+@dataclass(frozen=True)
+class _Topics:
+    """A stream's input: Kafka topics, each batch of records landed as files
+    (:mod:`lakecdc.run.kafka`) before ``apply`` takes them."""
+
+    kafka: Kafka
+    landing: Path
+    framing: str
+
+    def describe(self) -> str:
+        return f"Kafka {self.kafka.describe()}"
+
+    def records(self, spark: SparkSession) -> DataFrame:
+        return kafka_stream(spark, self.kafka)
+
+    def files(self, batch_df: DataFrame, target: str) -> list[str]:
+        """Every landed file (the ledger leaves out those applied already), once the batch landed;
+        none when the batch held no record."""
+        landed = Lander(str(self.landing), self.framing).land(batch_df)
+        return list_inputs([self.landing]) if landed.directory is not None else []
+
+
+_Source = _Files | _Topics
 
 
 @dataclass(frozen=True)
@@ -242,15 +281,13 @@ class _ServerBatch:
     batch with the batch's own session, then leaves a record of it (files and summary, or the
     error) in ``records`` for the client's :class:`ChangeStream`."""
 
-    landing: Path
+    source: _Source
     target: str
-    max_files: int | None
-    glob_filter: str | None
     settings: Settings
     records: str
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
-        files = _batch_files(batch_df, self.landing, self.target, self.max_files, self.glob_filter)
+        files = self.source.files(batch_df, self.target)
         if not files:
             return
         record: dict[str, Any] = {"batch_id": batch_id, "files": files}
@@ -278,10 +315,8 @@ class _LocalBatch:
     this process's streams at a time), records it in ``handle``, calls ``on_batch``, and stops
     the query with :class:`BatchFailed` when a table failed."""
 
-    landing: Path
+    source: _Source
     target: str
-    max_files: int | None
-    glob_filter: str | None
     settings: Settings
     spark: SparkSession
     handle: ChangeStream
@@ -290,7 +325,7 @@ class _LocalBatch:
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         try:
-            files = _batch_files(batch_df, self.landing, self.target, self.max_files, self.glob_filter)
+            files = self.source.files(batch_df, self.target)
             if not files:
                 return
             with _APPLY_LOCK:
@@ -338,7 +373,7 @@ def _local_path(uri: str) -> str:
 
 
 def stream(
-    landing: str | os.PathLike[str],
+    landing: str | os.PathLike[str] | Kafka,
     target: str | os.PathLike[str],
     *,
     settings: Settings | None = None,
@@ -360,7 +395,10 @@ def stream(
 
     Args:
         landing: the directory files land in (read recursively; names starting with ``.`` or ``_``
-            are ignored, as ``apply`` does).
+            are ignored, as ``apply`` does), or Kafka topics (:class:`~lakecdc.run.kafka.Kafka`):
+            each batch of records is landed as files under the target (``_lakecdc/kafka``), then
+            applied; the landing directory holds the checkpoint, which ``apply`` of the same
+            :class:`~lakecdc.run.kafka.Kafka` shares (run one of them at a time).
         target: root directory; each source table becomes ``<target>/<table>``.
         settings: a :class:`~lakecdc.config.settings.Settings`, as for ``apply``.
         checkpoint: Spark's checkpoint directory; default ``<target>/_lakecdc/stream-checkpoint``.
@@ -393,19 +431,23 @@ def stream(
     """
     chosen = _stream_settings(settings, overrides, max_files_per_trigger)
     trigger_kw = parse_trigger(trigger)
-    landing_path = _landing(landing)
     target_s = str(Path(target).resolve())
-    checkpoint_s = str(Path(checkpoint).resolve() if checkpoint else Path(target_s) / DEFAULT_CHECKPOINT)
+    source = _source(landing, target_s, chosen, max_files_per_trigger, path_glob_filter)
+    if checkpoint:
+        checkpoint_s = str(Path(checkpoint).resolve())
+    elif isinstance(source, _Topics):  # (the one reader of the topics for this target, apply's too)
+        checkpoint_s = str(source.landing / CHECKPOINT)
+    else:
+        checkpoint_s = str(Path(target_s) / DEFAULT_CHECKPOINT)
     spark = spark or get_spark()
     say = progress or (lambda _msg: None)
     handle = ChangeStream(target=target_s, format=chosen.format)
 
-    batch_function = _batch_function(spark, handle, landing_path, target_s, max_files_per_trigger, path_glob_filter,
-                                     chosen, on_batch, say)
-    say(f"streaming {landing_path} into {target_s} ({chosen.format}, trigger {trigger}, checkpoint {checkpoint_s})")
+    batch_function = _batch_function(spark, handle, source, target_s, chosen, on_batch, say)
+    say(f"streaming {source.describe()} into {target_s} ({chosen.format}, trigger {trigger}, checkpoint {checkpoint_s})")
     handle.query = (  # file: paths, as apply reads them
-        _file_stream(spark, landing_path, max_files_per_trigger, path_glob_filter)
-        .writeStream.queryName(f"lakecdc {chosen.format} {landing_path} -> {target_s}")
+        source.records(spark)
+        .writeStream.queryName(f"lakecdc {chosen.format} {source.describe()} -> {target_s}")
         .option("checkpointLocation", f"file:{checkpoint_s}")
         .trigger(**trigger_kw)
         .foreachBatch(batch_function)
@@ -415,18 +457,18 @@ def stream(
 
 
 def _batch_function(
-    spark: SparkSession, handle: ChangeStream, landing: Path, target: str, max_files: int | None,
-    glob_filter: str | None, settings: Settings, on_batch: Callable[[StreamBatch], None] | None, say: Progress,
+    spark: SparkSession, handle: ChangeStream, source: _Source, target: str, settings: Settings,
+    on_batch: Callable[[StreamBatch], None] | None, say: Progress,
 ) -> Callable[[DataFrame, int], None]:
     """``foreachBatch``'s function: :class:`_LocalBatch` in this process, or on Spark Connect a
     :class:`_ServerBatch`, whose records (a new folder under the target's
     :data:`CONNECT_BATCHES`) ``handle`` reads back and hands to ``on_batch``."""
     if not is_spark_connect(spark):
-        return _LocalBatch(landing, target, max_files, glob_filter, settings, spark, handle, on_batch, say)
+        return _LocalBatch(source, target, settings, spark, handle, on_batch, say)
     records = Path(target) / CONNECT_BATCHES / uuid.uuid4().hex
     records.mkdir(parents=True, exist_ok=True)
     handle._records, handle._on_batch, handle._say = records, on_batch, say
-    return _ServerBatch(landing, target, max_files, glob_filter, settings, str(records))
+    return _ServerBatch(source, target, settings, str(records))
 
 
 def _stream_settings(settings: Settings | None, overrides: Mapping[str, Any], max_files: int | None) -> Settings:
@@ -452,6 +494,21 @@ def _stream_settings(settings: Settings | None, overrides: Mapping[str, Any], ma
     if chosen.contracts is not None and not isinstance(chosen.contracts, Mapping):
         chosen = chosen.with_(contracts=load_contracts(chosen.contracts))  # read (and checked) once, at the start
     return chosen
+
+
+def _source(
+    landing: str | os.PathLike[str] | Kafka, target: str, settings: Settings, max_files: int | None,
+    glob_filter: str | None,
+) -> _Source:
+    """The stream's input: Kafka topics, or the files landing in a directory."""
+    if not isinstance(landing, Kafka):
+        return _Files(_landing(landing), max_files, glob_filter)
+    if max_files is not None or glob_filter:
+        raise ConfigError("max_files_per_trigger and path_glob_filter choose files: a Kafka input takes "
+                          "Spark's Kafka source options instead (Kafka(options={'maxOffsetsPerTrigger': ...}))")
+    topics = _Topics(landing, landing.landing_dir(target), framing_of(get_decoder(settings.format, settings.options)))
+    remove_unfinished(topics.landing)
+    return topics
 
 
 def _landing(landing: str | os.PathLike[str]) -> Path:

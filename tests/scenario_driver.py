@@ -37,6 +37,9 @@ class Rendered:
 RunRenderer = Callable[[list[int], int], Rendered]
 #: ``check(run number, indices, summary)``: the format's own assertions after a good run
 RunCheck = Callable[[int, list[int], Any], None]
+#: ``deliver(the run's file, every run's file so far) -> what lakecdc.apply reads``: how a run
+#: reaches lakecdc (default: the files themselves; e.g. a Kafka topic the run's messages went to)
+Deliver = Callable[[Path, list[str]], Any]
 
 
 def delivered_runs(sc: Any, max_runs: int) -> list[list[int]]:
@@ -50,7 +53,7 @@ def delivered_runs(sc: Any, max_runs: int) -> list[list[int]]:
 
 def drive(
     spark: Any, sc: Any, workdir: Path, *, fmt: str, render: RunRenderer, options: Mapping[str, str] | None = None,
-    max_runs: int = 3, check: RunCheck | None = None,
+    max_runs: int = 3, check: RunCheck | None = None, deliver: Deliver | None = None,
 ) -> None:
     """Apply each rendered run of ``sc`` (all files so far) and compare tables and counts with the
     oracle after every run. With ``pk_update='abend'`` a run holding a primary-key update must
@@ -99,17 +102,18 @@ def drive(
         shown = out.shown if out.shown is not None else out.content if isinstance(out.content, str) else None
         say(f"run {number}: {shown if shown is not None else [(e.op, e.pos, e.before, e.after) for e in out.seen]}")
         applied.append(str(path))
+        inputs = deliver(path, list(applied)) if deliver is not None else list(applied)
         try:
             expected = oracle.apply_run(out.seen, pk_update=sc.pk_update)
         except PrimaryKeyUpdateError:
             committed = delta_tables_under(target)
             with pytest.raises(lakecdc.PrimaryKeyUpdateError) as info:
-                lakecdc.apply(list(applied), str(target), **kwargs)
+                lakecdc.apply(inputs, str(target), **kwargs)
             assert_names_a_pk_update(str(info.value), out.seen)
             assert delta_tables_under(target) == committed, f"run {number} abended but committed something"
             assert_targets_match(oracle, targets, f"the failed run {number}")
             return
-        summary = lakecdc.apply(list(applied), str(target), **kwargs)
+        summary = lakecdc.apply(inputs, str(target), **kwargs)
         actual = {t.source_table: {f: getattr(t, f, None) for f in SUMMARY_FIELDS} for t in summary.tables}
         targets.update({table: str(entry["target"]) for table, entry in actual.items()})
         assert_counts(number, sc, out.seen, expected, actual)
@@ -118,4 +122,4 @@ def drive(
             check(number, run, summary)
 
 
-__all__ = ["Rendered", "RunCheck", "RunRenderer", "delivered_runs", "drive"]
+__all__ = ["Deliver", "Rendered", "RunCheck", "RunRenderer", "delivered_runs", "drive"]

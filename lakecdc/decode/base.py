@@ -96,6 +96,13 @@ class Decoder:
         """Whether the new lines appended to a file can be decoded on their own."""
         return self.LINES
 
+    #: How a Kafka record of this format is landed as a line of a file this decoder reads
+    #: (:data:`lakecdc.run.kafka.FRAMINGS`): ``values`` (the value's text, for messages that name
+    #: their table and position themselves), ``kcat-text`` / ``kcat-base64`` (a ``kcat -J`` line:
+    #: topic, partition, offset, timestamp, key and value as text, or base64 for binary messages);
+    #: None: the format is not read from Kafka.
+    KAFKA_RECORDS: ClassVar[str | None] = None
+
     #: Each record is decoded by Python in the executors (fastavro, an XML parser, ...): a second
     #: pass over the events costs more than Spark's cache, so ``apply`` caches them even for one
     #: table (whose events it otherwise decodes twice: once to profile them, once to fold them).

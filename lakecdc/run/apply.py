@@ -59,6 +59,7 @@ from lakecdc.merge.pick import make_engine
 from lakecdc.merge.prepare import Batch, HistoryPrepared, Prepared, fast_path, prepare_history, prepare_table
 from lakecdc.merge.quarantine import BAD_COLUMNS, Quarantined, collect_bad, write_quarantine
 from lakecdc.merge.shape import TableShape, history_shape, table_shape, with_declared
+from lakecdc.run.kafka import Kafka, framing_of, land_available
 from lakecdc.run.profile import (
     Accounts,
     declared_columns,
@@ -79,7 +80,7 @@ if TYPE_CHECKING:
 
 
 def apply(
-    inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | Kafka,
     target: str | os.PathLike[str],
     *,
     settings: Settings | None = None,
@@ -93,7 +94,9 @@ def apply(
     finished first, on exactly its files. Running again with nothing new changes nothing.
 
     Args:
-        inputs: files or directories (read recursively, in a stable order).
+        inputs: files or directories (read recursively, in a stable order), or Kafka topics
+            (:class:`~lakecdc.run.kafka.Kafka`: the records not applied yet are landed as files
+            under the target, then applied as files are).
         target: root directory; each source table becomes ``<target>/<table>``.
         settings: a :class:`~lakecdc.config.settings.Settings` (built once, reused by many runs);
             default: every setting's default.
@@ -124,9 +127,18 @@ def apply(
     started = time.perf_counter()
     target_s = str(Path(target).resolve())
     settings, decoder = _checked(Settings.build(settings, **overrides), target_s)
-    files = list_inputs([inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs))
     say = progress or (lambda _msg: None)
+    kafka = inputs if isinstance(inputs, Kafka) else None
+    framing = framing_of(decoder) if kafka is not None else ""
     with hold(target_s, command="apply", wait=settings.wait) as lease:  # one writer per target
+        if kafka is not None:  # the topics' new records landed as files first (lakecdc.run.kafka)
+            spark = spark or get_spark()
+            landing = kafka.landing_dir(target_s)
+            say(f"landing the new records of Kafka {kafka.describe()} in {landing}")
+            land_available(spark, kafka, landing, framing)
+            inputs = landing
+        assert not isinstance(inputs, Kafka)
+        files = list_inputs([inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs))
         ledger = Ledger(target_s)
         if settings.reapply:
             _forget(ledger, settings.reapply, files, target_s, say)

@@ -131,6 +131,8 @@ def qualified_table(database: Column, table: Column) -> Column:
 class CanalJsonDecoder(Decoder):
     """Canal JSON messages (Canal, Alibaba DTS) to canonical change events, one per row."""
 
+    KAFKA_RECORDS = "values"
+
     spec = CANAL
 
     def __init__(self, options: dict[str, str] | None = None) -> None:

@@ -293,6 +293,8 @@ _BY_CODE = "code:"
 class DtsAvroDecoder(Decoder):
     """Alibaba DTS Avro ``Record`` s (length-prefixed dumps, kcat dumps, single messages, OCF) to canonical events."""
 
+    KAFKA_RECORDS = "kcat-base64"
+
     spec = DTS_AVRO
     PYTHON_ROWS: ClassVar[bool] = True  # (see Decoder.PYTHON_ROWS)
 

@@ -160,6 +160,8 @@ DEBEZIUM_AVRO = VendorSpec(
 class DebeziumAvroDecoder(Decoder):
     """Debezium envelopes in Avro (Confluent wire format, OCF, kcat dumps) to canonical events."""
 
+    KAFKA_RECORDS = "kcat-base64"
+
     spec = DEBEZIUM_AVRO
     PYTHON_ROWS = True  # (see Decoder.PYTHON_ROWS)
 

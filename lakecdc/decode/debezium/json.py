@@ -253,6 +253,8 @@ DEBEZIUM_JSON = VendorSpec(
 class DebeziumJsonDecoder(Decoder):
     """Debezium JSON change events (Connect JSON with or without schema, kcat dumps) to canonical events."""
 
+    KAFKA_RECORDS = "kcat-text"
+
     spec = DEBEZIUM_JSON
 
     def __init__(self, options: Mapping[str, str] | None = None) -> None:

@@ -63,6 +63,8 @@ OGG_JSON = VendorSpec(
 class OggJsonDecoder(Decoder):
     """GoldenGate JSON op-modeled messages to canonical change events."""
 
+    KAFKA_RECORDS = "values"
+
     spec = OGG_JSON
 
     def __init__(self, options: Mapping[str, str] | None = None) -> None:

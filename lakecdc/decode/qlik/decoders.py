@@ -285,6 +285,8 @@ def row_parts(rows: DataFrame) -> Parts:
 class QlikJsonDecoder(Decoder):
     """Qlik Replicate JSON metadata and data messages (envelope or bare, kcat dumps) to canonical events."""
 
+    KAFKA_RECORDS = "kcat-text"
+
     spec = QLIK_JSON
 
     def __init__(self, options: Mapping[str, str] | None = None) -> None:
@@ -372,6 +374,8 @@ class QlikJsonDecoder(Decoder):
 
 class QlikAvroDecoder(QlikJsonDecoder):
     """Qlik Replicate Avro envelopes (length-prefixed, single, kcat base64) to canonical events."""
+
+    KAFKA_RECORDS = "kcat-base64"
 
     spec = QLIK_AVRO
     PYTHON_ROWS: ClassVar[bool] = True  # (see Decoder.PYTHON_ROWS)
