@@ -9,22 +9,14 @@ import json
 import time
 import uuid
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests.services import (  # noqa: F401 - fixtures
-    KafkaBroker,
-    KafkaConnect,
-    Postgres,
-    SchemaRegistry,
-    kafka_broker,
-    kafka_connect,
-    postgres,
-    schema_registry,
-    services,
-)
+if TYPE_CHECKING:
+    from tests.services import KafkaBroker, KafkaConnect, Postgres, SchemaRegistry
 
+pytest_plugins = ["tests.services"]  # the fixtures kafka_broker, kafka_connect, postgres, schema_registry
 pytestmark = [pytest.mark.slow, pytest.mark.services]
 
 ck = pytest.importorskip("confluent_kafka", reason="confluent-kafka is not installed (pip install -e '.[dev]')")
