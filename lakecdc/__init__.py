@@ -41,9 +41,10 @@ from lakecdc.lake.summary import RunSummary, TableSummary
 from lakecdc.maintenance.doctor import TargetDamaged
 from lakecdc.maintenance.maintain import MaintenanceReport, maintain
 from lakecdc.run.apply import apply
+from lakecdc.run.kafka import Kafka
 from lakecdc.run.read import read_changes, read_table
 from lakecdc.spark.session import get_spark
-from lakecdc.streaming import BatchFailed, ChangeStream, StreamBatch, stream
+from lakecdc.streaming import BatchFailed, ChangeStream, StreamBatch, foreach_batch, stream
 
 __version__ = "0.1.0"
 
@@ -54,6 +55,7 @@ __all__ = [
     "ConfigError",
     "DecodeError",
     "InputChangedError",
+    "Kafka",
     "LakecdcError",
     "MaintenanceReport",
     "MissingKeyError",
@@ -66,6 +68,7 @@ __all__ = [
     "TargetDamaged",
     "UnknownFormatError",
     "apply",
+    "foreach_batch",
     "get_spark",
     "maintain",
     "read_changes",

@@ -60,7 +60,15 @@ from lakecdc.errors import ConfigError, LakecdcError
 from lakecdc.lake.ledger import Ledger, list_inputs
 from lakecdc.lake.summary import RunSummary, combine_summaries
 from lakecdc.run.apply import apply
-from lakecdc.run.kafka import CHECKPOINT, Kafka, Lander, framing_of, kafka_stream, remove_unfinished
+from lakecdc.run.kafka import (
+    CHECKPOINT,
+    DEFAULT_LANDING,
+    Kafka,
+    Lander,
+    framing_of,
+    kafka_stream,
+    remove_unfinished,
+)
 from lakecdc.spark.compat import is_spark_connect
 from lakecdc.spark.session import get_spark
 
@@ -540,3 +548,58 @@ def _file_stream(spark: SparkSession, landing: Path, max_files: int | None, glob
     # file: paths, as apply reads them (a bare path would be the cluster's default filesystem);
     # Hadoop takes them unencoded, spaces and all
     return reader.load(f"file:{landing}").select("path")
+
+
+@dataclass(frozen=True)
+class KafkaBatches:
+    """The function :func:`foreach_batch` returns: lands each micro-batch of Kafka records under
+    ``landing`` (:mod:`lakecdc.run.kafka`) and applies every landed file not applied yet to
+    ``target``. It holds paths and settings only, so Spark Connect can run it in its server."""
+
+    target: str
+    landing: str
+    framing: str
+    settings: Settings
+
+    def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
+        landed = Lander(self.landing, self.framing).land(batch_df)
+        if landed.directory is None:
+            return
+        with _APPLY_LOCK:
+            summary = apply(list_inputs([self.landing]), self.target, settings=self.settings,
+                            spark=batch_df.sparkSession)
+        if not summary.ok:
+            raise BatchFailed(StreamBatch(batch_id, (str(landed.directory),), summary, summary))
+
+
+def foreach_batch(
+    target: str | os.PathLike[str],
+    *,
+    settings: Settings | None = None,
+    landing: str | os.PathLike[str] | None = None,
+    **overrides: Any,
+) -> KafkaBatches:
+    """A function for your own ``writeStream.foreachBatch(...)`` over Spark's Kafka source: each
+    micro-batch's records are landed as files, then applied to ``target`` as :func:`lakecdc.apply`
+    applies files (the same settings: ``format``, ``keys``, ...).
+
+    Exactly once with your query's checkpoint: a batch Spark runs again (a restart before its
+    commit) holds the same offsets and lands into the directory it landed into the first time;
+    the ledger applies every landed file once.
+
+    Args:
+        target: root directory; each source table becomes ``<target>/<table>``.
+        settings: a :class:`~lakecdc.config.settings.Settings`, as for ``apply``.
+        landing: where batches land (default ``<target>/_lakecdc/kafka``).
+        **overrides: settings by name over ``settings``'s, as for :func:`lakecdc.apply`.
+
+    Example:
+        >>> records = spark.readStream.format("kafka").option("subscribe", "orders") ...  # doctest: +SKIP
+        >>> (records.writeStream.option("checkpointLocation", "chk/")                     # doctest: +SKIP
+        ...     .foreachBatch(lakecdc.foreach_batch("lake/", format="debezium-json")).start())
+    """
+    chosen = _stream_settings(settings, overrides, None)
+    target_s = str(Path(target).resolve())
+    where = Path(landing).resolve() if landing is not None else Path(target_s) / DEFAULT_LANDING
+    remove_unfinished(where)
+    return KafkaBatches(target_s, str(where), framing_of(get_decoder(chosen.format, chosen.options)), chosen)

@@ -18,8 +18,10 @@ LAKECDC_VENV=.venv-newest LAKECDC_PYSPARK=$NEWEST ./scripts/setup.sh
 export LAKECDC_PROPERTY_EXAMPLES="${LAKECDC_PROPERTY_EXAMPLES:-15}"
 export LAKECDC_PROPERTY_CLI_EXAMPLES="${LAKECDC_PROPERTY_CLI_EXAMPLES:-3}"
 export LAKECDC_PROPERTY_DERANDOMIZE="${LAKECDC_PROPERTY_DERANDOMIZE:-1}"
-# an engine the pass names must be there: a missing Delta jar fails its tests instead of skipping them
+# an engine the pass names must be there: a missing Delta jar fails its tests instead of skipping them;
+# so must the services (Kafka, Kafka Connect, PostgreSQL) the tests start themselves
 export LAKECDC_REQUIRE_ENGINES=1
+export LAKECDC_REQUIRE_SERVICES=1
 # two test processes (pytest-xdist), a test file per process: much of a test's time is Spark's
 # and Python's latency, not CPU, so two share the 2 cores well
 # (the slowest tests are listed at the end of each pass, to keep CI's time in view)
@@ -30,7 +32,7 @@ echo "test: types (mypy over lakecdc/, against PySpark $OLDEST)"
 echo "test: PySpark $NEWEST, delta-rs: the API tests on a user's session (Spark's defaults, a zone west of UTC, ANSI on)"
 LAKECDC_TEST_SESSION=user LAKECDC_TEST_TZ=America/Los_Angeles LAKECDC_TEST_ENGINES=delta-rs \
   .venv-newest/bin/python "${PYTEST[@]}" tests/test_apply.py "$@"
-echo "test: PySpark $NEWEST, delta-rs: the whole suite"
-LAKECDC_TEST_ENGINES=delta-rs .venv-newest/bin/python "${PYTEST[@]}" "$@"
-echo "test: PySpark $OLDEST, delta-spark: the behaviour suite, and the engines compared"
-LAKECDC_TEST_ENGINES=delta-spark .venv/bin/python "${PYTEST[@]}" -m "engines or both_engines"
+echo "test: PySpark $NEWEST, delta-rs: the whole suite but the Kafka tests (no Kafka connector for this Spark)"
+LAKECDC_TEST_ENGINES=delta-rs .venv-newest/bin/python "${PYTEST[@]}" -m "not services" "$@"
+echo "test: PySpark $OLDEST, delta-spark: the behaviour suite, the engines compared; the Kafka tests on real services"
+LAKECDC_TEST_ENGINES=delta-spark .venv/bin/python "${PYTEST[@]}" -m "engines or both_engines or services"

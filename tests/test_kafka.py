@@ -6,6 +6,13 @@ from __future__ import annotations
 
 import json
 import os
+import queue
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -27,6 +34,7 @@ except ModuleNotFoundError:  # (run from tests/)
     from test_property import SLOW_SETTINGS, scenarios  # type: ignore[no-redef]
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.services]
+pytest_plugins = ["tests.services"]  # the fixture kafka_broker
 
 EXAMPLES = int(os.environ.get("LAKECDC_KAFKA_EXAMPLES", "3"))
 REPO = Path(__file__).resolve().parents[1]
@@ -64,12 +72,15 @@ def rows(spark: Any, target: Path) -> list[tuple]:
 
 
 @pytest.fixture(scope="session")
-def kafka_bootstrap() -> str:
-    """A broker's ``HOST:PORT``: ``LAKECDC_TEST_KAFKA``, else one tests/services.py starts."""
-    given = os.environ.get("LAKECDC_TEST_KAFKA")
-    if given:
-        return given
-    pytest.skip("no broker (set LAKECDC_TEST_KAFKA)")
+def kafka_bootstrap(request: pytest.FixtureRequest) -> str:
+    """A broker's ``HOST:PORT``: ``LAKECDC_TEST_KAFKA`` (one already running), else the broker
+    tests/services.py starts."""
+    from lakecdc.spark.jars import cached_jars, spark_version
+
+    if not any("spark-sql-kafka" in jar for jar in cached_jars() or []):
+        pytest.skip(f"Spark's Kafka connector for PySpark {spark_version()} is not cached (Maven Central has "
+                    "no release of it for this Spark, or setup.sh did not run)")
+    return os.environ.get("LAKECDC_TEST_KAFKA") or request.getfixturevalue("kafka_broker").bootstrap
 
 
 def test_topic_records_apply_once_each_run_taking_only_the_new_ones(spark: Any, kafka_bootstrap: str, tmp_path: Path) -> None:
@@ -123,6 +134,25 @@ def test_a_format_kafka_does_not_carry_is_refused_naming_those_it_does(spark: An
         lakecdc.apply(Kafka("127.0.0.1:1", subscribe="t"), tmp_path / "t", format="ogg-xml", spark=spark)
 
 
+def test_the_command_line_applies_topics_and_wants_exactly_one_input(
+    spark: Any, kafka_bootstrap: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``lakecdc apply --kafka-bootstrap-servers ... --subscribe ...`` applies a topic's records;
+    ``--input`` together with Kafka flags (or a Kafka option without ``=``) is refused, naming why."""
+    from lakecdc.cli import main
+
+    topic, target = topic_name(), tmp_path / "target"
+    produce(spark, kafka_bootstrap, topic, [gg("I", 1, 1, after={"ID": 7, "A": "a", "B": "b"})])
+    kafka = ["--kafka-bootstrap-servers", kafka_bootstrap, "--subscribe", topic]
+    common = ["apply", "--format", "ogg-json", "--target", str(target), "--key", "S.T=ID"]
+    assert main([*common, *kafka, "--kafka-option", "maxOffsetsPerTrigger=100"]) == 0
+    assert rows(spark, target) == [(7, "a", "b")]
+    assert main([*common, *kafka, "--input", str(tmp_path)]) == 2
+    assert "--input PATH or as --kafka-bootstrap-servers" in capsys.readouterr().err
+    assert main([*common, *kafka, "--kafka-option", "maxOffsetsPerTrigger"]) == 2
+    assert "expected NAME=VALUE" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("bad", [dict(subscribe=None), dict(subscribe="a", subscribe_pattern="b.*"), dict(subscribe=" , ")])
 def test_kafka_input_needs_exactly_one_way_of_naming_topics(bad: dict) -> None:
     """Topics by name or by pattern, exactly one of them, and at least one name."""
@@ -151,3 +181,109 @@ def test_goldengate_json_through_kafka_matches_the_oracle_run_by_run(
         return Kafka(kafka_bootstrap, subscribe=topic)
 
     drive(spark, sc, tmp_path_factory.mktemp("kafka"), fmt="ogg-json", render=render, deliver=deliver)
+
+
+def history(n_keys: int, n_events: int, seed: int) -> list[str]:
+    """GoldenGate JSON messages of table S.T: inserts, partial updates and deletes of ``n_keys``
+    keys (a deleted key is inserted again later), in op_ts/pos order."""
+    rnd = random.Random(seed)
+    live: dict[int, dict] = {}
+    out = []
+    for n in range(n_events):
+        key = rnd.randrange(n_keys)
+        ts = f"2024-01-01 00:{n // 60:02d}:{n % 60:02d}.000000"
+        base: dict[str, Any] = {"table": "S.T", "op_ts": ts, "pos": f"{n + 1:020d}"}
+        if key not in live:
+            live[key] = {"ID": key, "A": f"a{n}", "B": f"b{n}"}
+            out.append(json.dumps({**base, "op_type": "I", "after": live[key]}))
+        elif rnd.random() < 0.2:
+            del live[key]
+            out.append(json.dumps({**base, "op_type": "D", "before": {"ID": key}}))
+        else:
+            column = rnd.choice("AB")
+            live[key][column] = f"{column.lower()}{n}"
+            out.append(json.dumps({**base, "op_type": "U", "before": {"ID": key},
+                                   "after": {"ID": key, column: live[key][column]}}))
+    return out
+
+
+def printed_lines(child: subprocess.Popen) -> queue.Queue[str]:
+    """The lines ``child`` prints, as they come."""
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in child.stdout], daemon=True).start()  # type: ignore[union-attr]
+    return lines
+
+
+def wait_for(lines: queue.Queue[str], prefix: str, *, limit: float) -> bool:
+    """Whether a line starting with ``prefix`` came within ``limit`` seconds."""
+    started = time.monotonic()
+    while (left := limit - (time.monotonic() - started)) > 0:
+        try:
+            if lines.get(timeout=left).startswith(prefix):
+                return True
+        except queue.Empty:
+            break
+    return False
+
+
+def batches_until_quiet(lines: queue.Queue[str], *, quiet: float, limit: float) -> int:
+    """How many ``batch`` lines came until none came for ``quiet`` seconds after the first one
+    (or ``limit`` seconds passed)."""
+    seen, started = 0, time.monotonic()
+    while time.monotonic() - started < limit:
+        try:
+            line = lines.get(timeout=quiet if seen else limit)
+        except queue.Empty:
+            break
+        seen += line.startswith("batch ")
+    return seen
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["stream", "hook"])
+def test_a_stream_killed_at_any_moment_and_restarted_applies_every_change_exactly_once(
+    spark: Any, kafka_bootstrap: str, tmp_path: Path, mode: str,
+) -> None:
+    """``lakecdc.stream`` over a topic (or a user's own query with ``lakecdc.foreach_batch``),
+    killed with SIGKILL at random moments while records keep coming and started again, ends with
+    the table that applying every message once from a file gives: nothing lost, nothing twice."""
+    topic, target = topic_name(), tmp_path / "target"
+    messages = history(n_keys=25, n_events=240, seed=11)
+    chunks = [messages[i : i + 40] for i in range(0, len(messages), 40)]
+    rnd = random.Random(5)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    argv = [sys.executable, str(REPO / "tests" / "kafka_stream_child.py"), kafka_bootstrap, topic, str(target), mode]
+    kills, worked = 0, 0
+    for first, second in zip(chunks[::2], chunks[1::2], strict=True):
+        produce(spark, kafka_bootstrap, topic, first)
+        log = tmp_path / f"child-{kills}.log"
+        with log.open("w") as err:
+            child = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=err, text=True)
+        lines = printed_lines(child)
+        try:
+            applied = wait_for(lines, "batch ", limit=240.0)  # it applied the first chunk
+            assert applied, f"child {kills} applied nothing in 240 s: {log.read_text()[-3000:]}"
+            worked += 1
+            produce(spark, kafka_bootstrap, topic, second)
+            time.sleep(rnd.uniform(0.0, 4.0))  # killed while landing or applying the second, or between
+        finally:
+            child.send_signal(signal.SIGKILL)
+            child.wait()
+        kills += 1
+    # a last run takes whatever the killed ones left (landed or not)
+    if mode == "stream":
+        lakecdc.apply(Kafka(kafka_bootstrap, subscribe=topic), target, format="ogg-json", keys={"S.T": ["ID"]}, spark=spark)
+    else:  # the user's query started once more, until its batches stop coming
+        done = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        try:
+            assert batches_until_quiet(printed_lines(done), quiet=10.0, limit=180.0) > 0
+        finally:
+            done.send_signal(signal.SIGKILL)
+            done.wait()
+    files = tmp_path / "files"
+    files.mkdir()
+    (files / "all.json").write_text("\n".join(messages) + "\n")
+    lakecdc.apply(files, tmp_path / "expected", format="ogg-json", keys={"S.T": ["ID"]}, spark=spark)
+    assert kills == len(chunks) // 2 and worked == kills  # every child applied something before it was killed
+    assert rows(spark, target) == rows(spark, tmp_path / "expected")
+    assert len(rows(spark, target)) > 5

@@ -6,7 +6,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from lakecdc.cli.flags import add_format_flags, add_settings_flags, progress_printer
+from lakecdc.cli.flags import (
+    add_format_flags,
+    add_kafka_flags,
+    add_settings_flags,
+    kafka_input,
+    progress_printer,
+)
 from lakecdc.config.sources import from_cli
 from lakecdc.decode.goldengate.properties import read_gg_properties
 from lakecdc.run.apply import apply
@@ -31,6 +37,10 @@ examples:
   # keep only some columns of a table, never apply truncates, keep tombstones 30 days
   lakecdc apply --format ogg-json --input landing/ --target lake/ \
       --column-list S.ORDERS=ID,STATUS,AMOUNT --ignore-truncates --tombstone-retention 30d
+
+  # the new records of Kafka topics (Debezium's), landed under lake/_lakecdc/kafka, then applied
+  lakecdc apply --format debezium-json --kafka-bootstrap-servers broker:9092 \\
+      --subscribe dbserver1.inventory.customers --target lake/ --key inventory.customers=id
 
   # keep S.ORDERS as an SCD type 2 history table (only STATUS changes open a new version),
   # with Delta's Change Data Feed on for downstream readers
@@ -79,6 +89,8 @@ examples:
   lakecdc stream --format ogg-json --input landing/ --target lake/ --summary-json run.json
 
   # keep running: a micro-batch every 30 seconds, at most 500 files each, until Ctrl-C
+  lakecdc stream --format debezium-json --kafka-bootstrap-servers broker:9092 --subscribe dbserver1.inventory.customers \\
+      --target lake/ --key inventory.customers=id --trigger "30 seconds"
   lakecdc stream --format debezium-json --input landing/ --target lake/ --trigger "30 seconds" \\
       --max-files-per-trigger 500 --glob '*.json' --key APP.ORDERS=ID
 
@@ -108,8 +120,9 @@ def add_apply(sub: argparse._SubParsersAction) -> None:
         description="Decode change files, consolidate them per primary key and MERGE them into one Delta table per source table.",
     )
     add_format_flags(ap)
-    ap.add_argument("--input", action="append", required=True, metavar="PATH",
-                    help="file or directory (recursive); repeatable")
+    ap.add_argument("--input", action="append", metavar="PATH",
+                    help="file or directory (recursive); repeatable (or Kafka topics: --kafka-bootstrap-servers)")
+    add_kafka_flags(ap)
     ap.add_argument("--target", required=True, metavar="DIR", help="root of the Delta tables")
     add_settings_flags(ap)
     ap.add_argument("--min-file-age", metavar="SECONDS", type=float, default=None,
@@ -132,7 +145,9 @@ def add_stream(sub: argparse._SubParsersAction) -> None:
                     "its new files exactly as 'lakecdc apply' does (one ledger, one summary per batch).",
     )
     add_format_flags(tp)
-    tp.add_argument("--input", required=True, metavar="DIR", help="the landing directory (recursive)")
+    tp.add_argument("--input", metavar="DIR",
+                    help="the landing directory (recursive) (or Kafka topics: --kafka-bootstrap-servers)")
+    add_kafka_flags(tp)
     tp.add_argument("--target", required=True, metavar="DIR", help="root of the Delta tables")
     tp.add_argument("--checkpoint", metavar="DIR",
                     help="Spark's checkpoint, one per landing directory (default <target>/_lakecdc/stream-checkpoint)")
@@ -151,7 +166,8 @@ def add_stream(sub: argparse._SubParsersAction) -> None:
 
 def _apply(args: argparse.Namespace) -> int:
     settings = from_cli(args, read_gg_properties)
-    summary = apply(args.input, args.target, settings=settings, progress=progress_printer(args.quiet))
+    inputs = kafka_input(args, args.input) or args.input
+    summary = apply(inputs, args.target, settings=settings, progress=progress_printer(args.quiet))
     print(summary.render())
     if args.summary_json:
         Path(args.summary_json).write_text(summary.to_json() + "\n")
@@ -170,7 +186,7 @@ def _stream(args: argparse.Namespace) -> int:
             Path(args.summary_json).write_text(batch.total.to_json() + "\n")
 
     handle = stream(
-        args.input, args.target, settings=settings, checkpoint=args.checkpoint, trigger=args.trigger,
+        kafka_input(args, args.input) or args.input, args.target, settings=settings, checkpoint=args.checkpoint, trigger=args.trigger,
         max_files_per_trigger=args.max_files_per_trigger, path_glob_filter=args.glob, progress=say,
         on_batch=on_batch,
     )

@@ -1,5 +1,5 @@
-"""What the commands share: the settings flags of ``apply`` and ``stream``, ``--wait``, and the
-progress lines printed while a command works."""
+"""What the commands share: the settings flags of ``apply`` and ``stream``, their Kafka input
+flags, ``--wait``, and the progress lines printed while a command works."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import time
 from lakecdc.config.settings import Progress
 from lakecdc.config.values import ENGINES, PK_UPDATE_MODES
 from lakecdc.decode import DECODERS
+from lakecdc.errors import ConfigError
+from lakecdc.run.kafka import Kafka
 
 
 def add_format_flags(p: argparse.ArgumentParser) -> None:
@@ -95,3 +97,39 @@ def progress_printer(quiet: bool) -> Progress:
             print(f"[{time.perf_counter() - started:6.1f}s] {msg}", file=sys.stderr, flush=True)
 
     return say
+
+
+def add_kafka_flags(p: argparse.ArgumentParser) -> None:
+    """The flags that name Kafka topics as the input, in place of ``--input``."""
+    g = p.add_argument_group("Kafka input (in place of --input)")
+    g.add_argument("--kafka-bootstrap-servers", metavar="HOST:PORT[,...]",
+                   help="read the topics of these brokers; each batch of records is landed under the target "
+                        "(_lakecdc/kafka), then applied")
+    g.add_argument("--subscribe", metavar="TOPIC[,TOPIC...]", help="the topics, by name")
+    g.add_argument("--subscribe-pattern", metavar="REGEX", help="the topics, by a Java regular expression")
+    g.add_argument("--starting-offsets", default="earliest", metavar="earliest|latest|JSON",
+                   help="where partitions read for the first time start (default earliest)")
+    g.add_argument("--kafka-option", action="append", default=[], metavar="NAME=VALUE",
+                   help="an option of Spark's Kafka source (kafka.security.protocol=SSL, maxOffsetsPerTrigger=N, "
+                        "...); repeatable")
+
+
+def kafka_input(args: argparse.Namespace, paths: object) -> Kafka | None:
+    """The :class:`~lakecdc.run.kafka.Kafka` input the flags name, or None when ``--input`` does;
+    exactly one of them must (a :class:`ConfigError` otherwise)."""
+    given = args.kafka_bootstrap_servers is not None
+    if given == bool(paths):
+        raise ConfigError("give the input as --input PATH or as --kafka-bootstrap-servers with --subscribe "
+                          "(or --subscribe-pattern), not both and not neither")
+    if not given:
+        if args.subscribe or args.subscribe_pattern:
+            raise ConfigError("--subscribe and --subscribe-pattern need --kafka-bootstrap-servers")
+        return None
+    options = {}
+    for item in args.kafka_option:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise ConfigError(f"--kafka-option {item!r}: expected NAME=VALUE")
+        options[name.strip()] = value
+    return Kafka(args.kafka_bootstrap_servers, subscribe=args.subscribe, subscribe_pattern=args.subscribe_pattern,
+                 starting_offsets=args.starting_offsets, options=options)
