@@ -18,6 +18,7 @@ LAKECDC_VENV=.venv-newest LAKECDC_PYSPARK=$NEWEST ./scripts/setup.sh
 export LAKECDC_PROPERTY_EXAMPLES="${LAKECDC_PROPERTY_EXAMPLES:-15}"
 export LAKECDC_PROPERTY_CLI_EXAMPLES="${LAKECDC_PROPERTY_CLI_EXAMPLES:-3}"
 export LAKECDC_PROPERTY_DERANDOMIZE="${LAKECDC_PROPERTY_DERANDOMIZE:-1}"
+export LAKECDC_KAFKA_EXAMPLES="${LAKECDC_KAFKA_EXAMPLES:-2}"
 # an engine the pass names must be there: a missing Delta jar fails its tests instead of skipping them;
 # so must the services (Kafka, Kafka Connect, PostgreSQL) the tests start themselves
 export LAKECDC_REQUIRE_ENGINES=1
@@ -30,9 +31,10 @@ PYTEST=(-m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=15)
 echo "test: types (mypy over lakecdc/, against PySpark $OLDEST)"
 .venv/bin/python -m mypy lakecdc
 echo "test: PySpark $NEWEST, delta-rs: the API tests on a user's session (Spark's defaults, a zone west of UTC, ANSI on)"
+# (one file: its tests spread over both processes)
 LAKECDC_TEST_SESSION=user LAKECDC_TEST_TZ=America/Los_Angeles LAKECDC_TEST_ENGINES=delta-rs \
-  .venv-newest/bin/python "${PYTEST[@]}" tests/test_apply.py "$@"
-echo "test: PySpark $NEWEST, delta-rs: the whole suite but the Kafka tests (no Kafka connector for this Spark)"
-LAKECDC_TEST_ENGINES=delta-rs .venv-newest/bin/python "${PYTEST[@]}" -m "not services" "$@"
+  .venv-newest/bin/python "${PYTEST[@]}" --dist load tests/test_apply.py "$@"
+echo "test: PySpark $NEWEST, delta-rs: the rest of the suite but the Kafka tests (no Kafka connector for this Spark)"
+LAKECDC_TEST_ENGINES=delta-rs .venv-newest/bin/python "${PYTEST[@]}" -m "not services" --ignore tests/test_apply.py "$@"
 echo "test: PySpark $OLDEST, delta-spark: the behaviour suite, the engines compared; the Kafka tests on real services"
 LAKECDC_TEST_ENGINES=delta-spark .venv/bin/python "${PYTEST[@]}" -m "engines or both_engines or services"

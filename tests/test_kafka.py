@@ -108,6 +108,35 @@ def test_topic_records_apply_once_each_run_taking_only_the_new_ones(spark: Any, 
     assert landed[0] == CHECKPOINT and len(landed) == 3  # two batches and the checkpoint
 
 
+def test_records_of_several_partitions_and_topics_apply_in_their_changes_order(
+    spark: Any, kafka_bootstrap: str, tmp_path: Path,
+) -> None:
+    """A topic of three partitions (records spread by key) and a second topic by pattern: every
+    record lands once per partition, in offset order, and the table is the one the same messages
+    give from one file."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    prefix = topic_name()
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    for future in admin.create_topics([NewTopic(f"{prefix}-a", 3, 1), NewTopic(f"{prefix}-b", 1, 1)]).values():
+        future.result(30)
+    messages = history(n_keys=12, n_events=90, seed=3)
+    keys = [str(json.loads(m).get("after", json.loads(m).get("before"))["ID"]) for m in messages]
+    produce(spark, kafka_bootstrap, f"{prefix}-a", messages[:60], keys[:60])
+    produce(spark, kafka_bootstrap, f"{prefix}-b", messages[60:], keys[60:])
+    source = Kafka(kafka_bootstrap, subscribe_pattern=f"{prefix}-.*")
+    summary = lakecdc.apply(source, tmp_path / "target", format="ogg-json", keys={"S.T": ["ID"]}, spark=spark)
+    assert summary.ok and summary.tables[0].events == 90
+    (landed,) = [p for p in source.landing_dir(tmp_path / "target").iterdir() if p.name.startswith("batch-")]
+    ranges = json.loads((landed / "_offsets.json").read_text())["ranges"]
+    assert sorted((r["topic"][-1], r["partition"]) for r in ranges) == [("a", 0), ("a", 1), ("a", 2), ("b", 0)]
+    assert sum(r["records"] for r in ranges) == 90
+    (tmp_path / "files").mkdir()
+    (tmp_path / "files" / "all.json").write_text("\n".join(messages) + "\n")
+    lakecdc.apply(tmp_path / "files", tmp_path / "expected", format="ogg-json", keys={"S.T": ["ID"]}, spark=spark)
+    assert rows(spark, tmp_path / "target") == rows(spark, tmp_path / "expected")
+
+
 def test_records_landed_by_a_killed_run_apply_once_and_a_half_landed_batch_is_landed_again(
     spark: Any, kafka_bootstrap: str, tmp_path: Path,
 ) -> None:
@@ -249,7 +278,7 @@ def test_a_stream_killed_at_any_moment_and_restarted_applies_every_change_exactl
     the table that applying every message once from a file gives: nothing lost, nothing twice."""
     topic, target = topic_name(), tmp_path / "target"
     messages = history(n_keys=25, n_events=240, seed=11)
-    chunks = [messages[i : i + 40] for i in range(0, len(messages), 40)]
+    chunks = [messages[i : i + 60] for i in range(0, len(messages), 60)]  # two kills
     rnd = random.Random(5)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     argv = [sys.executable, str(REPO / "tests" / "kafka_stream_child.py"), kafka_bootstrap, topic, str(target), mode]

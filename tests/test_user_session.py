@@ -79,10 +79,11 @@ def reference(tmp_path_factory) -> dict:
 @pytest.mark.parametrize(
     ("session", "tz"),
     [
-        # the JVM's zone east of UTC (a half-hour offset), ANSI mode as Spark 4 defaults (on)
-        ("user:-:true", "Asia/Kolkata"),
-        # the session's zone set west of UTC, ANSI mode off (as on older platforms)
-        ("user:America/Los_Angeles:false", "UTC"),
+        # the JVM's zone east of UTC (a half-hour offset, no session zone set), ANSI mode off (as on
+        # older platforms). The API tests run once more on a session whose own zone is west of UTC
+        # with ANSI on (scripts/test.sh, LAKECDC_TEST_SESSION=user): each pass of the bundled jobs
+        # on Spark's default settings takes minutes, so this one covers what that run does not.
+        ("user:-:false", "Asia/Kolkata"),
     ],
 )
 def test_a_users_session_gives_the_tables_of_lakecdcs_own(tmp_path, reference, session, tz):
