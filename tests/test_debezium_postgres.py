@@ -29,12 +29,10 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import queue
 import random
 import signal
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from decimal import Decimal
@@ -47,6 +45,11 @@ from deltalake import DeltaTable
 
 import lakecdc
 from lakecdc.run.kafka import CHECKPOINT, Kafka
+
+try:
+    from tests.test_kafka import printed_lines, wait_for
+except ModuleNotFoundError:  # (run from tests/)
+    from test_kafka import printed_lines, wait_for  # type: ignore[no-redef]
 
 if TYPE_CHECKING:
     from tests.services import KafkaConnect, Postgres
@@ -374,25 +377,6 @@ def random_workload(rnd: random.Random, chunk: int, live: set[int]) -> list[str]
     return out
 
 
-def printed_lines(child: subprocess.Popen) -> queue.Queue[str]:
-    """The lines ``child`` prints, as they come."""
-    lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(line) for line in child.stdout], daemon=True).start()  # type: ignore[union-attr]
-    return lines
-
-
-def wait_for_batch(lines: queue.Queue[str], limit: float) -> bool:
-    """Whether the child printed a ``batch`` line within ``limit`` seconds."""
-    deadline = time.monotonic() + limit
-    while (left := deadline - time.monotonic()) > 0:
-        try:
-            if lines.get(timeout=left).startswith("batch "):
-                return True
-        except queue.Empty:
-            break
-    return False
-
-
 def test_a_killed_and_restarted_stream_of_debezium_postgres_topics_ends_equal_to_postgres(
     spark: Any, postgres: Postgres, kafka_connect: KafkaConnect, kafka_jar: None, tmp_path: Path,
 ) -> None:
@@ -416,7 +400,7 @@ def test_a_killed_and_restarted_stream_of_debezium_postgres_topics_ends_equal_to
                 child = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=err, text=True)
             lines = printed_lines(child)
             try:
-                assert wait_for_batch(lines, 240.0), f"child {kill} applied nothing: {log.read_text()[-3000:]}"
+                assert wait_for(lines, "batch ", limit=240.0), f"child {kill} applied nothing: {log.read_text()[-3000:]}"
                 for statements in random_workload(rnd, kill, live):
                     pipe.sql(statements)
                 time.sleep(rnd.uniform(0.0, 4.0))  # killed while landing or applying, or between
