@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
 
+from lakecdc.decode import DECODERS
 from lakecdc.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -138,16 +139,11 @@ class Kafka:
 def framing_of(decoder: Decoder) -> str:
     """How records of ``decoder``'s format are landed (:data:`FRAMINGS`); a format that cannot be
     read from Kafka is a :class:`ConfigError` naming those that can."""
-    framing = getattr(decoder, "KAFKA_RECORDS", None)
+    framing = decoder.KAFKA_RECORDS
     if framing is None:
-        from lakecdc.decode import DECODERS
-
-        able = sorted(name for name, cls in DECODERS.items() if getattr(cls, "KAFKA_RECORDS", None))
+        able = sorted(name for name, cls in DECODERS.items() if cls.KAFKA_RECORDS)
         raise ConfigError(f"format {decoder.name!r} is not read from Kafka; formats that are: {', '.join(able)}")
     return framing
-
-
-# --- what was landed ---------------------------------------------------------------------------
 
 
 def remove_unfinished(landing: Path) -> None:
