@@ -11,8 +11,19 @@ cd "$(dirname "$0")/.."
 NEWEST=${LAKECDC_PYSPARK_NEWEST:-4.3.0}
 OLDEST=${LAKECDC_PYSPARK_OLDEST:-4.0.5}
 
-LAKECDC_PYSPARK=$OLDEST ./scripts/setup.sh
-LAKECDC_VENV=.venv-newest LAKECDC_PYSPARK=$NEWEST ./scripts/setup.sh
+# the two environments install side by side (mostly downloads and unpacking); the JVM packages are
+# resolved after, one environment at a time, since both resolve into the same Ivy cache
+LAKECDC_JARS=off LAKECDC_PYSPARK=$OLDEST ./scripts/setup.sh > >(sed 's/^/[oldest] /') 2>&1 &
+OLDEST_SETUP=$!
+LAKECDC_JARS=off LAKECDC_VENV=.venv-newest LAKECDC_PYSPARK=$NEWEST ./scripts/setup.sh > >(sed 's/^/[newest] /') 2>&1 &
+NEWEST_SETUP=$!
+wait "$OLDEST_SETUP" || { echo "test: setup of PySpark $OLDEST failed" >&2; exit 1; }
+wait "$NEWEST_SETUP" || { echo "test: setup of PySpark $NEWEST failed" >&2; exit 1; }
+if [ "${LAKECDC_JARS:-}" != "off" ]; then
+  for venv in .venv .venv-newest; do
+    "$venv/bin/python" -m lakecdc.spark.jars 2>/dev/null | grep '^lakecdc' || true
+  done
+fi
 
 # property tests: enough examples to matter, few enough for CI's budget on 2 cores
 export LAKECDC_PROPERTY_EXAMPLES="${LAKECDC_PROPERTY_EXAMPLES:-15}"

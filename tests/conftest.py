@@ -50,6 +50,17 @@ def pytest_addoption(parser):
                      help="rewrite the decoders' golden .events files from today's output")
 
 
+#: Markers of the long tests: their files run first, so that the two test processes (pytest-xdist,
+#: a file at a time) end together instead of one of them starting a long file when the other is done.
+LONG_MARKERS = ("slow", "both_engines", "services")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Files holding a long test come first; the order inside a file and among files is kept."""
+    long_files = {item.path for item in items if any(item.get_closest_marker(m) for m in LONG_MARKERS)}
+    items.sort(key=lambda item: item.path not in long_files)
+
+
 def pytest_generate_tests(metafunc):
     """Tests marked ``engines`` (or asking for ``delta_engine``) run once per Delta engine."""
     if metafunc.definition.get_closest_marker("engines") and "delta_engine" not in metafunc.fixturenames:

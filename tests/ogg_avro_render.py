@@ -153,6 +153,18 @@ def length_prefixed(messages: Sequence[bytes]) -> bytes:
     return b"".join(struct.pack(">I", len(m)) + m for m in messages)
 
 
+def kcat_lines(messages: Sequence[bytes | None], *, topic: str) -> str:
+    """``messages`` as the records of one topic partition dumped by ``kcat -J`` with a base64
+    deserialiser (a None message: a record without a value)."""
+    import base64
+    import json
+
+    return "".join(json.dumps({"topic": topic, "partition": 0, "offset": n, "tstype": "create", "ts": 1475662559000 + n,
+                               "broker": 0, "key": None,
+                               "payload": None if m is None else base64.b64encode(m).decode("ascii")}) + "\n"
+                   for n, m in enumerate(messages))
+
+
 def write_ocf(path: Path, schema: dict[str, Any], records: Sequence[dict[str, Any]], *, codec: str = "deflate",
               sync_interval: int = 16000) -> Path:
     """An Avro object container file of ``records``."""
@@ -205,8 +217,12 @@ def write_runs(
         messages = [encode(schemas[t], r) for t, r in records]
         if container == "wrapped":
             messages = [wrap(t, schemas[t], m) for (t, _), m in zip(records, messages, strict=True)]
-        path = directory / f"run-{number:04d}.bin"
-        path.write_bytes(length_prefixed(messages))
+        if container == "kcat":
+            path = directory / f"run-{number:04d}.json"
+            path.write_text(kcat_lines(messages, topic="ogg"))
+        else:
+            path = directory / f"run-{number:04d}.bin"
+            path.write_bytes(length_prefixed(messages))
         out.append([path])
     return out
 

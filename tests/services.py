@@ -223,6 +223,18 @@ def kafka_broker(services: Services) -> KafkaBroker:
 
 
 @pytest.fixture(scope="session")
+def kafka_bootstrap(request: pytest.FixtureRequest) -> str:
+    """A broker's ``HOST:PORT``: ``LAKECDC_TEST_KAFKA`` (one already running), else the broker
+    tests/services.py starts."""
+    from lakecdc.spark.jars import cached_jars, spark_version
+
+    if not any("spark-sql-kafka" in jar for jar in cached_jars() or []):
+        pytest.skip(f"Spark's Kafka connector for PySpark {spark_version()} is not cached (Maven Central has "
+                    "no release of it for this Spark, or setup.sh did not run)")
+    return os.environ.get("LAKECDC_TEST_KAFKA") or request.getfixturevalue("kafka_broker").bootstrap
+
+
+@pytest.fixture(scope="session")
 def kafka_connect(kafka_broker: KafkaBroker, services: Services) -> KafkaConnect:
     """A Kafka Connect worker on :func:`kafka_broker`, with Debezium's PostgreSQL connector."""
     return KafkaConnect(rest=_start("connect")["rest"], bootstrap=kafka_broker.bootstrap)

@@ -34,7 +34,7 @@ except ModuleNotFoundError:  # (run from tests/)
     from test_property import SLOW_SETTINGS, scenarios  # type: ignore[no-redef]
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.services]
-pytest_plugins = ["tests.services"]  # the fixture kafka_broker
+pytest_plugins = ["tests.services"]  # the fixture kafka_bootstrap
 
 EXAMPLES = int(os.environ.get("LAKECDC_KAFKA_EXAMPLES", "3"))
 REPO = Path(__file__).resolve().parents[1]
@@ -69,18 +69,6 @@ def rows(spark: Any, target: Path) -> list[tuple]:
     """Table S.T's rows as (ID, A, B), by ID."""
     table = lakecdc.read_table(str(target / "S.T"), spark=spark).toArrow().to_pylist()
     return sorted((r["ID"], r.get("A"), r.get("B")) for r in table)
-
-
-@pytest.fixture(scope="session")
-def kafka_bootstrap(request: pytest.FixtureRequest) -> str:
-    """A broker's ``HOST:PORT``: ``LAKECDC_TEST_KAFKA`` (one already running), else the broker
-    tests/services.py starts."""
-    from lakecdc.spark.jars import cached_jars, spark_version
-
-    if not any("spark-sql-kafka" in jar for jar in cached_jars() or []):
-        pytest.skip(f"Spark's Kafka connector for PySpark {spark_version()} is not cached (Maven Central has "
-                    "no release of it for this Spark, or setup.sh did not run)")
-    return os.environ.get("LAKECDC_TEST_KAFKA") or request.getfixturevalue("kafka_broker").bootstrap
 
 
 def test_topic_records_apply_once_each_run_taking_only_the_new_ones(spark: Any, kafka_bootstrap: str, tmp_path: Path) -> None:

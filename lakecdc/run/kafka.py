@@ -71,10 +71,14 @@ _KCAT = (
     "'ts', unix_millis(timestamp), 'broker', -1, 'key', {key}, 'payload', {value}), "
     "map('ignoreNullFields', 'false'))"
 )
+#: Bytes as one base64 text: Spark's ``base64`` cuts it into MIME lines of 76 characters where
+#: ``spark.sql.chunkBase64String.enabled`` is on (Spark 4.0's default), a kcat line never is (CR and LF
+#: named by their codes: a session's string-literal escaping does not change them).
+_BASE64 = "translate(base64({}), concat(chr(13), chr(10)), '')"
 FRAMINGS: dict[str, str] = {
     "values": "CAST(value AS STRING)",
     "kcat-text": _KCAT.format(key="CAST(key AS STRING)", value="CAST(value AS STRING)"),
-    "kcat-base64": _KCAT.format(key="base64(key)", value="base64(value)"),
+    "kcat-base64": _KCAT.format(key=_BASE64.format("key"), value=_BASE64.format("value")),
 }
 
 

@@ -26,6 +26,11 @@ Inputs, told apart per file:
   a message *decodes* up to a delimiter, so a delimiter byte sequence inside a message does not
   split it; a message that decodes nowhere runs to the next delimiter and is quarantined.
   Empty segments (two delimiters in a row) are skipped.
+* **kcat -J dumps of a topic** (GoldenGate's Kafka handler publishes one message per record; a
+  file whose first character is ``{``, or ``framing=kcat``): one JSON line per record with its
+  ``payload`` (the message) base64-encoded, what ``kcat -J`` writes with a base64 deserialiser and
+  what :func:`lakecdc.apply` lands from Kafka topics. A record without a value (a tombstone) is
+  quarantined with that reason.
 * **Which schema version.** After a metadata change the table's schema changes and older
   messages must be read with the version that wrote them (GoldenGate ``versionSchemas=true``
   keeps ``<table>_<timestamp>.avsc`` copies). A plain message names its table in its first field,
@@ -117,7 +122,7 @@ from lakecdc.spark.compat import default_parallelism
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-FRAMINGS = ("length-prefixed", "delimited", "single")
+FRAMINGS = ("length-prefixed", "delimited", "single", "kcat")
 _MAX_TASKS = 256
 _OPTIONS = (
     *OP_KEY_OPTIONS,
@@ -131,6 +136,14 @@ _OPTIONS = (
     *[Option(name, default) for name, default in LIMIT_OPTIONS.items()],
 )
 _IGNORED = frozenset({"versionSchemas", "iso8601Format", "generateSchema", "schemaFilePath", "format"})
+
+
+def is_kcat_json(path: str) -> bool:
+    """Whether the file at ``path`` is a kcat ``-J`` dump: its first non-blank byte is ``{``. (A
+    GoldenGate Avro message never starts so: its first field is a string whose length, a zigzag
+    varint, would be negative; a length prefix would announce over 2 GB.)"""
+    with open(path, "rb") as fh:
+        return fh.read(256).lstrip().startswith(b"{")
 
 
 def _spec(name: str, images: Images) -> VendorSpec:
@@ -155,6 +168,7 @@ class OggAvroDecoder(Decoder):
     """GoldenGate Avro messages (row or op modeled) to canonical change events."""
 
     PYTHON_ROWS: ClassVar[bool] = True  # (see Decoder.PYTHON_ROWS)
+    KAFKA_RECORDS = "kcat-base64"  # (GoldenGate's Kafka handler: a topic's values are single messages)
     kind: ClassVar[Kind] = "op"
 
     def __init__(self, options: Mapping[str, str] | None = None) -> None:
@@ -213,6 +227,8 @@ class OggAvroDecoder(Decoder):
                     out.append(Split(path, "bad", 0, size, 0, note=f"OCF file header: {exc}"))
                     continue
                 out += [Split(path, "ocf", s, s + n, r, limits=self.limits) for s, n, r in splits]
+            elif self.framing == "kcat" or is_kcat_json(path):
+                out.append(Split(path, "kcat", 0, size, 0))
             elif self.framing == "length-prefixed":
                 out += [Split(path, "messages", s, e, r) for s, e, r in length_prefixed_splits(path, size_of)]
             else:
@@ -222,7 +238,7 @@ class OggAvroDecoder(Decoder):
     def prepare(self, ctx: Context, inputs: Sequence[str]) -> Context:
         """The splits (:meth:`plan`) and, when a split holds single messages, the schema directory."""
         splits = self.plan(inputs, default_parallelism(ctx.spark))
-        schemas = self.schema_directory(required=any(s.kind == "messages" for s in splits))
+        schemas = self.schema_directory(required=any(s.kind in ("messages", "kcat") for s in splits))
         return replace(ctx, state=Plan(splits, schemas))
 
     def parse(self, ctx: Context, inputs: Sequence[str]) -> DataFrame:

@@ -29,6 +29,7 @@ from lakecdc.decode.avro.schemas import Mismatch, SchemaDirectory, full_name, pe
 from lakecdc.decode.avro.text import double_text, spark_type, text_converter, text_kind, value_text
 from lakecdc.decode.files.splits import Split, split_numbers
 from lakecdc.decode.kafka.dumps import iter_length_prefixed
+from lakecdc.decode.kafka.records import kcat_messages
 from lakecdc.decode.rows import ROW_SCHEMA, RecordError
 
 Kind = Literal["row", "op"]
@@ -275,6 +276,8 @@ class AvroReader:
             yield None
         elif s.kind == "ocf":
             yield from self._ocf(s, rows)
+        elif s.kind == "kcat":
+            yield from self._kcat(s, rows)
         else:
             yield from self._messages(s.path, rows, s.start, s.end, s.first_row)
 
@@ -298,6 +301,18 @@ class AvroReader:
                 yield None
             return
         yield from self._delimited(path, data, rows)
+
+    def _kcat(self, split: Split, rows: _Rows) -> Iterator[None]:
+        """A kcat ``-J`` dump: each line's base64 payload is one message (``_offset``: the line's)."""
+        for m in kcat_messages(split):
+            where = dict(_file=split.path, _block=0, _row=m.row, _offset=m.offset)
+            if m.error is not None or not m.data:
+                raw = m.raw.encode("utf-8") if isinstance(m.raw, str) else m.raw
+                reason = m.error or f"line {m.row + 1}: a record without a value (a tombstone) carries no operation"
+                rows.add(**where, _raw=_b64(raw), x_error=reason)
+            else:
+                self._one(m.data, 0, functools.partial(operator.eq, len(m.data)), where, rows)
+            yield None
 
     def _delimited(self, path: str, data: bytes, rows: _Rows) -> Iterator[None]:
         delim = self.delimiter

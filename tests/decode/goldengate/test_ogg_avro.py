@@ -38,6 +38,7 @@ try:
         CONTAINERS,
         WRAPPER_SCHEMA,
         encode,
+        kcat_lines,
         length_prefixed,
         op_record,
         op_schema,
@@ -67,6 +68,7 @@ except ModuleNotFoundError:  # tests/ is on sys.path, not the repository root
         CONTAINERS,
         WRAPPER_SCHEMA,
         encode,
+        kcat_lines,
         length_prefixed,
         op_record,
         op_schema,
@@ -306,6 +308,36 @@ def test_versioned_schemas_across_a_metadata_change(spark, tmp_path):
 def _quarantine(target: Path) -> list[dict[str, Any]]:
     table = pa.table(DeltaTable(quarantine_path(str(target))).to_pyarrow_table())
     return sorted(table.to_pylist(), key=lambda r: (r["file"], r["offset"]))
+
+
+@pytest.mark.spark
+def test_a_kcat_dump_of_a_topic_decodes_as_its_messages_and_quarantines_what_is_no_message(spark, tmp_path):
+    """GoldenGate's Kafka handler publishes one Avro message per record: a ``kcat -J`` dump of the
+    topic (base64 payloads, what lakecdc lands from Kafka) is told by its first character and
+    decodes as the same messages length-prefixed do; a record without a value and a line that is
+    no kcat record are quarantined, each with its line, and the rest applies."""
+    messages = [encode(SEED_SCHEMA["op"], m) for m in SEED_MESSAGES["op"]]
+    prefixed = tmp_path / "a.bin"
+    prefixed.write_bytes(length_prefixed(messages))
+    dump = tmp_path / "topic.json"
+    dump.write_text(kcat_lines(messages, topic="ogg"))
+    options = {"schemaDirectory": str(FIX / "op")}
+    want, got = (decode(spark, "ogg-avro-op", p, **options) for p in (prefixed, dump))
+    assert render(got) == render(want) == SEED_OP
+    lines = dump.read_text().splitlines(keepends=True)
+    assert [r["_offset"] for r in got] == [sum(len(x) for x in lines[:n]) for n in range(4)]  # each line's byte offset
+
+    landing, target = tmp_path / "landing", tmp_path / "lake"
+    landing.mkdir()
+    bad = kcat_lines([messages[0], None, messages[1]], topic="ogg").splitlines(keepends=True)
+    (landing / "topic.json").write_text(bad[0] + bad[1] + "{not json\n" + bad[2])
+    s = lakecdc.apply(landing, target, format="ogg-avro-op", options=options, spark=spark)
+    assert s.ok and s.table("GG.TCUSTORD").events == 2
+    q = _quarantine(target)
+    assert [r["reason"] for r in q] == [
+        "line 2: a record without a value (a tombstone) carries no operation",
+        "line 3: not a kcat JSON record: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"]
+    assert s.quarantined_unrouted == 2
 
 
 @pytest.mark.spark
