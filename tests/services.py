@@ -125,6 +125,29 @@ class SchemaRegistry:
         return _http_json(method, self.url + path, body, "application/vnd.schemaregistry.v1+json")
 
 
+def debezium_postgres_config(pg: Postgres, prefix: str, schema: str) -> dict[str, str]:
+    """Debezium's PostgreSQL connector for the tables of ``schema``, publishing to ``prefix.*``
+    (its choices: tests/test_debezium_postgres.py's docstring)."""
+    json_converter = "org.apache.kafka.connect.json.JsonConverter"
+    return {
+        "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+        "tasks.max": "1",
+        "database.hostname": pg.host, "database.port": str(pg.port), "database.user": pg.user,
+        "database.password": pg.password, "database.dbname": pg.database,
+        "topic.prefix": prefix,
+        "plugin.name": "pgoutput", "slot.name": prefix, "publication.name": prefix,
+        "publication.autocreate.mode": "filtered", "schema.include.list": schema,
+        "snapshot.mode": "initial",
+        "skipped.operations": "none",
+        "decimal.handling.mode": "precise",
+        "time.precision.mode": "adaptive_time_microseconds",
+        "binary.handling.mode": "bytes",
+        "tombstones.on.delete": "true",
+        "key.converter": json_converter, "key.converter.schemas.enable": "true",
+        "value.converter": json_converter, "value.converter.schemas.enable": "true",
+    }
+
+
 def _postgres_bin() -> Path:
     found = sorted(Path("/usr/lib/postgresql").glob("*/bin"), key=lambda p: int(p.parent.name))
     return found[-1] if found else Path("/usr/bin")

@@ -3,7 +3,7 @@
 ``lakecdc.stream``: every Delta table ends equal to ``SELECT *`` of its PostgreSQL table, cell by
 cell, run after run, also across a stream killed with SIGKILL and started again.
 
-The connector's settings (:func:`connector_config`) are chosen deliberately:
+The connector's settings (:func:`tests.services.debezium_postgres_config`) are chosen deliberately:
 
 * ``plugin.name=pgoutput``: PostgreSQL's own logical decoding plugin (no server extension);
 * ``skipped.operations=none``: Debezium skips ``TRUNCATE`` by default; here it publishes it (op ``t``);
@@ -47,8 +47,10 @@ import lakecdc
 from lakecdc.run.kafka import CHECKPOINT, Kafka
 
 try:
+    from tests.services import debezium_postgres_config
     from tests.test_kafka import printed_lines, wait_for
 except ModuleNotFoundError:  # (run from tests/)
+    from services import debezium_postgres_config  # type: ignore[no-redef]
     from test_kafka import printed_lines, wait_for  # type: ignore[no-redef]
 
 if TYPE_CHECKING:
@@ -102,28 +104,6 @@ ITEM = """
 BIG = "(select string_agg(md5({seed} || '-' || g), '') from generate_series(1, 600) g)"
 
 
-def connector_config(pg: Postgres, prefix: str, schema: str) -> dict[str, str]:
-    """Debezium's PostgreSQL connector for the tables of ``schema``, publishing to ``prefix.*``."""
-    json_converter = "org.apache.kafka.connect.json.JsonConverter"
-    return {
-        "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
-        "tasks.max": "1",
-        "database.hostname": pg.host, "database.port": str(pg.port), "database.user": pg.user,
-        "database.password": pg.password, "database.dbname": pg.database,
-        "topic.prefix": prefix,
-        "plugin.name": "pgoutput", "slot.name": prefix, "publication.name": prefix,
-        "publication.autocreate.mode": "filtered", "schema.include.list": schema,
-        "snapshot.mode": "initial",
-        "skipped.operations": "none",
-        "decimal.handling.mode": "precise",
-        "time.precision.mode": "adaptive_time_microseconds",
-        "binary.handling.mode": "bytes",
-        "tombstones.on.delete": "true",
-        "key.converter": json_converter, "key.converter.schemas.enable": "true",
-        "value.converter": json_converter, "value.converter.schemas.enable": "true",
-    }
-
-
 class Pipeline:
     """One schema of PostgreSQL tables captured by its own connector (slot, publication, topics)."""
 
@@ -135,7 +115,7 @@ class Pipeline:
 
     def start(self) -> None:
         """Creates the connector: it snapshots the tables' rows, then streams their changes."""
-        self.connect.create_connector(self.connector, connector_config(self.pg, self.prefix, self.schema))
+        self.connect.create_connector(self.connector, debezium_postgres_config(self.pg, self.prefix, self.schema))
 
     def stop(self) -> None:
         """Deletes the connector and drops its replication slot."""
