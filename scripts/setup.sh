@@ -24,7 +24,7 @@ fi
 "$VENV/bin/python" -m pip install --quiet --upgrade pip
 # The PySpark release to run on: LAKECDC_PYSPARK=4.2.1 ./scripts/setup.sh installs that one (any
 # release lakecdc supports, 4.0 to 4.3). The default is the release CI verifies with both Delta
-# engines (README, "The Delta and Spark versions"; Delta has no release for Spark 4.3 yet).
+# engines (docs/engines.md, "The Delta and Spark versions"; Delta has no release for Spark 4.3 yet).
 "$VENV/bin/python" -m pip install --quiet -e '.[dev]' "pyspark==${LAKECDC_PYSPARK:-4.0.5}"
 "$VENV/bin/python" -c 'import lakecdc, pyspark; print("setup: pyspark", pyspark.__version__)'
 # Spark's classes archived for faster JVM start-ups (~5 s a process; lakecdc/spark/classarchive.py).

@@ -73,7 +73,7 @@ other formats: ogg-avro-op / ogg-avro-row (schemaDirectory=DIR, framing=length-p
   (framing=length-prefixed|single|kcat|kcat-K keySeparator=^, sequenceBy=position,
   dateTimeFraction=micros|nanos),
   qlik-json / qlik-avro (metadataDirectory=DIR, topicTables=TOPIC=SCHEMA.TABLE,..., table=S.T):
-  see the README's "Formats" section for every option
+  see docs/formats.md for every option
 
 more:
   --complete-transactions   Debezium: apply whole source transactions only (hold the rest)

@@ -23,7 +23,7 @@ def add(sub: argparse._SubParsersAction) -> None:
         "run", help="run a job file (jobs/<name>.yaml): apply its sources, maintain when due",
         description="Run a declarative job: every source applied into the target (only new files), table "
                     "routing and settings from the file, maintenance when its policy says. See lakecdc/jobs/file.py "
-                    "or the README for the file's keys; mistakes are reported with their line.",
+                    "or docs/operations.md for the file's keys; mistakes are reported with their line.",
         epilog="examples:\n  lakecdc run jobs/sample.yaml\n  lakecdc run jobs/sample.yaml --watch --interval 5m\n"
                "  lakecdc run jobs/sample.yaml --stream --trigger '30 seconds'\n",
         formatter_class=argparse.RawDescriptionHelpFormatter,

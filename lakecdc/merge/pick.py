@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 #: The engine ``auto`` picks on a session lakecdc started itself, when both engines can run there
-#: (see the README's "Two engines" and bench/RESULTS.md for the figures behind the choice).
+#: (see docs/engines.md, "Two engines, one plan", and bench/RESULTS.md for the figures behind the choice).
 EMBEDDED_DEFAULT_ENGINE = "delta-rs"
 
 
