@@ -249,7 +249,7 @@ class _Files:
     def records(self, spark: SparkSession) -> DataFrame:
         return _file_stream(spark, self.landing, self.max_files, self.glob_filter)
 
-    def files(self, batch_df: DataFrame, target: str) -> list[str]:
+    def files(self, batch_df: DataFrame, batch_id: int, target: str) -> list[str]:
         """The files of a micro-batch, as ``apply`` takes them."""
         files = sorted({_local_path(row[0]) for row in batch_df.collect()})
         if files and self.max_files is not None:
@@ -272,10 +272,10 @@ class _Topics:
     def records(self, spark: SparkSession) -> DataFrame:
         return kafka_stream(spark, self.kafka)
 
-    def files(self, batch_df: DataFrame, target: str) -> list[str]:
+    def files(self, batch_df: DataFrame, batch_id: int, target: str) -> list[str]:
         """Every landed file (the ledger leaves out those applied already), once the batch landed;
         none when the batch held no record."""
-        landed = Lander(str(self.landing), self.framing).land(batch_df)
+        landed = Lander(str(self.landing), self.framing).land(batch_df, batch_id)
         return list_inputs([self.landing]) if landed.directory is not None else []
 
 
@@ -295,7 +295,7 @@ class _ServerBatch:
     records: str
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
-        files = self.source.files(batch_df, self.target)
+        files = self.source.files(batch_df, batch_id, self.target)
         if not files:
             return
         record: dict[str, Any] = {"batch_id": batch_id, "files": files}
@@ -333,7 +333,7 @@ class _LocalBatch:
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         try:
-            files = self.source.files(batch_df, self.target)
+            files = self.source.files(batch_df, batch_id, self.target)
             if not files:
                 return
             with _APPLY_LOCK:
@@ -562,7 +562,7 @@ class KafkaBatches:
     settings: Settings
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
-        landed = Lander(self.landing, self.framing).land(batch_df)
+        landed = Lander(self.landing, self.framing).land(batch_df, batch_id)
         if landed.directory is None:
             return
         with _APPLY_LOCK:

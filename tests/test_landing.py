@@ -1,5 +1,5 @@
 """Landing files as writers leave them: still being written, growing after a run read them,
-rewritten in place (issue 6, item 2)."""
+rewritten in place; Kafka batches landed in the order they were read."""
 
 from __future__ import annotations
 
@@ -93,3 +93,17 @@ def test_files_that_cannot_be_applied_in_parts_are_errors_that_say_what_to_do(tm
     f.write_bytes(b"x" * 50)
     with pytest.raises(InputChangedError, match="shorter than the 100 bytes already applied"):
         ledger.plan("ogg-json", [str(f)], appendable=True)
+
+
+def test_kafka_batches_land_in_the_order_they_were_read():
+    """A landed Kafka batch's directory sorts by the landing query's batch id, not by offsets: a
+    partition that appears in a later batch (its records starting at offset 0) still sorts after
+    the batches read before it, so the files apply in arrival order; a batch read again (same id,
+    same ranges) gets the same name."""
+    from lakecdc.run.kafka import _batch_name
+
+    early = ({"topic": "t", "partition": 0, "first": 500, "last": 900},)
+    later = ({"topic": "t", "partition": 0, "first": 901, "last": 950}, {"topic": "t", "partition": 1, "first": 0, "last": 7})
+    names = [_batch_name(9, early), _batch_name(10, later), _batch_name(100, early)]
+    assert names == sorted(names) and len(set(names)) == 3
+    assert _batch_name(10, later) == _batch_name(10, later)

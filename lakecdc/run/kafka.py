@@ -17,15 +17,17 @@ Exactly once:
   landing directory, holds the offsets each batch read: a run goes on after the last batch it
   landed, and a batch interrupted before its checkpoint commit is read again with the same offsets;
 * a batch's directory is written under a temporary name and renamed into place with its
-  ``_offsets.json`` inside: it is there whole or not at all; its name carries a hash of its offset
-  ranges, so a batch read again lands into the directory it landed into the first time, which is
-  then left as it is (a killed landing leaves a temporary directory, removed by the next run);
+  ``_offsets.json`` inside: it is there whole or not at all; its name carries the query's batch id
+  and a hash of its offset ranges, so a batch read again lands into the directory it landed into
+  the first time, which is then left as it is (a killed landing leaves a temporary directory,
+  removed by the next run);
 * the landed files are inputs like any other: the ledger applies each once, also those landed by
   a process killed before it applied them.
 
 The record's place (topic, partition, offset) is its arrival, the last tie-breaker of the order
-(semantics.md): the landed file's path names the topic and partition, and the records of a
-partition sit in it in offset order.
+(semantics.md): batch directories sort in the order the batches were read (by batch id), a
+landed file's path names the topic and partition, and the records of a partition sit in it in
+offset order.
 
 Batches are landed through the local file system (rename is the commit): the landing directory
 must be on a file system with an atomic rename (a local or mounted volume).
@@ -173,14 +175,15 @@ class Landed:
         return sum(int(r["records"]) for r in self.ranges)
 
 
-def land(records: DataFrame, landing: Path, framing: str) -> Landed:
-    """Land the Kafka records ``records`` (Spark's Kafka source columns) under ``landing`` as one
-    batch directory, in ``framing`` (:data:`FRAMINGS`); see the module docstring. A batch whose
-    directory exists (the same ranges landed before) is not landed again."""
+def land(records: DataFrame, landing: Path, framing: str, batch_id: int) -> Landed:
+    """Land the Kafka records ``records`` (Spark's Kafka source columns), the micro-batch
+    ``batch_id`` of the landing query, under ``landing`` as one batch directory, in ``framing``
+    (:data:`FRAMINGS`); see the module docstring. A batch whose directory exists (the same batch
+    and ranges landed before) is not landed again."""
     ranges = _ranges(records)
     if not ranges:
         return Landed(None, ())
-    name = _batch_name(ranges)
+    name = _batch_name(batch_id, ranges)
     final = landing / name
     if (final / OFFSETS_FILE).is_file():
         return Landed(final, ranges)
@@ -216,12 +219,12 @@ def _ranges(records: DataFrame) -> tuple[dict[str, Any], ...]:
     )
 
 
-def _batch_name(ranges: tuple[dict[str, Any], ...]) -> str:
-    """A batch directory's name: its first offset range (which orders batches of one partition)
-    and a hash of all its ranges."""
+def _batch_name(batch_id: int, ranges: tuple[dict[str, Any], ...]) -> str:
+    """A batch directory's name: the query's batch id, which orders the batches as they were read
+    (the arrival order, also when a partition appears later starting at offset 0; a batch read
+    again keeps its id and offsets), and a hash of its ranges."""
     text = json.dumps([[r["topic"], r["partition"], r["first"], r["last"]] for r in ranges])
-    first = min(r["first"] for r in ranges)
-    return f"batch-{first:020d}-{hashlib.sha1(text.encode()).hexdigest()[:16]}"
+    return f"batch-{batch_id:020d}-{hashlib.sha1(text.encode()).hexdigest()[:16]}"
 
 
 # --- reading the topics --------------------------------------------------------------------------
@@ -249,13 +252,13 @@ class Lander:
     framing: str
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
-        self.land(batch)
+        self.land(batch, batch_id)
 
-    def land(self, batch: DataFrame) -> Landed:
-        """Land ``batch`` (:func:`land`), read once from Kafka."""
+    def land(self, batch: DataFrame, batch_id: int) -> Landed:
+        """Land ``batch``, the micro-batch ``batch_id`` (:func:`land`), read once from Kafka."""
         batch.persist()  # (read twice: its ranges, then its records)
         try:
-            return land(batch, Path(self.landing), self.framing)
+            return land(batch, Path(self.landing), self.framing, batch_id)
         finally:
             batch.unpersist()
 
