@@ -438,11 +438,9 @@ class SchemaRegistryClient:
                     f"{self.fmt}: schema id {entry.schema_id} references {ref.get('name')!r} (subject {subject!r}, "
                     f"version {version}), which {where} does not have: {nf}"
                 ) from None
-            found_version = doc.get("version") if isinstance(doc, dict) else None
-            target = self._entry(doc, int(doc.get("id", -1)) if isinstance(doc, dict) else -1, where,
-                                 subject=subject, version=found_version if isinstance(found_version, int) else None)
-            if target.version is None:
+            if not isinstance(doc, dict) or not isinstance(doc.get("version"), int):
                 raise ConfigError(f"{self.fmt}: {where} answered {path} without a version: {str(doc)[:200]}")
+            target = self._entry(doc, int(doc.get("id", -1)), where, subject=subject, version=doc["version"])
             out.append(target)
             self._references(target, out, where, seen)
 
