@@ -3,10 +3,13 @@
     probe.py free-port          prints a TCP port on 127.0.0.1 that nothing listens on
     probe.py kafka HOST:PORT    succeeds when a Kafka broker answers an ApiVersions request
     probe.py http URL           succeeds when URL answers GET with a 2xx status
+    probe.py registry URL       succeeds when the karapace registry at URL is the primary and has
+                                read its schemas topic (GET URL/_health)
 """
 
 from __future__ import annotations
 
+import json
 import socket
 import struct
 import sys
@@ -49,14 +52,24 @@ def http_answers(url: str, timeout: float = 5.0) -> bool:
         return 200 <= r.status < 300
 
 
+def registry_ready(url: str, timeout: float = 5.0) -> bool:
+    """True when karapace's health report says it has read its schemas and is the primary."""
+    with urllib.request.urlopen(url.rstrip("/") + "/_health", timeout=timeout) as r:
+        status = json.load(r).get("status") or {}
+    return bool(status.get("schema_registry_ready") and status.get("schema_registry_is_primary"))
+
+
+PROBES = {"kafka": kafka_answers, "http": http_answers, "registry": registry_ready}
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["free-port"]:
         print(free_port())
         return 0
-    if len(argv) == 2 and argv[0] in ("kafka", "http"):
+    if len(argv) == 2 and argv[0] in PROBES:
         try:
-            ok = kafka_answers(argv[1]) if argv[0] == "kafka" else http_answers(argv[1])
-        except OSError as e:
+            ok = PROBES[argv[0]](argv[1])
+        except (OSError, ValueError) as e:
             print(f"{argv[1]}: {e}", file=sys.stderr)
             return 1
         return 0 if ok else 1

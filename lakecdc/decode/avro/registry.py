@@ -1,4 +1,5 @@
-"""Writer schemas by schema id: a schema directory or schema-registry export, references resolved.
+"""Writer schemas by schema id: a schema directory or schema-registry export, or a schema
+registry's REST API, references resolved.
 
 **The schema directory** (option ``schemaDirectory``, a directory or one JSON file) maps the
 schema id of each Confluent wire-format message to its writer schema: ``<id>.avsc`` files (the
@@ -17,22 +18,46 @@ where the name is first used, so that fastavro and :func:`connect_schema` read o
 schema. A reference the export does not hold is a :class:`~lakecdc.errors.ConfigError` naming the
 schema id, the reference and the versions of that subject the directory does hold.
 
+**A schema registry** (option ``schema.registry.url``, the Connect converter's property:
+one base URL, or several separated by commas, tried in turn): :class:`SchemaRegistryClient`
+fetches the writer schema of each id the messages name that no ``schemaDirectory`` holds, over
+the Confluent Schema Registry's REST API (Confluent's registry, karapace, Apicurio's
+``/apis/ccompat/v7``): ``GET /schemas/ids/<id>`` for the schema and its ``references``, each
+reference by ``GET /subjects/<subject>/versions/<version>`` (in turn, then written in as above),
+and ``GET /schemas/ids/<id>/versions`` for its subject. This happens in the driver, before the
+messages are decoded: :func:`schema_id_batches` lists the ids the input names, the driver fetches
+those not known yet and hands the schemas to the executors with the rest of :class:`Registry`
+(no executor calls the registry). A schema id names one schema for good, so fetched schemas are
+kept for the life of the process. Credentials: ``basic.auth.user.info`` (``USER:PASSWORD``), or
+``http://USER:PASSWORD@HOST:PORT`` in the URL (never shown in messages). A registry that does not
+answer (or answers with an error other than "not found") is a
+:class:`~lakecdc.errors.ConfigError` naming the URL and the id; an id the registry answers it does
+not have leaves the messages that name it to the quarantine, with the registry's answer; a
+reference it does not have is a ConfigError naming the schema id and the reference.
+
 The error messages name ``debezium-avro``, the format whose option this is (``debezium-json``
 reads the same directory for kcat records its Avro deserialiser rendered).
 """
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastavro import parse_schema
 
 from lakecdc.errors import ConfigError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 # -- the schema directory ------------------------------------------------------------------------
 
@@ -44,12 +69,25 @@ class Registry:
     path: str
     schemas: dict[int, Any] = field(default_factory=dict)
     subjects: dict[int, str] = field(default_factory=dict)
+    #: the schema registry the schemas not in ``path`` come from (``schema.registry.url``, no credentials)
+    url: str = ""
+    #: ids that registry answered it does not have, with its answer
+    missing: dict[int, str] = field(default_factory=dict)
 
     def label(self, schema_id: int) -> str:
         subject = self.subjects.get(schema_id)
         return f"schema id {schema_id}" + (f" (subject {subject})" if subject else "")
 
+    def with_fetched(self, fetched: Fetched) -> Registry:
+        """This registry and the schemas (and ids not found) :class:`SchemaRegistryClient` fetched."""
+        return replace(self, schemas={**self.schemas, **fetched.schemas}, subjects={**fetched.subjects, **self.subjects},
+                       missing={**self.missing, **fetched.missing})
+
     def unknown(self, schema_id: int) -> str:
+        if schema_id in self.missing:
+            return f"schema id {schema_id} is not in the schema registry {self.url}: {self.missing[schema_id]}"
+        if not self.path:
+            return f"schema id {schema_id} was not fetched from the schema registry {self.url}"
         ids = sorted(self.schemas)
         known = ", ".join(map(str, ids[:10])) + (", ..." if len(ids) > 10 else "")
         return (f"schema id {schema_id} is not in schemaDirectory '{self.path}' "
@@ -96,7 +134,7 @@ class _Entry:
 
     schema_id: int
     schema: Any
-    where: Path
+    where: Path | str
     subject: str | None = None
     version: int | None = None
     references: tuple[Mapping[str, Any], ...] = ()
@@ -151,7 +189,7 @@ def load_registry(path: str) -> Registry:
     refs = _References(str(p), entries)
     schemas: dict[int, Any] = {}
     subjects: dict[int, str] = {}
-    origin: dict[int, Path] = {}
+    origin: dict[int, Path | str] = {}
     for e in entries:
         schema = refs.resolve(e) if e.references else e.schema
         try:
@@ -275,4 +313,203 @@ def qualified_name(schema: Mapping[str, Any], namespace: str) -> str:
     return f"{ns}.{name}" if ns else name
 
 
-__all__ = ["Registry", "inline", "load_registry", "pairs_as_key", "qualified_name"]
+# -- a schema registry's REST API ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """What :meth:`SchemaRegistryClient.fetch` found: schemas (references written in) and subjects
+    by id, and the ids the registry does not have, with its answer."""
+
+    schemas: dict[int, Any] = field(default_factory=dict)
+    subjects: dict[int, str] = field(default_factory=dict)
+    missing: dict[int, str] = field(default_factory=dict)
+
+
+class _NotFound(Exception):
+    """The registry answered 404: it does not have what was asked for (its message)."""
+
+
+#: Schemas fetched in this process: (registry URLs, credentials, id) -> (schema, subject). A registry
+#: never gives an id to another schema, so they are kept; ids not found are asked again next time.
+_FETCHED: dict[tuple[str, str, int], tuple[Any, str | None]] = {}
+
+_ACCEPT = "application/vnd.schemaregistry.v1+json, application/vnd.schemaregistry+json, application/json"
+
+
+class SchemaRegistryClient:
+    """Writer schemas by id from a schema registry's REST API (see the module docstring).
+
+    ``url``: ``schema.registry.url``, one base URL or several separated by commas (each tried in
+    turn while one does not answer); ``user_info``: ``USER:PASSWORD`` for HTTP basic
+    authentication (else any credentials written in the URL); ``fmt``: the format that names the
+    option, for the messages.
+    """
+
+    def __init__(self, url: str, user_info: str = "", *, fmt: str = "debezium-avro", timeout: float = 30.0) -> None:
+        self.fmt = fmt
+        self.timeout = timeout
+        self.bases: list[tuple[str, str | None]] = []  # (URL without credentials, Authorization header)
+        for raw in url.split(","):
+            raw = raw.strip().rstrip("/")
+            if not raw:
+                continue
+            parts = urllib.parse.urlsplit(raw)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ConfigError(f"{fmt}: schema.registry.url {self._shown(raw)!r} is not an http(s) URL")
+            creds = user_info or (f"{urllib.parse.unquote(parts.username or '')}:{urllib.parse.unquote(parts.password or '')}"
+                                  if parts.username else "")
+            netloc = parts.hostname + (f":{parts.port}" if parts.port else "")
+            bare = urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
+            self.bases.append((bare, "Basic " + base64.b64encode(creds.encode()).decode() if creds else None))
+        if not self.bases:
+            raise ConfigError(f"{fmt}: schema.registry.url is empty")
+        self.url = ", ".join(b for b, _ in self.bases)
+
+    @staticmethod
+    def _shown(raw: str) -> str:
+        parts = urllib.parse.urlsplit(raw)
+        return raw if parts.password is None else raw.replace(f":{parts.password}@", ":***@")
+
+    def fetch(self, ids: Iterable[int]) -> Fetched:
+        """The writer schemas of ``ids``, their references resolved; ids the registry does not
+        have go to ``missing``. Raises ConfigError when the registry does not answer, a schema is
+        no valid Avro, or a reference is not found."""
+        out = Fetched()
+        for schema_id in sorted(set(ids)):
+            key = (self.url, " ".join(a or "" for _, a in self.bases), schema_id)
+            if key not in _FETCHED:
+                try:
+                    _FETCHED[key] = self._schema(schema_id)
+                except _NotFound as nf:
+                    out.missing[schema_id] = str(nf)
+                    continue
+            schema, subject = _FETCHED[key]
+            out.schemas[schema_id] = schema
+            if subject:
+                out.subjects[schema_id] = subject
+        return out
+
+    def _schema(self, schema_id: int) -> tuple[Any, str | None]:
+        """(schema, subject) of ``schema_id``; :class:`_NotFound` when the registry does not have
+        it, or has it as another kind of schema (Protobuf, JSON Schema)."""
+        where = f"the schema registry {self.url}"
+        doc = self._get(f"/schemas/ids/{schema_id}", schema_id)
+        kind = str(doc.get("schemaType") or "AVRO").upper() if isinstance(doc, dict) else "AVRO"
+        if kind != "AVRO":
+            raise _NotFound(f"it is a {kind} schema, not Avro")
+        entry = self._entry(doc, schema_id, where, subject=None, version=None)
+        subject = self._subject(schema_id)
+        if entry.references:
+            entries: list[_Entry] = []
+            self._references(entry, entries, where, set())
+            schema = _References(self.url, entries).resolve(entry)
+        else:
+            schema = entry.schema
+        try:
+            parse_schema(schema, _write_hint=False)
+        except Exception as exc:
+            raise ConfigError(f"{self.fmt}: schema id {schema_id} from {where} is not a valid Avro schema: {exc}") from None
+        return schema, subject
+
+    def _entry(self, doc: Any, schema_id: int, where: str, *, subject: str | None, version: int | None) -> _Entry:
+        if not isinstance(doc, dict) or not isinstance(doc.get("schema"), str):
+            raise ConfigError(f"{self.fmt}: {where} answered no schema for schema id {schema_id}: {str(doc)[:200]}")
+        try:
+            schema = json.loads(doc["schema"])
+        except ValueError as exc:
+            raise ConfigError(f"{self.fmt}: the schema of id {schema_id} from {where} is not JSON: {exc}") from None
+        refs = tuple(r for r in doc.get("references") or () if isinstance(r, Mapping))
+        return _Entry(schema_id, schema, where, subject, version, refs)
+
+    def _references(self, entry: _Entry, out: list[_Entry], where: str, seen: set[tuple[str, str]]) -> None:
+        """Fetches the subject versions ``entry`` references, and theirs, into ``out``."""
+        for ref in entry.references:
+            subject, version = str(ref.get("subject")), ref.get("version")
+            wanted = "latest" if version in (-1, "-1", None) else str(version)
+            if (subject, wanted) in seen:
+                continue
+            seen.add((subject, wanted))
+            path = f"/subjects/{urllib.parse.quote(subject, safe='')}/versions/{wanted}"
+            try:
+                doc = self._get(path, entry.schema_id)
+            except _NotFound as nf:
+                raise ConfigError(
+                    f"{self.fmt}: schema id {entry.schema_id} references {ref.get('name')!r} (subject {subject!r}, "
+                    f"version {version}), which {where} does not have: {nf}"
+                ) from None
+            if not isinstance(doc, dict) or not isinstance(doc.get("version"), int):
+                raise ConfigError(f"{self.fmt}: {where} answered {path} without a version: {str(doc)[:200]}")
+            target = self._entry(doc, int(doc.get("id", -1)), where, subject=subject, version=doc["version"])
+            out.append(target)
+            self._references(target, out, where, seen)
+
+    def _subject(self, schema_id: int) -> str | None:
+        """A subject the schema is registered under (the first the registry lists), if it says."""
+        try:
+            versions = self._get(f"/schemas/ids/{schema_id}/versions", schema_id, optional=True)
+        except _NotFound:
+            return None
+        subjects = [v.get("subject") for v in versions or () if isinstance(v, dict)]
+        return next((s for s in subjects if isinstance(s, str)), None)
+
+    def _get(self, path: str, schema_id: int, *, optional: bool = False) -> Any:
+        """The JSON answer of ``GET path`` from the first base URL that answers; :class:`_NotFound`
+        for a 404 (or, ``optional``, any client error)."""
+        failures: list[str] = []
+        for base, auth in self.bases:
+            headers = {"Accept": _ACCEPT, **({"Authorization": auth} if auth else {})}
+            request = urllib.request.Request(base + path, headers=headers, method="GET")
+            try:
+                with urllib.request.urlopen(request, timeout=self.timeout) as answer:
+                    return json.loads(answer.read().decode("utf-8"))
+            except urllib.error.HTTPError as e:
+                message = _error_message(e)
+                if e.code == 404 or (optional and 400 <= e.code < 500):
+                    raise _NotFound(f"{e.code} {message}") from None
+                failures.append(f"{base}: GET {path} answered {e.code} {message}")
+            except (urllib.error.URLError, OSError, ValueError) as e:
+                reason = getattr(e, "reason", e)
+                failures.append(f"{base}: GET {path} failed: {reason}")
+        raise ConfigError(
+            f"{self.fmt}: the schema registry did not give schema id {schema_id} (schema.registry.url "
+            f"{self.url}): " + "; ".join(failures)
+        )
+
+
+def _error_message(e: urllib.error.HTTPError) -> str:
+    """The registry's own message of an error answer (``{"error_code", "message"}``), else its text."""
+    try:
+        text = e.read().decode("utf-8", "replace")
+    except OSError:
+        return e.reason or ""
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return text.strip()[:200]
+    if isinstance(doc, dict) and doc.get("message"):
+        return f"{doc.get('error_code', '')} {doc['message']}".strip()
+    return text.strip()[:200]
+
+
+def schema_id_batches(batches: Iterator[pa.RecordBatch], *, reader: Any, splits: list[Any]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body: the schema ids the splits' wire-format messages (values and keys) name,
+    plus those ``reader.asked`` records (ids its schemas were asked for while framing a split), as
+    one column ``id``. ``reader`` reads a split's messages (``reader.messages(split)``)."""
+    import pyarrow as pa
+
+    from lakecdc.decode.files.splits import split_numbers
+    from lakecdc.decode.kafka.dumps import WIRE_HEADER
+
+    ids: set[int] = set()
+    for i in split_numbers(batches):
+        for m in reader.messages(splits[i]):
+            for data in (m.data, m.key):
+                if data and len(data) >= WIRE_HEADER and data[0] == 0:
+                    ids.add(int.from_bytes(data[1:WIRE_HEADER], "big"))
+    ids.update(getattr(reader, "asked", ()))
+    yield pa.RecordBatch.from_pydict({"id": sorted(ids)}, schema=pa.schema([("id", pa.int64())]))
+
+
+__all__ = ["Fetched", "Registry", "SchemaRegistryClient", "inline", "load_registry", "pairs_as_key", "qualified_name",
+           "schema_id_batches"]

@@ -67,10 +67,13 @@ fallback only when ``source`` names no table. Column names are the field names (
   split per file.
 * ``framing=single``: each (non-OCF) file is one wire-format message.
 
-**Schemas** (option ``schemaDirectory``, needed for wire-format messages, a directory or one JSON
-file): ``<id>.avsc`` files and schema-registry exports (``/subjects/<subject>/versions/<n>``
+**Schemas** (needed for wire-format messages): option ``schemaDirectory``, a directory or one JSON
+file: ``<id>.avsc`` files and schema-registry exports (``/subjects/<subject>/versions/<n>``
 objects, lists of them, ``/schemas/ids/<id>``), schema ``references`` resolved by subject and
-version from the same export: see :mod:`lakecdc.decode.avro.registry`. The subject
+version from the same export; and/or option ``schema.registry.url``, a schema registry's REST API
+(with ``basic.auth.user.info``): the schemas of the ids no ``schemaDirectory`` holds are fetched
+by the driver before decoding (a Spark job lists the ids the input names), cached per id. See
+:mod:`lakecdc.decode.avro.registry`. The subject
 (``<topic>-value``) names the topic for messages that name no table otherwise. OCF files need no
 directory. How files are cut and framed: :mod:`lakecdc.decode.kafka.records`.
 
@@ -79,7 +82,7 @@ directory. How files are cut and framed: :mod:`lakecdc.decode.kafka.records`.
 plus ``schemaDirectory``, ``framing`` (``auto``, ``length-prefixed``, ``single``, ``kcat``,
 ``kcat-K``), ``keySeparator`` and ``messageDelimiter`` (kcat -K dumps), ``maxBlockBytes`` and
 ``maxBlockRecords`` (an OCF block's limits: :class:`~lakecdc.decode.avro.containers.BlockLimits`).
-Converter properties (``schema.registry.url``, ``key.converter``, ``value.converter``,
+Other converter properties (``key.converter``, ``value.converter``,
 ``auto.register.schemas``, ``use.latest.version``, ``connect.meta.data``,
 ``enhanced.avro.schema.support``, ``scrub.invalid.names``, ...) are accepted and ignored.
 
@@ -92,7 +95,8 @@ values (:meth:`variant_images`), and are strings while their values are all NULL
 
 **Bad input** does not stop the batch: a message with the wrong magic byte, an unknown schema
 id, too few bytes (a cut length prefix, a short header), bytes the schema does not read exactly,
-a corrupt OCF block, or an envelope ``debezium-json`` would refuse, gets ``_error`` and goes to the
+a corrupt OCF block, or an envelope ``debezium-json`` would refuse (an id the schema registry does
+not have: with its answer), gets ``_error`` and goes to the
 quarantine with its file, byte ``offset`` (of its length prefix; of the OCF block; of the kcat
 line or kcat -K record) and ``raw`` (the message's bytes, base64; a kcat line as its text); the rest applies.
 Decoding runs in the executors (``mapInArrow``, fastavro).
@@ -102,15 +106,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakecdc.decode.avro.containers import LIMIT_OPTIONS, BlockLimits, is_ocf, plan_ocf_splits
-from lakecdc.decode.avro.registry import Registry, load_registry
+from lakecdc.decode.avro.registry import Registry, SchemaRegistryClient, load_registry, schema_id_batches
 from lakecdc.decode.base import Context, Decoder
-from lakecdc.decode.debezium.avro_reader import Reader
+from lakecdc.decode.debezium.avro_reader import Plan, Reader
 from lakecdc.decode.debezium.ddl import merge_declared
 from lakecdc.decode.debezium.settings import (
     IGNORED_OPTIONS,
@@ -143,12 +148,15 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 FRAMINGS = ("auto", "length-prefixed", "single", "kcat", "kcat-k")
+#: split kinds of Confluent wire-format messages, whose schemas are named by id
+WIRE_KINDS = ("messages", "single", "kcat", "kcat-k")
 DEBEZIUM_AVRO = VendorSpec(
     name="debezium-avro", ops=OP_TABLE, images=IMAGES, ordering=ORDERING,
-    options=(*SETTINGS, Option("schemaDirectory", ""), Option("framing", "auto"),
+    options=(*SETTINGS, Option("schemaDirectory", ""), Option("schema.registry.url", ""),
+             Option("basic.auth.user.info", ""), Option("framing", "auto"),
              *[Option(k, v) for k, v in {**KCAT_KV_OPTIONS, **LIMIT_OPTIONS}.items()]),
     ignored=IGNORED_OPTIONS | frozenset({
-        "schema.registry.url", "key.converter", "value.converter", "key.converter.schema.registry.url",
+        "basic.auth.credentials.source", "key.converter", "value.converter", "key.converter.schema.registry.url",
         "value.converter.schema.registry.url", "auto.register.schemas", "use.latest.version",
         "connect.meta.data", "enhanced.avro.schema.support", "scrub.invalid.names", "avro.codec",
         "key.subject.name.strategy", "value.subject.name.strategy", "store.kafka.keys", "store.kafka.headers",
@@ -174,20 +182,52 @@ class DebeziumAvroDecoder(Decoder):
         self.framing = framing
         self.kcat_kv = kcat_kv_framing(self.name, framing, self.options)
         self._registry: Registry | None = None
+        url = self.options["schema.registry.url"].strip()
+        self.client = SchemaRegistryClient(url, self.options["basic.auth.user.info"].strip(), fmt=self.name) if url else None
+        self._scanned: set[tuple[str, int, int]] = set()  # (path, size, mtime) of the files whose ids were fetched
         self.limits = BlockLimits.of(self.name, self.options)
 
     # -- planning
     def registry(self, *, required: bool) -> Registry | None:
-        """The ``schemaDirectory``'s schemas (read once); ConfigError when needed and not given."""
+        """The ``schemaDirectory``'s schemas (read once) and those fetched from ``schema.registry.url``
+        so far; ConfigError when needed and neither is given."""
         path = self.options["schemaDirectory"].strip()
         if self._registry is None and path:
             self._registry = load_registry(path)
+        if self._registry is None and self.client is not None:
+            self._registry = Registry("", url=self.client.url)
         if self._registry is None and required:
             raise ConfigError(
                 f"{self.name}: wire-format messages name their schema by id: set schemaDirectory to a directory "
-                "of <id>.avsc files or a schema-registry export (see the debezium-avro documentation)"
+                "of <id>.avsc files or a schema-registry export, or schema.registry.url to the schema registry's "
+                "URL (see the debezium-avro documentation)"
             )
         return self._registry
+
+    def fetch_schemas(self, spark: SparkSession, files: Sequence[str], splits: list[Split], parallelism: int) -> list[Split]:
+        """Fetches from ``schema.registry.url`` the schemas of the ids the wire-format splits name
+        that are not known yet, and returns the splits planned again when any was fetched (a
+        length-prefixed file is not cut between a record key and its value). The ids are listed
+        by a Spark job over the splits; a kcat -K dump, framed by its messages' schemas, is listed
+        again after each fetch until no new id turns up. Files already listed are not read again."""
+        wire = [s for s in splits if s.kind in WIRE_KINDS]
+        seen = {(p, int(st.st_size), int(st.st_mtime_ns)) for p in {s.path for s in wire} for st in [os.stat(p)]}
+        if self.client is None or not wire or seen <= self._scanned:
+            return splits
+        fetched = False
+        while True:
+            registry = self.registry(required=True)
+            assert registry is not None
+            scan = _IdScan(self.settings, registry)
+            ids = {r["id"] for r in splits_frame(spark, wire, schema_id_batches, "id long", reader=scan).distinct().collect()}
+            new = ids - registry.schemas.keys() - registry.missing.keys()
+            if new:
+                self._registry = registry.with_fetched(self.client.fetch(new))
+                fetched = True
+            if not new or not any(s.kind == "kcat-k" for s in wire):
+                break
+        self._scanned |= seen
+        return self.plan(files, parallelism) if fetched else splits
 
     def _skipped_input(self, path: str) -> bool:
         if path.endswith(".avsc") or path.endswith(SIDECARS):
@@ -227,8 +267,9 @@ class DebeziumAvroDecoder(Decoder):
         return out
 
     def _frame(self, spark: SparkSession, files: Sequence[str], body: Any, schema: T.StructType) -> DataFrame:
-        splits = self.plan(files, default_parallelism(spark))
-        needs_registry = any(s.kind in ("messages", "single", "kcat", "kcat-k") for s in splits)
+        parallelism = default_parallelism(spark)
+        splits = self.fetch_schemas(spark, files, self.plan(files, parallelism), parallelism)
+        needs_registry = any(s.kind in WIRE_KINDS for s in splits)
         reader = Reader(self.settings, self.registry(required=needs_registry))
         return splits_frame(spark, splits, body, schema, reader=reader)
 
@@ -254,5 +295,16 @@ class DebeziumAvroDecoder(Decoder):
         return df.select("table", F.from_json("before", vmap).alias("before"), F.from_json("after", vmap).alias("after"))
 
 
+@dataclass
+class _IdScan(Reader):
+    """A :class:`Reader` that records the schema ids it is asked for (a kcat -K dump's messages are
+    framed by their schemas: an id not known yet is asked for, then the record is unreadable)."""
 
-__all__ = ["DEBEZIUM_AVRO", "FRAMINGS", "DebeziumAvroDecoder"]
+    asked: set[int] = field(default_factory=set)
+
+    def by_id(self, schema_id: int) -> Plan:
+        self.asked.add(schema_id)
+        return super().by_id(schema_id)
+
+
+__all__ = ["DEBEZIUM_AVRO", "FRAMINGS", "WIRE_KINDS", "DebeziumAvroDecoder"]
