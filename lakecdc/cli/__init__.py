@@ -10,8 +10,10 @@ flags they share are in :mod:`~lakecdc.cli.flags`, and become settings in
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 
 from lakecdc.cli import apply, check, contract, jobs, maintain, target
 from lakecdc.errors import LakecdcError
@@ -22,6 +24,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="lakecdc",
         description="Apply CDC change streams (GoldenGate, Debezium, DTS, Qlik) to Delta Lake tables exactly once.",
     )
+    parser.add_argument("--version", action="version", version=version_text(),
+                        help="print lakecdc's version and the PySpark and Delta versions installed, then exit")
     sub = parser.add_subparsers(dest="command", required=True)
     apply.add_apply(sub)
     apply.add_stream(sub)
@@ -34,16 +38,52 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: The packages ``lakecdc --version`` reports besides lakecdc itself, when installed.
+COMPANIONS = ("pyspark", "delta-spark", "deltalake")
+
+
+def version_text() -> str:
+    """``lakecdc 0.1.0 (pyspark 4.0.5, deltalake 1.6.6)``: lakecdc's installed version and those of
+    the engines found next to it (read from the installed metadata, nothing is imported)."""
+    def installed(name: str) -> str | None:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return None
+
+    own = installed("lakecdc") or "(not installed)"
+    found = [f"{name} {v}" for name in COMPANIONS if (v := installed(name))]
+    return f"lakecdc {own}" + (f" ({', '.join(found)})" if found else "")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """Run the command ``argv`` (default: the process's arguments); the exit status: 0 done, 1 a
+    table or check failed, 2 bad arguments or a target that cannot be used."""
     try:
-        return int(args.run(args))
-    except LakecdcError as exc:
+        args = build_parser().parse_args(argv)
+        code = int(args.run(args))
+        sys.stdout.flush()  # a closed pipe shows here, not at the interpreter's exit
+        return code
+    except (LakecdcError, FileNotFoundError) as exc:
         print(f"lakecdc: error: {exc}", file=sys.stderr)
         return 2
-    except FileNotFoundError as exc:
-        print(f"lakecdc: error: {exc}", file=sys.stderr)
-        return 2
+    except BrokenPipeError:
+        return _closed_pipe()
+
+
+def _closed_pipe() -> int:
+    """The reader of stdout went away (``lakecdc status --json | head -1``): exit quietly.
+
+    Python would otherwise print a traceback, and another when it flushes stdout at exit; stdout is
+    pointed at /dev/null so that last flush succeeds. 141 is what a shell reports for SIGPIPE."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is no file (captured): nothing to flush
+        pass
+    finally:
+        os.close(devnull)
+    return 141
 
 
 if __name__ == "__main__":

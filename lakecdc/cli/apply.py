@@ -12,6 +12,7 @@ from lakecdc.cli.flags import (
     add_settings_flags,
     kafka_input,
     progress_printer,
+    require_format,
 )
 from lakecdc.config.sources import from_cli
 from lakecdc.decode.goldengate.properties import read_gg_properties
@@ -165,6 +166,7 @@ def add_stream(sub: argparse._SubParsersAction) -> None:
 
 
 def _apply(args: argparse.Namespace) -> int:
+    require_format(args)
     settings = from_cli(args, read_gg_properties)
     inputs = kafka_input(args, args.input) or args.input
     summary = apply(inputs, args.target, settings=settings, progress=progress_printer(args.quiet))
@@ -177,6 +179,7 @@ def _apply(args: argparse.Namespace) -> int:
 def _stream(args: argparse.Namespace) -> int:
     from pyspark.errors import StreamingQueryException
 
+    require_format(args)
     settings = from_cli(args, read_gg_properties)
     say = progress_printer(args.quiet)
 

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from lakecdc.cli.flags import add_wait_flag, progress_printer
+from lakecdc.cli.target import require_target
 from lakecdc.config.durations import parse_duration, parse_size
 from lakecdc.maintenance.maintain import maintain
 
@@ -55,6 +56,7 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def _maintain(args: argparse.Namespace) -> int:
+    require_target(args.target)
     zorder: str | list[str] | None = None
     if args.zorder:
         zorder = "keys" if args.zorder == "keys" else [c.strip() for c in args.zorder.split(",") if c.strip()]
