@@ -4,10 +4,7 @@ flags, ``--wait``, and the progress lines printed while a command works."""
 from __future__ import annotations
 
 import argparse
-import sys
-import time
 
-from lakecdc.config.settings import Progress
 from lakecdc.config.sources import from_config
 from lakecdc.config.values import ENGINES, PK_UPDATE_MODES
 from lakecdc.decode import DECODERS
@@ -97,17 +94,6 @@ def add_wait_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("--wait", type=float, default=None, metavar="SECONDS",
                    help="one writer per target at a time: wait up to SECONDS for another run, stream batch, "
                         "maintain or check on --target to finish (default: stop at once with 'target ... is busy')")
-
-
-def progress_printer(quiet: bool) -> Progress:
-    """A ``progress`` callback printing ``[  12.3s] message`` lines on stderr (nothing when ``quiet``)."""
-    started = time.perf_counter()
-
-    def say(msg: str) -> None:
-        if not quiet:
-            print(f"[{time.perf_counter() - started:6.1f}s] {msg}", file=sys.stderr, flush=True)
-
-    return say
 
 
 def add_kafka_flags(p: argparse.ArgumentParser) -> None:

@@ -8,13 +8,13 @@ import json
 import time
 from pathlib import Path
 
+from lakecdc.cli import render
 from lakecdc.cli.flags import add_wait_flag
 from lakecdc.errors import ConfigError
 from lakecdc.lake.lease import current_holder, hold
-from lakecdc.lake.runs import render_status, status
-from lakecdc.maintenance.doctor import diagnose, render, repair, to_json
+from lakecdc.lake.runs import status
+from lakecdc.maintenance.doctor import diagnose, repair, to_json
 from lakecdc.merge.delta_rs import DeltaRsEngine
-
 
 #: What a root ``lakecdc apply`` wrote to holds: its ledger, and the run reports (which are enough
 #: for ``repair`` to rebuild a lost ledger).
@@ -87,8 +87,10 @@ def add_status(sub: argparse._SubParsersAction) -> None:
 def _doctor(args: argparse.Namespace) -> int:
     require_target(args.target)
     problems = diagnose(DeltaRsEngine(), args.target)
-    print(to_json(problems) if args.json else render(problems, args.target))
-    if not args.json:
+    if args.json:
+        print(to_json(problems))
+    else:
+        render.problems(problems, args.target, render.console())
         holder = current_holder(args.target)
         stale = holder.stale(time.time()) if holder is not None else "never taken"
         print(f"lease: free ({stale})" if stale or holder is None else
@@ -120,5 +122,5 @@ def _status(args: argparse.Namespace) -> int:
             "lag_seconds": lag.total_seconds() if (lag := r.lag(now)) is not None else None, "runs": r.runs, "events": r.events,
         } for r in rows], indent=2))
     else:
-        print(render_status(rows))
+        render.status(rows, render.console())
     return 0
