@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from importlib import metadata
 
 from lakecdc.cli import apply, check, contract, jobs, maintain, target
+from lakecdc.cli.sparklog import SparkLog, spark_output_hidden
 from lakecdc.errors import LakecdcError
 
 
@@ -35,7 +36,14 @@ def build_parser() -> argparse.ArgumentParser:
     check.add(sub)
     target.add_doctor(sub)
     target.add_status(sub)
+    parser.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
+    for command in sub.choices.values():  # also after the command: lakecdc apply --verbose ...
+        command.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS, help=VERBOSE_HELP)
     return parser
+
+
+VERBOSE_HELP = ("show Spark's own output as it comes (the JVM's start-up lines, its log, package downloads); "
+                "otherwise it goes to a log file, named when a command fails")
 
 
 #: The packages ``lakecdc --version`` reports besides lakecdc itself, when installed.
@@ -61,14 +69,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     table or check failed, 2 bad arguments or a target that cannot be used."""
     try:
         args = build_parser().parse_args(argv)
-        code = int(args.run(args))
+        with spark_output_hidden(args.verbose) as log:
+            code = _run(args, log)
         sys.stdout.flush()  # a closed pipe shows here, not at the interpreter's exit
         return code
-    except (LakecdcError, FileNotFoundError) as exc:
-        print(f"lakecdc: error: {exc}", file=sys.stderr)
-        return 2
     except BrokenPipeError:
         return _closed_pipe()
+
+
+def _run(args: argparse.Namespace, log: SparkLog) -> int:
+    """The command's exit status; on a failure, where Spark's output went."""
+    code = 1
+    try:
+        code = int(args.run(args))
+    except (LakecdcError, FileNotFoundError) as exc:
+        print(f"lakecdc: error: {exc}", file=sys.stderr)
+        code = 2
+    finally:
+        if code != 0 and (note := log.note()):
+            log.keep = True
+            print(note, file=sys.stderr)
+    return code
 
 
 def _closed_pipe() -> int:
