@@ -78,8 +78,9 @@ def table(head: Sequence[str], rows: Sequence[Sequence[str | Text]], *, out: Con
         t.add_column(shown, justify="right" if i in right else "left", no_wrap=True)
     for row in rows:
         cells = list(row)
-        if status is not None and isinstance(cells[status], str):
-            cells[status] = Text(cells[status], style=STATUS_STYLES.get(str(cells[status]), ""))
+        word = cells[status] if status is not None else None
+        if status is not None and isinstance(word, str):
+            cells[status] = Text(word, style=STATUS_STYLES.get(word, ""))
         t.add_row(*cells)
     return t
 

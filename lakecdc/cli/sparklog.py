@@ -40,14 +40,16 @@ def spark_output_hidden(verbose: bool) -> Iterator[SparkLog]:
     file; lakecdc's own ``sys.stderr`` still reaches the terminal. Nothing changes when
     ``verbose``, or when ``sys.stderr`` is not the process's own (a test capturing it). The log is
     deleted afterwards unless :attr:`SparkLog.keep` was set."""
-    if verbose or sys.stderr is not sys.__stderr__ or not _is_fd2(sys.stderr):
+    real = sys.__stderr__
+    if verbose or real is None or sys.stderr is not real or not _is_fd2(real):
         yield SparkLog()
         return
     fd, name = tempfile.mkstemp(prefix="lakecdc-spark-", suffix=".log")
-    log = SparkLog(Path(name))
-    sys.stderr.flush()
+    path = Path(name)
+    log = SparkLog(path)
+    real.flush()
     saved = os.dup(2)
-    own = os.fdopen(saved, "w", buffering=1, encoding=sys.stderr.encoding, errors="backslashreplace")
+    own = os.fdopen(saved, "w", buffering=1, encoding=real.encoding, errors="backslashreplace")
     os.dup2(fd, 2)
     os.close(fd)
     sys.stderr = own
@@ -56,11 +58,11 @@ def spark_output_hidden(verbose: bool) -> Iterator[SparkLog]:
     finally:
         own.flush()
         os.dup2(own.fileno(), 2)
-        sys.stderr = sys.__stderr__
+        sys.stderr = real
         own.close()
         if not log.keep:
             with contextlib.suppress(OSError):
-                log.path.unlink()  # the JVM may still hold it open: its later lines vanish with it
+                path.unlink()  # the JVM may still hold it open: its later lines vanish with it
 
 
 def _is_fd2(stream: object) -> bool:
