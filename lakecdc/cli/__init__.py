@@ -4,7 +4,9 @@ One module per command (or pair of commands): :mod:`~lakecdc.cli.apply` (apply, 
 :mod:`~lakecdc.cli.jobs` (run), :mod:`~lakecdc.cli.maintain`, :mod:`~lakecdc.cli.check`,
 :mod:`~lakecdc.cli.contract`, :mod:`~lakecdc.cli.target` (status, doctor, repair); the settings
 flags they share are in :mod:`~lakecdc.cli.flags`, and become settings in
-:mod:`lakecdc.config.sources`.
+:mod:`lakecdc.config.sources`. What they print goes through :mod:`~lakecdc.cli.render` (rich
+tables on a terminal, plain text otherwise); Spark's own output is kept in a log file by
+:mod:`~lakecdc.cli.sparklog` unless ``--verbose``.
 """
 
 from __future__ import annotations
