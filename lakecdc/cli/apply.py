@@ -11,8 +11,9 @@ from lakecdc.cli.flags import (
     add_kafka_flags,
     add_settings_flags,
     kafka_input,
-    progress_printer,
+    require_format,
 )
+from lakecdc.cli.render import console, progress_printer, summary
 from lakecdc.config.sources import from_cli
 from lakecdc.decode.goldengate.properties import read_gg_properties
 from lakecdc.run.apply import apply
@@ -165,23 +166,29 @@ def add_stream(sub: argparse._SubParsersAction) -> None:
 
 
 def _apply(args: argparse.Namespace) -> int:
+    require_format(args)
     settings = from_cli(args, read_gg_properties)
     inputs = kafka_input(args, args.input) or args.input
-    summary = apply(inputs, args.target, settings=settings, progress=progress_printer(args.quiet))
-    print(summary.render())
+    done = apply(inputs, args.target, settings=settings, progress=progress_printer(args.quiet))
+    summary(done, console())
     if args.summary_json:
-        Path(args.summary_json).write_text(summary.to_json() + "\n")
-    return 0 if summary.ok and not summary.unreadable_files else 1
+        Path(args.summary_json).write_text(done.to_json() + "\n")
+    return 0 if done.ok and not done.unreadable_files else 1
 
 
 def _stream(args: argparse.Namespace) -> int:
     from pyspark.errors import StreamingQueryException
 
+    require_format(args)
     settings = from_cli(args, read_gg_properties)
     say = progress_printer(args.quiet)
 
     def on_batch(batch: StreamBatch) -> None:
-        print(f"batch {batch.batch_id}: {len(batch.files)} file(s)\n{batch.summary.render()}\n", flush=True)
+        out = console()
+        out.print(f"batch {batch.batch_id}: {len(batch.files)} file(s)")
+        summary(batch.summary, out)
+        out.print()
+        out.file.flush()
         if args.summary_json:
             Path(args.summary_json).write_text(batch.total.to_json() + "\n")
 
@@ -202,7 +209,10 @@ def _stream(args: argparse.Namespace) -> int:
         print(f"lakecdc: error: the stream stopped: {exc}", file=sys.stderr)
         return 2
     if handle.batches != 1:
-        print(("total:\n" if handle.batches else "") + handle.total.render())
+        out = console()
+        if handle.batches:
+            out.print("total:")
+        summary(handle.total, out)
     if args.summary_json and not handle.batches:
         Path(args.summary_json).write_text(handle.total.to_json() + "\n")
     return 1 if handle.total.unreadable_files else 0

@@ -7,6 +7,7 @@ import argparse
 from lakecdc.check.contracts import load_contracts
 from lakecdc.check.quality import check_changes, check_tables, data_docs_index, results_json, unblock
 from lakecdc.cli.flags import add_wait_flag
+from lakecdc.cli.target import require_target
 from lakecdc.decode import DECODERS
 from lakecdc.errors import ConfigError
 from lakecdc.lake.lease import hold
@@ -43,6 +44,7 @@ def add(sub: argparse._SubParsersAction) -> None:
 def _check(args: argparse.Namespace) -> int:
     # check writes too (its results, the tables it blocks): it holds the lease, and so reads the
     # tables between runs, never halfway through one
+    require_target(args.target)
     with hold(args.target, command="check", wait=args.wait):
         return _check_held(args)
 

@@ -4,10 +4,8 @@ flags, ``--wait``, and the progress lines printed while a command works."""
 from __future__ import annotations
 
 import argparse
-import sys
-import time
 
-from lakecdc.config.settings import Progress
+from lakecdc.config.sources import from_config
 from lakecdc.config.values import ENGINES, PK_UPDATE_MODES
 from lakecdc.decode import DECODERS
 from lakecdc.errors import ConfigError
@@ -16,11 +14,21 @@ from lakecdc.run.kafka import Kafka
 
 def add_format_flags(p: argparse.ArgumentParser) -> None:
     """--format and the GoldenGate properties file it may come from (apply, stream)."""
-    p.add_argument("--format", choices=sorted(DECODERS), help="input format (or from --gg-properties / --config)")
+    p.add_argument("--format", choices=sorted(DECODERS), help="input format (required, unless --gg-properties or --config names it)")
     p.add_argument("--gg-properties", metavar="FILE",
                    help="a GoldenGate Java adapter properties file: its handler's format and every "
                         "gg.handler.<name>.format.* property (--option overrides one)")
     p.add_argument("--gg-handler", metavar="NAME", help="which handler of --gg-properties (default: the only one)")
+    p.set_defaults(format_parser=p)
+
+
+def require_format(args: argparse.Namespace) -> None:
+    """Stop with a usage error listing the formats unless ``--format``, ``--gg-properties`` or the
+    ``--config`` file names the input's format (there is no default format)."""
+    if args.format or args.gg_properties or (args.config and from_config(args.config).get("format")):
+        return
+    args.format_parser.error(f"the input's format is required: --format {{{','.join(sorted(DECODERS))}}} "
+                             "(or --gg-properties FILE, or format: in --config FILE)")
 
 
 def add_settings_flags(p: argparse.ArgumentParser) -> None:
@@ -86,17 +94,6 @@ def add_wait_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("--wait", type=float, default=None, metavar="SECONDS",
                    help="one writer per target at a time: wait up to SECONDS for another run, stream batch, "
                         "maintain or check on --target to finish (default: stop at once with 'target ... is busy')")
-
-
-def progress_printer(quiet: bool) -> Progress:
-    """A ``progress`` callback printing ``[  12.3s] message`` lines on stderr (nothing when ``quiet``)."""
-    started = time.perf_counter()
-
-    def say(msg: str) -> None:
-        if not quiet:
-            print(f"[{time.perf_counter() - started:6.1f}s] {msg}", file=sys.stderr, flush=True)
-
-    return say
 
 
 def add_kafka_flags(p: argparse.ArgumentParser) -> None:

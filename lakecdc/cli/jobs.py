@@ -9,7 +9,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from lakecdc.cli.flags import progress_printer
+from lakecdc.cli.render import console, progress_printer
+from lakecdc.cli.render import job as render_job
 from lakecdc.config.durations import parse_duration
 from lakecdc.errors import ConfigError
 from lakecdc.jobs import Job, JobResult, load_job, run_job, stream_job, watch
@@ -55,7 +56,9 @@ def _run_job(args: argparse.Namespace) -> int:
     say = progress_printer(args.quiet)
 
     def report(result: JobResult) -> None:
-        print(result.render(), flush=True)
+        out = console()
+        render_job(result, out)
+        out.file.flush()
         if args.summary_json:
             Path(args.summary_json).write_text(json.dumps({
                 "job": result.job, "ok": result.ok, "runs": [s.to_dict() for s in result.summaries],
@@ -92,5 +95,5 @@ def _stream_job(args: argparse.Namespace, job: Job, say: Callable[[str], None], 
         print(f"lakecdc: error: {exc}", file=sys.stderr)
         return 1
     if not any(s.runs for s in result.summaries):
-        print(result.render())
+        render_job(result, console())
     return 0

@@ -6,7 +6,9 @@ import argparse
 import json
 from pathlib import Path
 
-from lakecdc.cli.flags import add_wait_flag, progress_printer
+from lakecdc.cli.flags import add_wait_flag
+from lakecdc.cli.render import console, maintenance, progress_printer
+from lakecdc.cli.target import require_target
 from lakecdc.config.durations import parse_duration, parse_size
 from lakecdc.maintenance.maintain import maintain
 
@@ -55,6 +57,7 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def _maintain(args: argparse.Namespace) -> int:
+    require_target(args.target)
     zorder: str | list[str] | None = None
     if args.zorder:
         zorder = "keys" if args.zorder == "keys" else [c.strip() for c in args.zorder.split(",") if c.strip()]
@@ -67,9 +70,9 @@ def _maintain(args: argparse.Namespace) -> int:
         force=args.force, checkpoint=not args.no_checkpoint,
         tombstone_retention=parse_duration(args.tombstone_retention), progress=say, wait=args.wait,
     )
-    for r in reports:
-        print(r.line())
-    if not reports:
+    if reports:
+        maintenance(reports, console())
+    else:
         print(f"no tables under {args.target}")
     if args.summary_json:
         Path(args.summary_json).write_text(json.dumps({"tables": [r.to_dict() for r in reports]}, indent=2) + "\n")

@@ -8,12 +8,40 @@ import json
 import time
 from pathlib import Path
 
+from lakecdc.cli import render
 from lakecdc.cli.flags import add_wait_flag
 from lakecdc.errors import ConfigError
 from lakecdc.lake.lease import current_holder, hold
-from lakecdc.lake.runs import render_status, status
-from lakecdc.maintenance.doctor import diagnose, render, repair, to_json
+from lakecdc.lake.runs import status
+from lakecdc.maintenance.doctor import diagnose, repair, to_json
 from lakecdc.merge.delta_rs import DeltaRsEngine
+
+#: What a root ``lakecdc apply`` wrote to holds: its ledger, and the run reports (which are enough
+#: for ``repair`` to rebuild a lost ledger).
+TARGET_MARKS = ("_lakecdc", "_lakecdc_runs")
+
+
+def require_target(path: str) -> None:
+    """Raise a :class:`ConfigError` (the CLI exits 2) unless ``path`` is a root ``lakecdc apply``
+    wrote to; nothing is created. A URI (``s3://...``) is taken as given: its store is asked
+    by the command itself."""
+    if "://" in path and not path.startswith("file://"):
+        return
+    root = Path(path.removeprefix("file://"))
+    if any((root / mark).is_dir() for mark in TARGET_MARKS):
+        return
+    if not root.exists():
+        why = "it does not exist"
+    elif not root.is_dir():
+        why = "it is a file"
+    elif (root / "_delta_log").is_dir():
+        why = "it is a Delta table; give the directory lakecdc apply wrote its tables under"
+    else:
+        entries = sorted(p.name for p in root.iterdir())
+        shown = ", ".join(entries[:5]) + (f" and {len(entries) - 5} more" if len(entries) > 5 else "")
+        why = f"it holds {shown}" if entries else "it is empty"
+    raise ConfigError(f"{path} is not a lakecdc target (no _lakecdc/ ledger): {why}. Give the --target "
+                      "a 'lakecdc apply' or 'lakecdc run' wrote to")
 
 
 def add_doctor(sub: argparse._SubParsersAction) -> None:
@@ -57,11 +85,12 @@ def add_status(sub: argparse._SubParsersAction) -> None:
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    if not Path(args.target).is_dir():
-        raise ConfigError(f"no target at {args.target}")
+    require_target(args.target)
     problems = diagnose(DeltaRsEngine(), args.target)
-    print(to_json(problems) if args.json else render(problems, args.target))
-    if not args.json:
+    if args.json:
+        print(to_json(problems))
+    else:
+        render.problems(problems, args.target, render.console())
         holder = current_holder(args.target)
         stale = holder.stale(time.time()) if holder is not None else "never taken"
         print(f"lease: free ({stale})" if stale or holder is None else
@@ -71,8 +100,7 @@ def _doctor(args: argparse.Namespace) -> int:
 
 
 def _repair(args: argparse.Namespace) -> int:
-    if not Path(args.target).is_dir():
-        raise ConfigError(f"no target at {args.target}")
+    require_target(args.target)
     engine = DeltaRsEngine()
     with hold(args.target, command="repair", wait=args.wait):
         for line in repair(engine, args.target, reapply=args.reapply):
@@ -84,6 +112,7 @@ def _repair(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
+    require_target(args.target)
     rows = status(DeltaRsEngine(), args.target)
     if args.json:
         now = dt.datetime.now(dt.timezone.utc)
@@ -93,5 +122,5 @@ def _status(args: argparse.Namespace) -> int:
             "lag_seconds": lag.total_seconds() if (lag := r.lag(now)) is not None else None, "runs": r.runs, "events": r.events,
         } for r in rows], indent=2))
     else:
-        print(render_status(rows))
+        render.status(rows, render.console())
     return 0

@@ -139,8 +139,20 @@ def render_status(rows: list[TableStatus], now: dt.datetime | None = None) -> st
     """``lakecdc status`` output: one line per table."""
     if not rows:
         return "no runs recorded yet"
+    head, body = list(STATUS_HEAD), status_rows(rows, now)
+    widths = [max(len(x) for x in col) for col in zip(head, *body, strict=True)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True))]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in body]
+    return "\n".join(lines)
+
+
+#: the columns of :func:`status_rows`
+STATUS_HEAD = ("table", "last run", "status", "finished (UTC)", "newest op_ts (UTC)", "lag", "runs", "events")
+
+
+def status_rows(rows: list[TableStatus], now: dt.datetime | None = None) -> list[list[str]]:
+    """One row of text per table under :data:`STATUS_HEAD` (the lag as of ``now``)."""
     now = now or dt.datetime.now(dt.timezone.utc)
-    head = ["table", "last run", "status", "finished (UTC)", "newest op_ts (UTC)", "lag", "runs", "events"]
     body = []
     for r in rows:
         lag = r.lag(now)
@@ -149,10 +161,7 @@ def render_status(rows: list[TableStatus], now: dt.datetime | None = None) -> st
             r.last_op_ts.strftime("%Y-%m-%d %H:%M:%S") if r.last_op_ts else "-",
             _human(lag) if lag is not None else "-", str(r.runs), str(r.events),
         ])
-    widths = [max(len(x) for x in col) for col in zip(head, *body, strict=True)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True))]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in body]
-    return "\n".join(lines)
+    return body
 
 
 def _human(delta: dt.timedelta) -> str:

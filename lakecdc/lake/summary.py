@@ -169,22 +169,33 @@ class RunSummary:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=False)
 
-    def render(self) -> str:
-        """A plain-text table a person reads at the end of a run."""
-        head = ["table", "events", "inserted", "updated", "deleted", "dup/late", "quarantined",
-                "files read/pruned/rewritten", "version", "status"]
-        rows = [
-            [t.source_table, t.events, t.inserted, t.updated, t.deleted, t.duplicate_or_late, t.quarantined,
-             t.files_line(), "" if t.delta_version is None else t.delta_version, t.status]
+    #: the columns of :meth:`table_rows`
+    HEAD = ("table", "events", "inserted", "updated", "deleted", "dup/late", "quarantined",
+            "files read/pruned/rewritten", "version", "status")
+
+    def table_rows(self) -> list[list[str]]:
+        """One row per table under :attr:`HEAD`, as text."""
+        return [
+            [str(x) for x in (t.source_table, t.events, t.inserted, t.updated, t.deleted, t.duplicate_or_late,
+                              t.quarantined, t.files_line(), "" if t.delta_version is None else t.delta_version,
+                              t.status)]
             for t in self.tables
         ]
-        widths = [max(len(str(x)) for x in col) for col in zip(head, *rows, strict=True)] if rows else [len(h) for h in head]
+
+    def render(self) -> str:
+        """A plain-text table a person reads at the end of a run."""
+        head, rows = list(self.HEAD), self.table_rows()
+        widths = [max(len(x) for x in col) for col in zip(head, *rows, strict=True)] if rows else [len(h) for h in head]
         fmt = "  ".join(f"{{:<{w}}}" if i == 0 or i == len(head) - 1 else f"{{:>{w}}}" for i, w in enumerate(widths))
         lines = [fmt.format(*head), fmt.format(*["-" * w for w in widths])]
-        lines += [fmt.format(*map(str, r)) for r in rows]
+        lines += [fmt.format(*r) for r in rows]
+        return "\n".join([*lines, "", *self.notes()])
+
+    def notes(self) -> list[str]:
+        """What :meth:`render` prints under the table: files, runs and time, then anything held,
+        skipped, quarantined or failed."""
         runs = ", ".join(map(str, self.runs)) or "none (nothing new)"
-        lines.append("")
-        lines.append(f"{self.files} file(s), run(s) {runs}, {self.seconds:.1f}s, engine {self.engine}")
+        lines = [f"{self.files} file(s), run(s) {runs}, {self.seconds:.1f}s, engine {self.engine}"]
         held = sum(t.held for t in self.tables)
         if held:
             lines.append(f"{held} event(s) held for the next run: their source transaction is not complete yet")
@@ -207,7 +218,7 @@ class RunSummary:
                 lines.append(f"ERROR {t.source_table}: {t.error}")
         if self.unreadable_files:
             lines.append(unreadable_message(self.unreadable_files, self.format))
-        return "\n".join(lines)
+        return lines
 
 
     def file_lines(self, most: int = 10) -> list[str]:

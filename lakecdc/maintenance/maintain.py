@@ -147,9 +147,12 @@ def _maintain(
         raise ConfigError(f"no table {', '.join(map(repr, unknown))} under {target}; it holds {sorted(known) or 'none'}")
     if vacuum_retention is not None and vacuum_retention < dt.timedelta(0):
         raise ConfigError("vacuum retention must not be negative")
+    columns_of = {table: _zorder_columns(zorder, table, known[table]) for table in wanted}
+    for table in wanted:  # every table's settings checked before the first one is rewritten
+        _check_settings(eng, target, table, zorder=columns_of[table], vacuum_retention=vacuum_retention, force=force)
     reports = []
     for table in wanted:
-        columns = _zorder_columns(zorder, table, known[table])
+        columns = columns_of[table]
         say(f"{table}: {'z-ordering by ' + ', '.join(columns) if columns else 'compacting'}")
         reports.append(_maintain_one(
             eng, target, table, compact=compact or bool(columns), zorder=columns, target_file_size=target_file_size,
@@ -174,6 +177,38 @@ def _zorder_columns(
     return tuple(zorder)
 
 
+def _check_settings(
+    eng: DeltaRsEngine, target: str, table: str, *, zorder: tuple[str, ...], vacuum_retention: dt.timedelta | None,
+    force: bool,
+) -> None:
+    """Raise a :class:`ConfigError` when ``table`` cannot be maintained so (a Z-order column it
+    lacks, a vacuum retention below its minimum); writes nothing."""
+    path = table_path(target, table)
+    if zorder:
+        columns = {f.name for f in eng.schema(path).fields}
+        missing = [c for c in zorder if c not in columns]
+        if missing:
+            raise ConfigError(f"{table}: cannot Z-order by {missing}: no such column (columns: {sorted(columns)})")
+    if vacuum_retention is not None and not force:
+        _vacuum(eng, table, path, vacuum_retention, force=False, dry_run=True)
+
+
+def _vacuum(eng: DeltaRsEngine, table: str, path: str, retention: dt.timedelta, *, force: bool, dry_run: bool) -> int:
+    """Vacuum ``path`` (or count what it would delete, ``dry_run``); a retention below the table's
+    minimum is a :class:`ConfigError` saying what to do."""
+    try:
+        return eng.vacuum(path, retention_hours=int(retention.total_seconds() // 3600), enforce=not force,
+                          dry_run=dry_run)
+    except Exception as exc:
+        if "retention" not in str(exc).lower():
+            raise
+        raise ConfigError(
+            f"{table}: vacuum retention {retention} is below the table's minimum ({exc}); "
+            "readers of older versions and time travel within it would break. Use a longer retention, "
+            "or force it (lakecdc maintain --force) if no reader needs those versions"
+        ) from exc
+
+
 def _maintain_one(
     eng: DeltaRsEngine, target: str, table: str, *, compact: bool, zorder: tuple[str, ...],
     target_file_size: int | None, vacuum_retention: dt.timedelta | None, force: bool, checkpoint: bool,
@@ -183,11 +218,6 @@ def _maintain_one(
     started = time.perf_counter()
     version_before = eng.version(path)
     files_before, bytes_before = eng.files(path)
-    if zorder:
-        columns = {f.name for f in eng.schema(path).fields}
-        missing = [c for c in zorder if c not in columns]
-        if missing:
-            raise ConfigError(f"{table}: cannot Z-order by {missing}: no such column (columns: {sorted(columns)})")
     removed = added = 0
     if compact and files_before > 1 or zorder:
         removed, added = retry_conflicts(
@@ -202,16 +232,7 @@ def _maintain_one(
     vacuumed: int | None = None
     if vacuum_retention is not None:
         hours = int(vacuum_retention.total_seconds() // 3600)
-        try:
-            vacuumed = eng.vacuum(path, retention_hours=hours, enforce=not force, dry_run=False)
-        except Exception as exc:
-            if "retention" not in str(exc).lower():
-                raise
-            raise ConfigError(
-                f"{table}: vacuum retention {vacuum_retention} is below the table's minimum ({exc}); "
-                "readers of older versions and time travel within it would break. Use a longer retention, "
-                "or force it (lakecdc maintain --force) if no reader needs those versions"
-            ) from exc
+        vacuumed = _vacuum(eng, table, path, vacuum_retention, force=force, dry_run=False)
         if eng.exists(stones):
             eng.vacuum(stones, retention_hours=hours, enforce=not force, dry_run=False)
     if checkpoint:
