@@ -173,7 +173,7 @@ def project_root(gx_project: str | os.PathLike[str]) -> Path:
         return path.parent
     if (path / "gx" / "great_expectations.yml").is_file():
         return path
-    raise ConfigError(f"--gx-project {str(path)!r} is not a Great Expectations project: neither it nor its gx/ "
+    raise ConfigError(f"GX project {str(path)!r} is not a Great Expectations project: neither it nor its gx/ "
                       "holds great_expectations.yml (create one with great_expectations.get_context(mode='file', "
                       "project_root_dir=...))")
 
@@ -211,8 +211,9 @@ class Validator:
                     "store_backend": {"class_name": "TupleFilesystemStoreBackend",
                                       "base_directory": f"../{DOCS_DIR}"},  # from the context's root, gx/
                 })
-        with contextlib.suppress(Exception):  # cosmetic only
-            self.context.variables.progress_bars = {"globally": False}
+        if self.gx_project is None:  # a project's own settings are its owner's
+            with contextlib.suppress(Exception):  # cosmetic only
+                self.context.variables.progress_bars = {"globally": False}
         load()
         from great_expectations.core.run_identifier import RunIdentifier
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from lakecdc.check.contracts import load_contracts
+from lakecdc.check.gx import project_root
 from lakecdc.check.quality import Totals, check_changes, check_tables, data_docs_index, results_json, unblock
 from lakecdc.cli.flags import add_wait_flag
 from lakecdc.decode import DECODERS
@@ -63,8 +64,10 @@ def _check_held(args: argparse.Namespace) -> int:
         return 0
     if not args.contract:
         raise ConfigError("check needs --contract FILE_OR_DIR (or --unblock TABLE)")
+    contracts = load_contracts(args.contract)  # mistakes in the contracts or the project before Spark starts
+    if args.gx_project:
+        project_root(args.gx_project)
     spark = get_spark()
-    contracts = load_contracts(args.contract)
     docs = not args.no_data_docs
     results = check_tables(args.target, contracts, spark=spark, tables=args.table or None, data_docs=docs,
                            gx_project=args.gx_project)
