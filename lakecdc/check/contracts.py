@@ -3,7 +3,7 @@
 One YAML file per source table under ``data_contracts/`` (or any directory / file given with
 ``--contract``), in the ODCS v3 form the ecosystem's tools read::
 
-    apiVersion: v3.0.2
+    apiVersion: v3.1.0
     kind: DataContract
     id: qasource-tcustord
     version: 1.0.0
@@ -41,14 +41,17 @@ string is typed as the contract says (a value that does not fit is quarantined, 
   timestamp columns), ``exclusiveMinimum`` / ``exclusiveMaximum`` (a bound, as in ODCS v3.1, or
   ``true`` to make ``minimum`` / ``maximum`` strict, as in v3.0), ``pattern`` (a regular
   expression searched in the text, as Spark's ``rlike``: anchor it with ``^...$``), ``minLength`` /
-  ``maxLength``. ``unique: true`` asks for unique values. Other standard options (``format``, ``multipleOf``, ...) are not checked.
+  ``maxLength`` (the ODCS v3.1 schema allows each only with a ``logicalType`` it fits). ``unique:
+  true`` asks for unique values. Other standard options (``format``, ``multipleOf``, ...) are not
+  checked.
   These declare the column: severity ``warn`` by default, like ``required``; the property's own
   ``customProperties: [{property: lakecdc.severity, value: fail}]`` makes them stop merges.
-* ``quality``: library rules, ODCS v3.1's ``metric`` (v3.0's ``rule`` too): ``invalidValues``
-  with ``arguments: {validValues: [...]}`` and/or ``{pattern: ...}``, ``nullValues``, ``duplicateValues`` (v3.0: ``duplicateCount``),
-  compared with the operators (``mustBe``, ``mustBeLessThan``, ``mustBeBetween``, ...) in ``unit``
-  rows (default) or percent of the rows; without an operator the metric must be 0. On a schema
-  object: ``rowCount`` and ``duplicateValues`` with ``arguments: {properties: [...]}``. ``severity``
+* ``quality``: library rules, ODCS v3.1's ``metric`` (v3.0's ``rule`` too): ``invalidValues`` with
+  ``arguments: {validValues: [...]}`` and/or ``{pattern: ...}``, ``nullValues``,
+  ``duplicateValues`` (v3.0: ``duplicateCount``), compared with the operators (``mustBe``,
+  ``mustBeLessThan``, ``mustBeBetween``, ...) in ``unit`` rows (default) or percent of the rows
+  (v3.1 asks for one operator; a v3.0 rule without one: the metric must be 0). On a schema object:
+  ``rowCount`` and ``duplicateValues`` with ``arguments: {properties: [...]}``. ``severity``
   ``error`` (also ``fail``, ``critical``) gives ``fail``, ``warning`` (``warn``, ``info``) ``warn``;
   without one a rule is ``fail``: a quality rule is written to be enforced.
 * ``quality`` rules of ``type: sql`` run on Spark: the ``query`` names the checked table as
@@ -77,7 +80,8 @@ the path in the document and the schema's message.
 Mistakes (a range on a text column, a bound that is not a number, an unknown metric or option)
 are :class:`ConfigError` naming the file, line and field.
 
-``lakecdc contract infer`` drafts a contract from a Delta table lakecdc wrote;
+``lakecdc contract draft`` (or ``infer``) drafts a contract from a Delta table lakecdc wrote (ODCS
+v3.1.0, which the schema accepts);
 ``lakecdc contract check`` compares a table with its contract (missing, extra or differently
 typed columns, other keys).
 """
