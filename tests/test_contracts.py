@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 from pathlib import Path
 
@@ -48,37 +49,93 @@ schema:
     (None, None, T.StringType()),
 ])
 def test_declared_types_map_to_spark_types(physical, logical, expected):
+    """A property's physicalType (Spark or database type), else its logicalType, gives its Spark type."""
     assert spark_type(physical, logical) == expected
+
+
+#: the fields every ODCS contract has (5 lines)
+HEAD = "apiVersion: v3.1.0\nkind: DataContract\nid: t\nversion: 1.0.0\nstatus: active\n"
 
 
 @pytest.mark.parametrize(("body", "message"), [
     ("kind: Table\nschema: []\n", ":1: kind: 'Table': expected DataContract"),
     ("apiVersion: v2.2.2\nschema: []\n", ":1: apiVersion: 'v2.2.2'"),
-    ("kind: DataContract\nschema: []\n", ":2: schema: expected a list"),
-    ("schema:\n  - name: T\n    properties:\n      - {name: A, primaryKey: true, primaryKeyPosition: first}\n",
-     ":4: schema.0.properties.0.primaryKeyPosition: expected a whole number"),
-    ("schema:\n  - name: T\n    properties: [{name: A}]\ncustomProperties:\n  - {property: lakecdc.pk_update, value: merge}\n",
-     ":5: customProperties.0.value: 'merge': use abend, update, delete-insert"),
-    ("schema:\n  - name: T\n    properties: [{name: A}]\n    customProperties:\n      - {property: lakecdc.colour, value: red}\n",
-     ":5: schema.0.customProperties.0.property: 'lakecdc.colour': lakecdc knows"),
+    (HEAD.replace("v3.1.0", "v3.2.0") + "schema: []\n", ":1: apiVersion: 'v3.2.0': lakecdc validates ODCS v3.0 and v3.1"),
+    (HEAD + "schema: []\n", ":6: schema: expected a list"),
+    (HEAD + "schema:\n  - name: T\n    properties:\n      - {name: A, primaryKey: true, primaryKeyPosition: first}\n",
+     ":9: schema.0.properties.0.primaryKeyPosition: 'first' is not of type 'integer' (ODCS JSON schema v3.1.0)"),
+    (HEAD + "schema:\n  - name: T\n    properties: [{name: A}]\ncustomProperties:\n  - {property: lakecdc.pk_update, value: merge}\n",
+     ":10: customProperties.0.value: 'merge': use abend, update, delete-insert"),
+    (HEAD + "schema:\n  - name: T\n    properties: [{name: A}]\n    customProperties:\n      - {property: lakecdc.colour, value: red}\n",
+     ":10: schema.0.customProperties.0.property: 'lakecdc.colour': lakecdc knows"),
 ])
 def test_contract_mistakes_name_file_and_line(tmp_path, body, message):
+    """A contract's mistakes, the schema's and lakecdc's own, name the file, line and field."""
     path = tmp_path / "c.yaml"
     path.write_text(body)
-    with pytest.raises(ConfigError, match=message.replace("(", "\\(").replace("[", "\\[")):
+    with pytest.raises(ConfigError, match=re.escape(message)):
         load_contract(path)
 
 
 def test_the_bundled_contracts_declare_the_sample_tables():
+    """data_contracts/ declares both sample tables, TCUSTORD's key and its price as the source
+    declares it (NUMBER(8,2)), and passes the ODCS schema."""
     contracts = load_contracts(REPO / "data_contracts")
     assert set(contracts) == {"QASOURCE.TCUSTMER", "QASOURCE.TCUSTORD"}
     orders = contracts["QASOURCE.TCUSTORD"]
     assert orders.keys == ("CUST_CODE", "ORDER_DATE", "PRODUCT_CODE", "ORDER_ID")
-    assert orders.types["PRODUCT_PRICE"] == T.DecimalType(10, 2)
+    assert orders.types["PRODUCT_PRICE"] == T.DecimalType(8, 2)
+
+
+TYPOS = CONTRACT.replace("version: 1.0.0\n", "version: 1.0.0\ndomain: sales\n")
+
+
+@pytest.mark.parametrize(("api", "change", "message"), [
+    ("v3.0.2", ("primaryKey: true", "primarykey: true"),
+     ":11: schema.0.properties.0.primarykey: Unevaluated properties are not allowed ('primarykey' was unexpected) "
+     "(ODCS JSON schema v3.0.2-strict)"),
+    ("v3.1.0", ("primaryKey: true", "primarykey: true"),
+     ":11: schema.0.properties.0.primarykey: Unevaluated properties are not allowed ('primarykey' was unexpected) "
+     "(ODCS JSON schema v3.1.0)"),
+    ("v3.1.0", ("logicalType: integer", "logicalType: strin"),
+     ":11: schema.0.properties.0.logicalType: 'strin' is not one of ['string', 'date', 'timestamp', 'time', "
+     "'number', 'integer', 'object', 'array', 'boolean'] (ODCS JSON schema v3.1.0)"),
+    ("v3.1.0", ("id: s-orders\n", ""), ":1: (top): 'id' is a required property (ODCS JSON schema v3.1.0)"),
+    ("v3.1.0", ("    physicalName: S.ORDERS\n", "    physicalName: S.ORDERS\n    colour: red\n"),
+     ":10: schema.0.colour: Unevaluated properties are not allowed ('colour' was unexpected)"),
+])
+def test_contracts_are_validated_against_the_published_odcs_schema(tmp_path, api, change, message):
+    """A misspelt field or value, or a missing one, is rejected with the file, the line, the path
+    in the document and the message of the ODCS JSON schema of the contract's apiVersion."""
+    good = TYPOS.replace("apiVersion: v3.0.2", f"apiVersion: {api}")
+    assert change[0] in good
+    path = tmp_path / "c.yaml"
+    path.write_text(good)
+    assert load_contract(path)[0].keys == ("ID",)
+    path.write_text(good.replace(*change))
+    with pytest.raises(ConfigError) as caught:
+        load_contract(path)
+    assert str(caught.value).startswith(f"{path}:") and message in str(caught.value)
+
+
+def test_the_odcs_schemas_are_bundled_with_the_package():
+    """Each apiVersion's schema is package data (lakecdc/check/schemas/, in pyproject's package-data)."""
+    from importlib import resources
+
+    from lakecdc.check.odcs import SCHEMAS, schema_for
+
+    assert schema_for("v3.0.2") == SCHEMAS["v3.0"] and schema_for("v3.1.0") == SCHEMAS["v3.1"]
+    for name in SCHEMAS.values():
+        assert "$defs" in resources.files("lakecdc.check").joinpath("schemas", name).read_text()
+    project = (REPO / "pyproject.toml").read_text()
+    dependencies = project.split("dependencies = [", 1)[1].split("]", 1)[0]
+    package_data = project.split("[tool.setuptools.package-data]", 1)[1].split("\n[", 1)[0]
+    assert '"jsonschema>=' in dependencies and '"check/schemas/*.json"' in package_data
 
 
 @pytest.mark.spark
 def test_a_contract_keys_and_types_the_table(spark, tmp_path):
+    """A contract keys messages that carry no keys and types their columns; a value that does not fit is quarantined."""
     contract = tmp_path / "contracts" / "orders.yaml"
     contract.parent.mkdir()
     contract.write_text(CONTRACT)
@@ -87,7 +144,7 @@ def test_a_contract_keys_and_types_the_table(spark, tmp_path):
         ogg("S.ORDERS", "I", "00:00:01", 1, after={"ID": 1, "PRICE": 12.5, "QTY": "3", "NOTE": 7}),
         ogg("S.ORDERS", "I", "00:00:02", 2, after={"ID": 2, "PRICE": 1.234, "QTY": 1, "NOTE": "x"}),
     ])
-    s = lakecdc.apply(landing, target, contracts=contract.parent, spark=spark)
+    s = lakecdc.apply(landing, target, format="ogg-json", contracts=contract.parent, spark=spark)
     t = s.table("S.ORDERS")
     dt = DeltaTable(t.target)
     types = {f.name: str(f.type) for f in dt.schema().fields}
@@ -100,17 +157,20 @@ def test_a_contract_keys_and_types_the_table(spark, tmp_path):
 
 @pytest.mark.spark
 def test_infer_then_check_and_a_drifted_table(spark, tmp_path, capsys):
+    """``contract draft`` writes a contract the ODCS schema accepts and the table matches; a
+    retyped or extra column is reported by ``contract check``."""
     landing, target = tmp_path / "landing", tmp_path / "lake"
     write_jsonl(landing / "1.json", [ogg("S.T", "I", "00:00:01", 1, after={"ID": 1, "V": "a", "N": 2}, keys=["ID"])])
-    lakecdc.apply(landing, target, spark=spark)
+    lakecdc.apply(landing, target, format="ogg-json", spark=spark)
     out = tmp_path / "contracts"
-    assert main(["contract", "infer", "--target", str(target), "--out", str(out)]) == 0
-    assert main(["contract", "check", "--target", str(target), "--contract", str(out)]) == 0
+    assert main(["contract", "draft", "--target", str(target), "--out", str(out)]) == 0
+    assert main(["contract", "check", "--target", str(target), "--contract", str(out)]) == 0  # the ODCS schema passes it
     assert "S.T: matches its contract" in capsys.readouterr().out
     text = (out / "S.T.yaml").read_text()
+    assert text.startswith("apiVersion: v3.1.0\n")
     (out / "S.T.yaml").write_text(text.replace("physicalType: bigint\n    primaryKey", "physicalType: string\n    primaryKey"))
     write_jsonl(landing / "2.json", [ogg("S.T", "I", "00:00:02", 2, after={"ID": 2, "V": "b", "N": 3, "EXTRA": 1}, keys=["ID"])])
-    lakecdc.apply(landing, target, spark=spark)
+    lakecdc.apply(landing, target, format="ogg-json", spark=spark)
     assert main(["contract", "check", "--target", str(target), "--contract", str(out)]) == 1
     report = capsys.readouterr().out
     assert "column ID: table type bigint, contract string" in report
@@ -133,7 +193,7 @@ def test_infer_from_change_messages_then_check_the_table_they_build(spark, tmp_p
     contracts = load_contracts(out)
     assert contracts["S.T"].keys == ("ID",) and contracts["S.U"].keys == ("K",)
     assert dict(contracts["S.T"].columns)["N"] == T.LongType()
-    lakecdc.apply(landing, target, keys={"S.U": ["K"]}, spark=spark)
+    lakecdc.apply(landing, target, format="ogg-json", keys={"S.U": ["K"]}, spark=spark)
     capsys.readouterr()
     assert main(["contract", "check", "--target", str(target), "--contract", str(out)]) == 0
     assert "S.U: matches its contract" in capsys.readouterr().out
@@ -144,6 +204,7 @@ def test_infer_from_change_messages_then_check_the_table_they_build(spark, tmp_p
 
 @pytest.mark.spark
 def test_a_contracts_lakecdc_section_routes_the_table_and_sets_its_pk_update(spark, tmp_path):
+    """customProperties lakecdc.* route the table, set its pk_update and tombstone retention; others' are ignored."""
     contract = tmp_path / "contracts" / "orders.yaml"
     contract.parent.mkdir()
     contract.write_text(CONTRACT + (
@@ -157,12 +218,12 @@ def test_a_contracts_lakecdc_section_routes_the_table_and_sets_its_pk_update(spa
     assert (loaded.pk_update, loaded.tombstone_retention.days, loaded.target) == ("update", 30, "sales/orders")
     landing, target = tmp_path / "landing", tmp_path / "lake"
     write_jsonl(landing / "1.json", [ogg("S.ORDERS", "I", "00:00:01", 1, after={"ID": 1, "PRICE": 1, "QTY": 1, "NOTE": "a"})])
-    s = lakecdc.apply(landing, target, contracts=contract.parent, spark=spark)
+    s = lakecdc.apply(landing, target, format="ogg-json", contracts=contract.parent, spark=spark)
     assert s.table("S.ORDERS").target == str(target.resolve() / "sales" / "orders")
     write_jsonl(landing / "2.json", [
         ogg("S.ORDERS", "U", "00:00:02", 2, before={"ID": 1, "PRICE": 1, "QTY": 1, "NOTE": "a"},
             after={"ID": 2, "PRICE": 1, "QTY": 1, "NOTE": "a"}),
     ])
-    t = lakecdc.apply(landing, target, contracts=contract.parent, spark=spark).table("S.ORDERS")
+    t = lakecdc.apply(landing, target, format="ogg-json", contracts=contract.parent, spark=spark).table("S.ORDERS")
     assert (t.inserted, t.updated, t.deleted) == (0, 1, 0)   # pk_update=update (delete-insert would say 1, 0, 1)
     assert [r["ID"] for r in DeltaTable(t.target).to_pyarrow_table().to_pylist()] == [2]

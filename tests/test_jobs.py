@@ -111,7 +111,7 @@ def test_per_table_settings_and_checks_after_each_run(spark, tmp_path):
     contracts = tmp_path / "contracts"
     contracts.mkdir()
     (contracts / "a.yaml").write_text(
-        "apiVersion: v3.0.2\nkind: DataContract\nschema:\n  - name: A\n    physicalName: S.A\n    properties:\n"
+        "apiVersion: v3.0.2\nkind: DataContract\nid: a\nversion: 1.0.0\nstatus: active\nschema:\n  - name: A\n    physicalName: S.A\n    properties:\n"
         "      - {name: ID, physicalType: bigint, primaryKey: true}\n      - {name: V, physicalType: string}\n")
     job = write_job(tmp_path, (
         f"target: {tmp_path / 'lake'}\nsources:\n  - {{input: {landing}, format: ogg-json}}\n"

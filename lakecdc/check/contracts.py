@@ -3,7 +3,7 @@
 One YAML file per source table under ``data_contracts/`` (or any directory / file given with
 ``--contract``), in the ODCS v3 form the ecosystem's tools read::
 
-    apiVersion: v3.0.2
+    apiVersion: v3.1.0
     kind: DataContract
     id: qasource-tcustord
     version: 1.0.0
@@ -41,24 +41,47 @@ string is typed as the contract says (a value that does not fit is quarantined, 
   timestamp columns), ``exclusiveMinimum`` / ``exclusiveMaximum`` (a bound, as in ODCS v3.1, or
   ``true`` to make ``minimum`` / ``maximum`` strict, as in v3.0), ``pattern`` (a regular
   expression searched in the text, as Spark's ``rlike``: anchor it with ``^...$``), ``minLength`` /
-  ``maxLength``. ``enum`` (v3.2, ``[{value: ...}]``) gives the accepted values and ``unique: true``
-  unique values. Other standard options (``format``, ``multipleOf``, ...) are not checked.
+  ``maxLength`` (the ODCS v3.1 schema allows each only with a ``logicalType`` it fits). ``unique:
+  true`` asks for unique values. Other standard options (``format``, ``multipleOf``, ...) are not
+  checked.
   These declare the column: severity ``warn`` by default, like ``required``; the property's own
   ``customProperties: [{property: lakecdc.severity, value: fail}]`` makes them stop merges.
-* ``quality``: library rules, ODCS v3.1's ``metric`` (v3.0's ``rule`` too): ``invalidValues``
-  with ``arguments: {validValues: [...]}`` and/or ``{pattern: ...}`` (v3.0: ``rule: validValues``
-  with ``validValues: [...]``), ``nullValues``, ``duplicateValues`` (v3.0: ``duplicateCount``),
-  compared with the operators (``mustBe``, ``mustBeLessThan``, ``mustBeBetween``, ...) in ``unit``
-  rows (default) or percent of the rows; without an operator the metric must be 0. On a schema
-  object: ``rowCount`` and ``duplicateValues`` with ``arguments: {properties: [...]}``. ``severity``
+* ``quality``: library rules, ODCS v3.1's ``metric`` (v3.0's ``rule`` too): ``invalidValues`` with
+  ``arguments: {validValues: [...]}`` and/or ``{pattern: ...}``, ``nullValues``,
+  ``duplicateValues`` (v3.0: ``duplicateCount``), compared with the operators (``mustBe``,
+  ``mustBeLessThan``, ``mustBeBetween``, ...) in ``unit`` rows (default) or percent of the rows
+  (v3.1 asks for one operator; a v3.0 rule without one: the metric must be 0). On a schema object:
+  ``rowCount`` and ``duplicateValues`` with ``arguments: {properties: [...]}``. ``severity``
   ``error`` (also ``fail``, ``critical``) gives ``fail``, ``warning`` (``warn``, ``info``) ``warn``;
-  without one a rule is ``fail``: a quality rule is written to be enforced. ``text``, ``sql`` and
-  ``custom`` rules and the ``missingValues`` metric are not run by lakecdc.
+  without one a rule is ``fail``: a quality rule is written to be enforced.
+* ``quality`` rules of ``type: sql`` run on Spark: the ``query`` names the checked table as
+  ``${object}`` (or ``{object}``, ``${table}``; on a property ``${column}`` is the column) and its
+  first value is compared with the operators (none: it must be 0)::
+
+      quality:
+        - {type: sql, name: no negative prices, query: "SELECT COUNT(*) FROM ${object} WHERE PRICE < 0", mustBe: 0}
+
+* ``quality`` rules of ``type: custom`` with ``engine: greatExpectations`` run as that Great
+  Expectations expectation: ``implementation`` names it (``type``) and its ``kwargs``, as a
+  mapping or YAML text; on a property, ``column`` defaults to the property::
+
+      quality:
+        - type: custom
+          engine: greatExpectations
+          implementation: {type: expect_column_values_to_be_between, kwargs: {min_value: 0, max_value: 1000}}
+
+* ``text`` rules, ``custom`` rules of other engines and the ``missingValues`` metric are not run:
+  ``lakecdc check`` reports each as ``unsupported``, with its name.
+
+**Validated against the published ODCS JSON schema** first (:mod:`lakecdc.check.odcs`): a misspelt
+field (``primarykey``) or value (``logicalType: strin``) is an error naming the file, the line,
+the path in the document and the schema's message.
 
 Mistakes (a range on a text column, a bound that is not a number, an unknown metric or option)
 are :class:`ConfigError` naming the file, line and field.
 
-``lakecdc contract infer`` drafts a contract from a Delta table lakecdc wrote;
+``lakecdc contract draft`` (or ``infer``) drafts a contract from a Delta table lakecdc wrote (ODCS
+v3.1.0, which the schema accepts);
 ``lakecdc contract check`` compares a table with its contract (missing, extra or differently
 typed columns, other keys).
 """
@@ -75,6 +98,7 @@ from typing import Any
 import yaml
 from pyspark.sql import types as T
 
+from lakecdc.check import odcs
 from lakecdc.check.rules import Rule, distinct_checks, property_rules, table_rules
 from lakecdc.config.sources import DECLARED, declared
 from lakecdc.config.values import SeqField
@@ -155,6 +179,7 @@ def load_contract(path: str | Path) -> list[Contract]:
     api = str(data.get("apiVersion", "v3"))
     if not api.startswith("v3"):
         raise where.error(("apiVersion",), f"{api!r}: lakecdc reads ODCS v3 contracts")
+    odcs.validate(data, where)
     objects = data.get("schema")
     if not isinstance(objects, list) or not objects:
         raise where.error(("schema",), "expected a list of schema objects (one per table) with properties")
@@ -269,7 +294,7 @@ def infer_contract(source_table: str, schema: T.StructType, keys: tuple[str, ...
             prop.update(primaryKey=True, primaryKeyPosition=keys.index(f.name) + 1, required=True)
         props.append(prop)
     return {
-        "apiVersion": "v3.0.2", "kind": "DataContract", "id": re.sub(r"[^a-z0-9]+", "-", source_table.lower()).strip("-"),
+        "apiVersion": "v3.1.0", "kind": "DataContract", "id": re.sub(r"[^a-z0-9]+", "-", source_table.lower()).strip("-"),
         "version": "1.0.0", "status": "draft", "name": short,
         "schema": [{"name": short, "physicalName": source_table, "physicalType": "table", "logicalType": "object",
                     "properties": props}],

@@ -1,11 +1,19 @@
-"""Great Expectations plumbing for :mod:`lakecdc.check.quality`: suites, contexts, runs and Data Docs.
+"""Great Expectations plumbing for :mod:`lakecdc.check.quality`: suites, contexts, checkpoints and Data Docs.
 
 A :class:`Suite` is a GX expectation suite plus, per expectation (by its description, the check's
-name), lakecdc's severity and the ODCS limits its metric is judged by. :class:`Validator` runs
-suites on Spark DataFrames in one GX context: an in-memory one, or with ``docs`` a file context
-under ``<target>/_lakecdc/gx/`` whose validation results become Data Docs HTML in
-``<target>/_lakecdc/data_docs/`` (:meth:`Validator.build_docs`). Only the newest
-:data:`DOCS_KEEP` results of each suite are kept for the docs, so they do not grow without bound.
+name), the ODCS limits its metric is judged by. Each expectation's severity is GX's own field
+(``severity``: ``critical`` for lakecdc's ``fail``, ``warning`` for ``warn``).
+
+:class:`Validator` runs each suite through a GX **Checkpoint** (``lakecdc <suite>``) holding one
+ValidationDefinition, in one GX context: an in-memory one; with ``docs_root`` a file context under
+``<target>/_lakecdc/gx/`` whose validation results become Data Docs HTML in
+``<target>/_lakecdc/data_docs/`` (:meth:`Validator.build_docs`; only the newest :data:`DOCS_KEEP`
+results of each suite are kept, so they do not grow without bound); or with ``gx_project`` an
+existing GX project (its file context), to which lakecdc's data source, suites, validation
+definitions and checkpoints are added and where nothing of its own is removed. The checkpoint's
+actions run after each validation: those a checkpoint of that name already has in the project
+(attach a ``SlackNotificationAction`` there once and every ``lakecdc check`` notifies), plus the
+``actions`` given to the validator.
 """
 
 from __future__ import annotations
@@ -13,17 +21,23 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import logging
+import os
 import shutil
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from lakecdc.check.rules import Rule, Severity, meets
+from lakecdc.errors import ConfigError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 SITE = "lakecdc"
+#: lakecdc's severities as GX's ``FailureSeverity`` values, and back
+GX_SEVERITY = {"fail": "critical", "warn": "warning"}
+FROM_GX_SEVERITY: dict[str, Severity] = {"critical": "fail", "warning": "warn", "info": "warn"}
 #: the counts only (no unexpected values: each would cost a Spark job), then samples of failures
 COUNTS = {"result_format": "BASIC", "partial_unexpected_count": 0}
 SAMPLES = {"result_format": "BASIC", "partial_unexpected_count": 5}
@@ -55,8 +69,9 @@ def load() -> None:
 
 @dataclass(frozen=True)
 class Spec:
-    """How lakecdc judges one expectation: its severity, and the ODCS limits of its metric
-    (unexpected rows, or the observed value for ``metric="observed"``); none: GX's own verdict."""
+    """How lakecdc judges one expectation: its severity (also set on the expectation), and the ODCS
+    limits of its metric (unexpected rows, or the observed value for ``metric="observed"``); none:
+    GX's own verdict."""
 
     severity: Severity
     limits: tuple[tuple[str, Any], ...] = ()
@@ -70,25 +85,34 @@ class Spec:
 
 @dataclass
 class Suite:
-    """A GX expectation suite and each expectation's :class:`Spec`, by check name."""
+    """A GX expectation suite and each expectation's :class:`Spec`, by check name; ``broken``: the
+    checks that could not become an expectation (a ``custom`` rule naming an unknown expectation or
+    wrong arguments), with GX's reason."""
 
     name: str
     expectations: list[Any] = field(default_factory=list)
     specs: dict[str, Spec] = field(default_factory=dict)
+    broken: list[tuple[str, Severity, str]] = field(default_factory=list)
 
     def add(self, expectation: Any, check: str, spec: Spec | Severity) -> None:
         if check in self.specs:
             raise ValueError(f"check {check!r} is already in suite {self.name!r}")
+        spec = Spec(spec) if isinstance(spec, str) else spec
         expectation.description = check
-        expectation.meta = {"lakecdc_severity": spec if isinstance(spec, str) else spec.severity}
+        from great_expectations.expectations.metadata_types import FailureSeverity
+
+        expectation.severity = FailureSeverity(GX_SEVERITY[spec.severity])
         self.expectations.append(expectation)
-        self.specs[check] = Spec(spec) if isinstance(spec, str) else spec
+        self.specs[check] = spec
 
     def add_rule(self, rule: Rule) -> None:
-        """A contract :class:`Rule` as its expectation."""
+        """A contract :class:`Rule` as its expectation (``sql`` and ``unsupported`` rules are not GX's)."""
         load()
         import great_expectations.expectations as gxe
 
+        if rule.kind == "expectation":
+            self._add_custom(rule)
+            return
         options = dict(rule.options)
         kinds: dict[str, Any] = {
             "between": gxe.ExpectColumnValuesToBeBetween, "pattern": gxe.ExpectColumnValuesToMatchRegex,
@@ -107,6 +131,24 @@ class Suite:
         spec = Spec(rule.severity, rule.limits, rule.unit, "observed" if rule.kind == "row_count" else "unexpected")
         self.add(kinds[rule.kind](**options), rule.check, spec)
 
+    def _add_custom(self, rule: Rule) -> None:
+        """A ``custom`` rule's expectation, by name, with its kwargs (a property's rule gets its column)."""
+        from great_expectations.expectations.expectation_configuration import ExpectationConfiguration
+        from great_expectations.expectations.registry import get_expectation_impl
+
+        assert rule.expectation is not None
+        kwargs = {k: list(v) if isinstance(v, tuple) else v for k, v in rule.options}
+        try:
+            impl = get_expectation_impl(rule.expectation)
+            if rule.column is not None and "column" not in kwargs and "column" in getattr(impl, "__fields__", {}):
+                kwargs["column"] = rule.column
+            expectation = ExpectationConfiguration(type=rule.expectation, kwargs=kwargs).to_domain_obj()
+        except Exception as exc:  # GX raises its own errors for an unknown name or wrong arguments
+            first = (str(exc).splitlines() or [type(exc).__name__])[0]
+            self.broken.append((rule.check, rule.severity, f"not checked: {rule.where}: {first}"))
+            return
+        self.add(expectation, rule.check, rule.severity)
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -123,19 +165,39 @@ def _quiet() -> None:
     logging.getLogger("great_expectations").setLevel(logging.ERROR)
 
 
-class Validator:
-    """Runs suites in one GX context; with ``docs_root`` (``<target>/_lakecdc``) a file context
-    there, keeping results for the Data Docs."""
+def project_root(gx_project: str | os.PathLike[str]) -> Path:
+    """An existing GX project's root: the directory holding ``gx/`` (the ``gx/`` directory itself,
+    the one holding ``great_expectations.yml``, is accepted too)."""
+    path = Path(gx_project)
+    if (path / "great_expectations.yml").is_file():
+        return path.parent
+    if (path / "gx" / "great_expectations.yml").is_file():
+        return path
+    raise ConfigError(f"GX project {str(path)!r} is not a Great Expectations project: neither it nor its gx/ "
+                      "holds great_expectations.yml (create one with great_expectations.get_context(mode='file', "
+                      "project_root_dir=...))")
 
-    def __init__(self, docs_root: str | Path | None = None) -> None:
+
+class Validator:
+    """Runs suites through GX Checkpoints in one GX context (see the module docstring): in memory;
+    with ``docs_root`` (``<target>/_lakecdc``) a file context there, keeping results for the Data
+    Docs; with ``gx_project`` an existing GX project. ``actions``: GX checkpoint actions (such as
+    ``SlackNotificationAction``) run after each suite's validation."""
+
+    def __init__(self, docs_root: str | Path | None = None, *, gx_project: str | os.PathLike[str] | None = None,
+                 actions: Sequence[Any] = ()) -> None:
         load()
         import great_expectations as gx
 
         _quiet()
-        self.docs_root = Path(docs_root) if docs_root is not None else None
+        self.docs_root = Path(docs_root) if docs_root is not None and gx_project is None else None
+        self.gx_project = project_root(gx_project) if gx_project is not None else None
+        self.actions = list(actions)
         # GX's own annotations name a context's parts as unions it narrows at run time
         self.context: Any
-        if self.docs_root is None:
+        if self.gx_project is not None:
+            self.context = gx.get_context(mode="file", project_root_dir=str(self.gx_project))
+        elif self.docs_root is None:
             self.context = gx.get_context(mode="ephemeral")
         else:
             self.context = gx.get_context(mode="file", project_root_dir=str(self.docs_root))
@@ -149,8 +211,9 @@ class Validator:
                     "store_backend": {"class_name": "TupleFilesystemStoreBackend",
                                       "base_directory": f"../{DOCS_DIR}"},  # from the context's root, gx/
                 })
-        with contextlib.suppress(Exception):  # cosmetic only
-            self.context.variables.progress_bars = {"globally": False}
+        if self.gx_project is None:  # a project's own settings are its owner's
+            with contextlib.suppress(Exception):  # cosmetic only
+                self.context.variables.progress_bars = {"globally": False}
         load()
         from great_expectations.core.run_identifier import RunIdentifier
 
@@ -179,8 +242,12 @@ class Validator:
         gx_suite = ctx.suites.add_or_update(gx.ExpectationSuite(name=suite.name, expectations=suite.expectations))
         definition = ctx.validation_definitions.add_or_update(
             gx.ValidationDefinition(name=suite.name, data=batch, suite=gx_suite))
+        checkpoint = ctx.checkpoints.add_or_update(gx.Checkpoint(
+            name=f"{SITE} {suite.name}", validation_definitions=[definition], result_format=COUNTS,
+            actions=self._actions(f"{SITE} {suite.name}")))
         try:
-            result = definition.run(batch_parameters={"dataframe": df}, result_format=COUNTS, run_id=self.run_id)
+            run = checkpoint.run(batch_parameters={"dataframe": df}, run_id=self.run_id)
+            result = next(iter(run.run_results.values()))
             outcomes = [_judge(r, suite.specs) for r in result.results]
             failed = [o.check for o in outcomes if not o.success and o.unexpected]
             samples = self._samples(batch, df, suite, failed) if failed else {}
@@ -188,6 +255,18 @@ class Validator:
             df.unpersist()  # GX caches the batch; a long-lived session must not keep every table
         self._suites.append(suite.name)
         return [_with_sample(o, samples.get(o.check)) for o in outcomes]
+
+    def _actions(self, name: str) -> list[Any]:
+        """The actions of checkpoint ``name``: those it has in the context already (a GX project's
+        own), then this validator's (one of the same name replaces the stored one)."""
+        from great_expectations.exceptions import DataContextError
+
+        try:
+            stored = list(self.context.checkpoints.get(name).actions)
+        except (DataContextError, KeyError, LookupError, ValueError):
+            stored = []
+        mine = {a.name for a in self.actions}
+        return [*(a for a in stored if a.name not in mine), *self.actions]
 
     def _samples(self, batch: Any, df: DataFrame, suite: Suite, checks: list[str]) -> dict[str, list[Any]]:
         """A few unexpected values of each failed check: a second, unrecorded pass over only those
@@ -203,6 +282,9 @@ class Validator:
 
     def build_docs(self) -> Path | None:
         """Render the results of this validator's runs as Data Docs; the index page, or None."""
+        if self.gx_project is not None and self._suites:
+            self.context.build_data_docs()  # the project's own sites, as it configured them
+            return None
         if self.docs_root is None or not self._suites:
             return None
         load()
@@ -235,8 +317,12 @@ class Validator:
 
 
 def _judge(r: Any, specs: dict[str, Spec]) -> Outcome:
-    check = r.expectation_config.description or r.expectation_config.type
+    config = r.expectation_config
+    check = config.description or config.type
     spec = specs.get(check, Spec("fail"))
+    severity = getattr(config, "severity", None)
+    if severity is not None:  # GX's own field decides
+        spec = replace(spec, severity=FROM_GX_SEVERITY.get(str(getattr(severity, "value", severity)), spec.severity))
     result = r.result or {}
     unexpected = result.get("unexpected_count")
     details = ""

@@ -18,6 +18,13 @@ quality rules (GX)                        fail      the contract's ``quality`` r
                                                     / ``validValues``, ``nullValues``,
                                                     ``duplicateValues``, ``rowCount``) beyond their
                                                     limits; their ``severity: warning`` gives ``warn``
+``custom`` rules, engine greatExpectations  fail      the expectation the rule's ``implementation``
+                                                    names, with its ``kwargs``, fails
+``sql`` rules (Spark SQL)                 fail      the query's value (``${object}`` / ``{object}``
+                                                    is the table) breaks the rule's operators
+other rules (unsupported)                 warn      never: ``text`` rules, other engines' ``custom``
+                                                    rules and ``missingValues`` are reported
+                                                    ``unsupported`` with their name, never skipped
 schema matches the contract               warn      retyped or undeclared columns (``contract check``)
 row count reconciles with the last run    fail      rows before + inserted - deleted != rows after
 ========================================  ========  ==================================================
@@ -71,7 +78,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+import uuid
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -80,6 +91,7 @@ import pyarrow as pa
 from lakecdc.check import gx
 from lakecdc.check.contracts import Contract, check_contract
 from lakecdc.check.gx import DOCS_DIR, Suite, Validator
+from lakecdc.check.rules import SQL_PLACEHOLDERS, Rule, meets
 from lakecdc.lake.runs import runs_path
 from lakecdc.lake.state import known_tables, table_dir_in, table_path
 from lakecdc.merge.delta_rs import DeltaRsEngine
@@ -93,7 +105,10 @@ CHANGES = "changes"
 
 @dataclass(frozen=True)
 class CheckResult:
-    """One check of one table."""
+    """One check of one table. An ``unsupported`` check is a contract rule lakecdc cannot run (a
+    ``text`` rule, a ``custom`` rule of another engine than Great Expectations, the
+    ``missingValues`` metric): reported, not passed (``success`` False, severity ``warn``: it
+    blocks nothing), with the reason in ``details``."""
 
     source_table: str
     check: str
@@ -101,9 +116,10 @@ class CheckResult:
     success: bool
     unexpected: int | None = None
     details: str = ""
+    unsupported: bool = False
 
     def line(self) -> str:
-        mark = "ok  " if self.success else ("FAIL" if self.severity == "fail" else "warn")
+        mark = "ok  " if self.success else ("skip" if self.unsupported else "FAIL" if self.severity == "fail" else "warn")
         extra = f" ({self.unexpected} unexpected)" if self.unexpected else ""
         detail = f": {self.details}" if self.details and not self.success else ""
         return f"{mark} {self.source_table}: {self.check}{extra}{detail}"
@@ -128,13 +144,63 @@ def table_suite(name: str, contract: Contract) -> Suite:
         if column not in contract.keys:
             suite.add(gxe.ExpectColumnValuesToNotBeNull(column=column), f"required column {column} not null", "warn")
     for rule in contract.rules:
-        suite.add_rule(rule)
+        if rule.kind not in ("sql", "unsupported"):
+            suite.add_rule(rule)
     return suite
 
 
+def _placeholders(query: str, view: str, column: str | None) -> str:
+    """A ``sql`` rule's query with the checked table (``${object}``, ``{object}``, ``${table}``,
+    ``{table}``) and, for a property's rule, its column (``${column}``, ``{column}``) put in."""
+    for mark in SQL_PLACEHOLDERS:
+        query = query.replace(mark, view)
+    if column is not None:
+        quoted = "`" + column.replace("`", "``") + "`"
+        query = query.replace("${column}", quoted).replace("{column}", quoted)
+    return query
+
+
+def _sql_results(spark: SparkSession, rows: DataFrame, table: str, rules: list[Rule]) -> list[CheckResult]:
+    """Run each ``sql`` rule on Spark over ``rows`` (a temporary view): its query's first value
+    compared with the rule's operators (none: it must be 0), as ODCS defines them."""
+    if not rules:
+        return []
+    view = f"lakecdc_check_{uuid.uuid4().hex}"
+    rows.createOrReplaceTempView(view)
+    out = []
+    try:
+        for rule in rules:
+            query = _placeholders(dict(rule.options)["query"], view, rule.column)
+            try:
+                first = spark.sql(query).first()
+            except Exception as exc:  # Spark's own parse and analysis errors, shown to the user
+                message = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                out.append(CheckResult(table, rule.check, rule.severity, False, None,
+                                       f"not checked: {rule.where}: {message}"))
+                continue
+            value = first[0] if first is not None and len(first) else None
+            if not isinstance(value, (int, float, Decimal)) or isinstance(value, bool):
+                out.append(CheckResult(table, rule.check, rule.severity, False, None,
+                                       f"{rule.where}: the query returned {value!r}, not a number"))
+                continue
+            ok = meets(float(value), rule.limits)
+            out.append(CheckResult(table, rule.check, rule.severity, ok, None, f"value {value}"))
+    finally:
+        spark.catalog.dropTempView(view)
+    return out
+
+
+def _unsupported_results(table: str, rules: list[Rule]) -> list[CheckResult]:
+    """The contract's rules lakecdc cannot run, reported (never skipped without a word)."""
+    return [CheckResult(table, r.check, "warn", False, None,
+                        f"unsupported: {dict(r.options)['why']} ({r.where}, severity {r.severity})", unsupported=True)
+            for r in rules if r.kind == "unsupported"]
+
+
 def _validate(validator: Validator, df: DataFrame, suite: Suite, table: str) -> list[CheckResult]:
+    broken = [CheckResult(table, check, severity, False, None, why) for check, severity, why in suite.broken]
     return [CheckResult(table, o.check, o.severity, o.success, o.unexpected, o.details)
-            for o in validator.run(df, suite)]
+            for o in validator.run(df, suite)] + broken
 
 
 def _reconcile(engine: DeltaRsEngine, target: str, table: str, path: str) -> CheckResult | None:
@@ -167,17 +233,23 @@ def _rows_at(engine: DeltaRsEngine, path: str, version: int) -> int:
 
 def check_tables(
     target: str, contracts: dict[str, Contract], *, spark: SparkSession, tables: list[str] | None = None,
-    record: bool = True, data_docs: bool = True,
+    record: bool = True, data_docs: bool = True, gx_project: str | os.PathLike[str] | None = None,
+    actions: Sequence[Any] = (),
 ) -> list[CheckResult]:
     """Validate each table that has a contract (see the module docstring).
 
     With ``record`` (the default) the results are appended to ``<target>/_lakecdc_checks``, each
     checked table is blocked or unblocked (:func:`blocked_tables`) and, with ``data_docs``, the
     Data Docs under ``<target>/_lakecdc/data_docs/`` are updated. ``record=False`` writes nothing.
+
+    ``gx_project``: an existing Great Expectations project (the directory holding ``gx/``) to run
+    the suites in, through its checkpoints ``lakecdc <table> merged`` (added to it; nothing of its
+    own is removed; its Data Docs sites are rebuilt). ``actions``: GX checkpoint actions (such as
+    ``great_expectations.checkpoint.SlackNotificationAction``) run after each table's validation.
     """
     engine = DeltaRsEngine()
     known = known_tables(target)
-    validator = Validator(_root(target) if record and data_docs else None)
+    validator = Validator(_root(target) if record and data_docs else None, gx_project=gx_project, actions=actions)
     out: list[CheckResult] = []
     for table in tables or sorted(known):
         contract = contracts.get(table)
@@ -189,6 +261,8 @@ def check_tables(
         if "__END_AT" in rows.columns:  # a history table: the contract describes its current versions
             rows = rows.where("__END_AT IS NULL")
         mine = _validate(validator, rows, table_suite(f"{table} merged", contract), table)
+        mine += _sql_results(spark, rows, table, [r for r in contract.rules if r.kind == "sql"])
+        mine += _unsupported_results(table, list(contract.rules))
         drift = check_contract(contract, engine.schema(path), known.get(table))
         mine.append(CheckResult(table, "schema matches the contract", "warn", not drift, len(drift) or None,
                                 "; ".join(drift)))
@@ -202,6 +276,30 @@ def check_tables(
         _record(engine, target, out)
         validator.build_docs()
     return out
+
+
+@dataclass(frozen=True)
+class Totals:
+    """What a check found, counted: tables checked and their rules passed, failed (``errors``:
+    those of severity ``fail``) and unsupported."""
+
+    tables: int
+    passed: int
+    failed: int
+    errors: int
+    unsupported: int
+
+    @classmethod
+    def of(cls, results: Sequence[CheckResult]) -> Totals:
+        failed = [r for r in results if not r.success and not r.unsupported]
+        return cls(tables=len({r.source_table for r in results if r.source_table != CHANGES}),
+                   passed=sum(r.success for r in results), failed=len(failed),
+                   errors=sum(r.severity == "fail" for r in failed), unsupported=sum(r.unsupported for r in results))
+
+    def line(self) -> str:
+        """``2 tables: 30 passed, 1 failed (1 error), 2 unsupported``."""
+        return (f"{self.tables} table{'s' if self.tables != 1 else ''}: {self.passed} passed, {self.failed} failed "
+                f"({self.errors} error{'s' if self.errors != 1 else ''}), {self.unsupported} unsupported")
 
 
 # -- the change stream -------------------------------------------------------------------------
@@ -292,12 +390,14 @@ def _not_truncate() -> Any:
 def check_changes(
     events: DataFrame, *, now: dt.datetime | None = None, contracts: dict[str, Contract] | None = None,
     target: str | None = None, record: bool = True, data_docs: bool = True,
+    gx_project: str | os.PathLike[str] | None = None, actions: Sequence[Any] = (),
 ) -> list[CheckResult]:
     """Validate an incoming change stream (canonical events of ``lakecdc.read_changes``).
 
     ``contracts`` give the keys of tables whose messages carry none. With a ``target`` (and
     ``record``) the results are appended to ``<target>/_lakecdc_checks`` and, with ``data_docs``,
-    shown in its Data Docs; they block no table.
+    shown in its Data Docs; they block no table. ``gx_project`` and ``actions`` as for
+    :func:`check_tables` (its checkpoint: ``lakecdc changes``).
     """
     from pyspark.sql import functions as F
 
@@ -308,7 +408,8 @@ def check_changes(
                        | F.col("masks_fit_version").isNotNull()).limit(1).count())
     suite = changes_suite(now or dt.datetime.now(dt.timezone.utc), ordered="seq_vs_previous" in prepared.columns,
                           masks=masks)
-    validator = Validator(_root(target) if target and record and data_docs else None)
+    validator = Validator(_root(target) if target and record and data_docs else None, gx_project=gx_project,
+                          actions=actions)
     out = _validate(validator, prepared, suite, CHANGES)
     for i, r in enumerate(out):
         if r.check == "messages carry their keys" and not r.success:

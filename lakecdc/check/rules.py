@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from lakecdc.config.where import Where
 
 Severity = Literal["fail", "warn"]
-RuleKind = Literal["between", "pattern", "length", "in_set", "not_null", "unique", "compound_unique", "row_count"]
+RuleKind = Literal["between", "pattern", "length", "in_set", "not_null", "unique", "compound_unique", "row_count",
+                   "sql", "expectation", "unsupported"]
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,10 @@ class Rule:
 
     ``options`` are the Great Expectations expectation's own arguments (``min_value``,
     ``value_set``, ``regex``, ...); ``limits`` the ODCS operators the rule's metric (rows breaking
-    it, or the table's row count) is compared with, ``()`` meaning "must be 0".
+    it, the table's row count, or a ``sql`` rule's value) is compared with, ``()`` meaning "must be 0".
+    A ``sql`` rule's ``options`` hold its ``query``; an ``expectation`` rule (``type: custom``,
+    ``engine: greatExpectations``) names its GX expectation in ``expectation`` and its arguments in
+    ``options``; an ``unsupported`` rule is reported, with the reason in ``options``' ``why``.
     """
 
     check: str
@@ -41,6 +45,8 @@ class Rule:
     unit: Literal["rows", "percent"] = "rows"
     #: ``file:line`` of the rule in its contract
     where: str = ""
+    #: a ``custom`` rule's GX expectation (``expect_column_values_to_be_between``)
+    expectation: str | None = None
 
 
 SEVERITIES: dict[str, Severity] = {
@@ -55,12 +61,16 @@ _OPERATOR_TEXT = {"mustBe": "=", "mustNotBe": "!=", "mustBeGreaterThan": ">", "m
 TYPE_OPTIONS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "pattern", "minLength", "maxLength",
                 "format", "multipleOf", "timezone", "defaultTimezone", "maxItems", "minItems", "uniqueItems",
                 "maxProperties", "minProperties", "required")
-#: library metrics lakecdc runs (v3.1 names; v3.0's rule names map onto them) and those it skips
+#: library metrics lakecdc runs (v3.1 names; v3.0's rule names map onto them) and those it reports unsupported
 PROPERTY_METRICS = {"invalidValues": "invalidValues", "validValues": "invalidValues", "nullValues": "nullValues",
                     "duplicateValues": "duplicateValues", "duplicateCount": "duplicateValues"}
 TABLE_METRICS = {"rowCount": "rowCount", "duplicateValues": "duplicateValues", "duplicateCount": "duplicateValues"}
 NOT_RUN_METRICS = ("missingValues",)
-NOT_RUN_TYPES = ("text", "sql", "custom")
+RULE_TYPES = ("library", "sql", "custom", "text")
+#: the ``engine`` names of a ``custom`` rule lakecdc runs as a Great Expectations expectation
+GX_ENGINES = ("greatexpectations", "great-expectations", "great_expectations", "gx")
+#: the placeholders a ``sql`` rule's query names the checked table with
+SQL_PLACEHOLDERS = ("${object}", "{object}", "${table}", "{table}")
 _NUMERIC = (T.LongType, T.IntegerType, T.ShortType, T.ByteType, T.DecimalType, T.DoubleType, T.FloatType)
 
 
@@ -271,28 +281,98 @@ def meets(value: float, limits: tuple[tuple[str, Any], ...]) -> bool:
     return all(tests[op](value, x) for op, x in limits)
 
 
-def _quality_items(items: Any, at: tuple[str, ...], where: Where) -> list[tuple[tuple[str, ...], dict, str]]:
-    """The library rules of a ``quality`` list: (where, the rule, its metric); others are skipped."""
+def _quality_items(items: Any, at: tuple[str, ...], where: Where, column: str | None = None,
+                   ) -> tuple[list[tuple[tuple[str, ...], dict, str]], list[Rule]]:
+    """A ``quality`` list: its library rules to run as (where, the rule, its metric), and its other
+    rules as :class:`Rule` objects (``sql``, ``custom`` and those lakecdc reports unsupported)."""
     if items is None:
-        return []
+        return [], []
     if not isinstance(items, list):
         raise where.error(at, "expected a list of quality rules")
-    out = []
+    library, others = [], []
     for k, item in enumerate(items):
         pat = (*at, str(k))
         if not isinstance(item, dict):
             raise where.error(pat, "expected a quality rule such as {metric: nullValues, mustBe: 0}")
         kind = item.get("type", "library")
-        if kind in NOT_RUN_TYPES:
-            continue
+        if kind not in RULE_TYPES:
+            raise where.error((*pat, "type"), f"{kind!r}: ODCS knows {', '.join(RULE_TYPES)}")
         if kind != "library":
-            raise where.error((*pat, "type"), f"{kind!r}: ODCS knows library, {', '.join(NOT_RUN_TYPES)}")
+            others.append(_other_rule(kind, item, pat, where, column))
+            continue
         metric = item.get("metric", item.get("rule"))
         if not isinstance(metric, str) or not metric:
             raise where.error(pat, "a library rule needs a metric, such as metric: nullValues")
-        if metric not in NOT_RUN_METRICS:
-            out.append((pat, item, metric))
-    return out
+        if metric in NOT_RUN_METRICS:
+            others.append(_unsupported(item, pat, where, f"metric {metric}", f"lakecdc does not run the {metric} metric"))
+        else:
+            library.append((pat, item, metric))
+    return library, others
+
+
+def _level(item: dict, pat: tuple[str, ...], where: Where) -> Severity:
+    """A quality rule's severity; without one ``fail``: a quality rule is written to be enforced."""
+    return _severity(item["severity"], (*pat, "severity"), where) if "severity" in item else "fail"
+
+
+def _named(item: dict, fallback: str) -> str:
+    name = item.get("name") or item.get("description")
+    return str(name).strip().splitlines()[0][:80] if name else fallback
+
+
+def _unsupported(item: dict, pat: tuple[str, ...], where: Where, what: str, why: str) -> Rule:
+    return Rule(_named(item, what), "unsupported", _level(item, pat, where),
+                options=(("why", why),), where=_line(where, pat))
+
+
+def _other_rule(kind: str, item: dict, pat: tuple[str, ...], where: Where, column: str | None) -> Rule:
+    """A ``sql``, ``custom`` or ``text`` quality rule as a :class:`Rule` (see the module docstring
+    of :mod:`lakecdc.check.contracts`)."""
+    level = _level(item, pat, where)
+    if kind == "text":
+        return _unsupported(item, pat, where, "text rule", "a text rule is read by people, not run")
+    if kind == "sql":
+        query = item.get("query")
+        if not isinstance(query, str) or not query.strip():
+            raise where.error((*pat, "query"), "expected a SQL query such as SELECT COUNT(*) FROM ${object} WHERE ...")
+        limits, _ = _limits(item, pat, where)
+        shown = " ".join(query.split())
+        check = _named(item, f"sql {shown[:60]}{'...' if len(shown) > 60 else ''}")
+        rule = Rule(check, "sql", level, column, (("query", query),), limits, where=_line(where, pat))
+        return replace(rule, check=f"{check}: {limits_text(limits, 'rows', 'value')}" if limits else f"{check}: value = 0")
+    engine = str(item.get("engine", ""))
+    if engine.lower() not in GX_ENGINES:
+        return _unsupported(item, pat, where, f"custom {engine or 'rule'}",
+                            f"engine {engine!r}: lakecdc runs custom rules of engine greatExpectations")
+    return _expectation_rule(item, pat, where, column, level)
+
+
+def _expectation_rule(item: dict, pat: tuple[str, ...], where: Where, column: str | None, level: Severity) -> Rule:
+    """A ``custom`` rule of engine ``greatExpectations``: its ``implementation`` names the
+    expectation (``type``, or GX 0.x's ``expectation_type``) and its ``kwargs``, as a mapping or as
+    YAML text."""
+    import yaml
+
+    at = (*pat, "implementation")
+    impl = item.get("implementation")
+    if isinstance(impl, str):
+        try:
+            impl = yaml.safe_load(impl)
+        except yaml.YAMLError as exc:
+            raise where.error(at, f"not valid YAML: {exc}") from None
+    if not isinstance(impl, dict):
+        raise where.error(at, "expected {type: expect_..., kwargs: {...}} (a Great Expectations expectation)")
+    name = impl.get("type", impl.get("expectation_type"))
+    if not isinstance(name, str) or not re.fullmatch(r"expect_[a-z0-9_]+", name):
+        raise where.error(at, f"{name!r}: expected the name of a Great Expectations expectation, such as "
+                              "expect_column_values_to_be_between")
+    kwargs = impl.get("kwargs") or {}
+    if not isinstance(kwargs, dict):
+        raise where.error(at, "kwargs: expected a mapping of the expectation's arguments")
+    shown = ", ".join(f"{k}={v}" for k, v in kwargs.items())
+    check = _named(item, f"{name}({shown[:60]}{'...' if len(shown) > 60 else ''})")
+    options = tuple((str(k), tuple(v) if isinstance(v, list) else v) for k, v in kwargs.items())
+    return Rule(check, "expectation", level, column, options, where=_line(where, pat), expectation=name)
 
 
 def _unknown_metric(metric: str, known: dict[str, str], pat: tuple[str, ...], item: dict, where: Where) -> ConfigError:
@@ -302,22 +382,17 @@ def _unknown_metric(metric: str, known: dict[str, str], pat: tuple[str, ...], it
 
 
 def property_rules(prop: dict, name: str, dtype: T.DataType, at: tuple[str, ...], where: Where) -> list[Rule]:
-    """The rules one ODCS property declares (logicalTypeOptions, enum, unique, quality)."""
+    """The rules one ODCS property declares (logicalTypeOptions, unique, quality)."""
     declared: Severity = _own_severity(prop.get("customProperties"), at, where) or "warn"
     out = _type_option_rules(prop.get("logicalTypeOptions"), name, dtype, (*at, "logicalTypeOptions"), where, declared)
-    if prop.get("enum") is not None:
-        entries = prop["enum"]
-        if not isinstance(entries, list) or not entries:
-            raise where.error((*at, "enum"), "expected a list of {value: ...}")
-        values = [e.get("value") if isinstance(e, dict) else e for e in entries]
-        out.append(_values_rule(name, values, declared, (*at, "enum"), where))
     if prop.get("unique") is True and not prop.get("primaryKey"):
         out.append(Rule(f"{name} unique", "unique", declared, name, where=_line(where, (*at, "unique"))))
-    for pat, item, metric in _quality_items(prop.get("quality"), (*at, "quality"), where):
+    library, others = _quality_items(prop.get("quality"), (*at, "quality"), where, name)
+    for pat, item, metric in library:
         kind = PROPERTY_METRICS.get(metric)
         if kind is None:
             raise _unknown_metric(metric, PROPERTY_METRICS, pat, item, where)
-        level = _severity(item["severity"], (*pat, "severity"), where) if "severity" in item else "fail"
+        level = _level(item, pat, where)
         limits, unit = _limits(item, pat, where)
         made: list[Rule] = []
         if kind == "nullValues":
@@ -330,20 +405,19 @@ def property_rules(prop: dict, name: str, dtype: T.DataType, at: tuple[str, ...]
             args = item.get("arguments") or {}
             if not isinstance(args, dict):
                 raise where.error((*pat, "arguments"), "expected a mapping such as {validValues: [...]}")
-            wanted = args.get("validValues", item.get("validValues"))
-            pattern = args.get("pattern", item.get("pattern"))
+            wanted, pattern = args.get("validValues"), args.get("pattern")
             if wanted is None and pattern is None:
                 raise where.error(pat, f"{metric} needs arguments.validValues or arguments.pattern")
             if wanted is not None:
-                vat = (*pat, "arguments", "validValues") if "validValues" in args else (*pat, "validValues")
-                made.append(_values_rule(name, wanted, level, vat, where, limits=limits, unit=unit))
+                made.append(_values_rule(name, wanted, level, (*pat, "arguments", "validValues"), where,
+                                         limits=limits, unit=unit))
             if pattern is not None:
-                pat_at = (*pat, "arguments", "pattern") if "pattern" in args else (*pat, "pattern")
+                pat_at = (*pat, "arguments", "pattern")
                 if not isinstance(dtype, T.StringType):
                     raise where.error(pat_at, f"a pattern applies to string columns, not {dtype.simpleString()}")
                 made.append(_pattern_rule(name, pattern, level, pat_at, where, limits=limits, unit=unit))
         out += [_with_limits(r, item) for r in made]
-    return out
+    return out + [replace(r, check=f"{name} {r.check}") for r in others]
 
 
 def _with_limits(rule: Rule, item: dict) -> Rule:
@@ -356,13 +430,15 @@ def _with_limits(rule: Rule, item: dict) -> Rule:
 
 
 def table_rules(items: Any, columns: set[str], at: tuple[str, ...], where: Where) -> list[Rule]:
-    """The library rules of a schema object's ``quality`` list (rowCount, compound duplicateValues)."""
+    """The rules of a schema object's ``quality`` list (rowCount, compound duplicateValues, sql,
+    custom; the others reported unsupported)."""
     out = []
-    for pat, item, metric in _quality_items(items, at, where):
+    library, others = _quality_items(items, at, where)
+    for pat, item, metric in library:
         kind = TABLE_METRICS.get(metric)
         if kind is None:
             raise _unknown_metric(metric, TABLE_METRICS, pat, item, where)
-        level = _severity(item["severity"], (*pat, "severity"), where) if "severity" in item else "fail"
+        level = _level(item, pat, where)
         limits, unit = _limits(item, pat, where)
         if kind == "rowCount":
             if not limits:
@@ -382,7 +458,7 @@ def table_rules(items: Any, columns: set[str], at: tuple[str, ...], where: Where
                         options=(("column_list", tuple(props)),), limits=limits, unit=unit, where=_line(where, pat))
             rule = _with_limits(rule, {})
         out.append(replace(rule, check=rule.check + (f" ({item['name']})" if item.get("name") else "")))
-    return out
+    return out + others
 
 
 def distinct_checks(rules: list[Rule]) -> tuple[Rule, ...]:

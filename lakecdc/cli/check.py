@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 
 from lakecdc.check.contracts import load_contracts
-from lakecdc.check.quality import check_changes, check_tables, data_docs_index, results_json, unblock
+from lakecdc.check.gx import project_root
+from lakecdc.check.quality import Totals, check_changes, check_tables, data_docs_index, results_json, unblock
 from lakecdc.cli.flags import add_wait_flag
 from lakecdc.cli.target import require_target
 from lakecdc.decode import DECODERS
@@ -26,13 +27,21 @@ def add(sub: argparse._SubParsersAction) -> None:
                     "<target>/_lakecdc_checks and as Great Expectations Data Docs "
                     "(<target>/_lakecdc/data_docs/index.html). A table whose 'fail' check failed is "
                     "blocked: its next merge waits until a check passes or --unblock accepts it. "
-                    "Exit 1 when a 'fail' check failed.",
+                    "The contract's sql rules run on Spark, its custom rules of engine greatExpectations as "
+                    "those expectations; rules lakecdc cannot run are reported 'unsupported'. Each suite runs "
+                    "through a GX Checkpoint ('lakecdc <table> merged'), in an existing GX project with "
+                    "--gx-project (its checkpoint actions run). Ends with the totals; exit 1 when a 'fail' "
+                    "(ODCS severity error) check failed.",
     )
     kp.add_argument("--target", required=True, metavar="DIR", help="root of the Delta tables")
     kp.add_argument("--contract", metavar="PATH", help="the data contract file or directory (required to check)")
     kp.add_argument("--unblock", action="append", default=[], metavar="SOURCE_TABLE",
                     help="accept this blocked table as it is (its next merge runs); checks nothing; repeatable")
     kp.add_argument("--no-data-docs", action="store_true", help="do not update the Data Docs (faster)")
+    kp.add_argument("--gx-project", metavar="DIR",
+                    help="an existing Great Expectations project (the directory holding gx/): lakecdc's suites, "
+                         "validation definitions and checkpoints are added to it and its actions and Data Docs "
+                         "sites used; nothing of its own is removed")
     kp.add_argument("--table", action="append", default=[], metavar="SOURCE_TABLE", help="only this table; repeatable")
     kp.add_argument("--changes", metavar="PATH", help="also check the change files under PATH (with --format)")
     kp.add_argument("--format", choices=sorted(DECODERS), default="ogg-json", help="format of --changes")
@@ -57,15 +66,24 @@ def _check_held(args: argparse.Namespace) -> int:
         return 0
     if not args.contract:
         raise ConfigError("check needs --contract FILE_OR_DIR (or --unblock TABLE)")
+    contracts = load_contracts(args.contract)  # mistakes in the contracts or the project before Spark starts
+    if args.gx_project:
+        project_root(args.gx_project)
     spark = get_spark()
-    contracts = load_contracts(args.contract)
     docs = not args.no_data_docs
-    results = check_tables(args.target, contracts, spark=spark, tables=args.table or None, data_docs=docs)
+    results = check_tables(args.target, contracts, spark=spark, tables=args.table or None, data_docs=docs,
+                           gx_project=args.gx_project)
     if args.changes:
         events = read_changes(args.changes, format=args.format, spark=spark)
-        results += check_changes(events, contracts=contracts, target=args.target, data_docs=docs)
-    print(results_json(results) if args.json else "\n".join(r.line() for r in results))
+        results += check_changes(events, contracts=contracts, target=args.target, data_docs=docs,
+                                 gx_project=args.gx_project)
+    totals = Totals.of(results)
+    if args.json:
+        print(results_json(results))
+        return 1 if totals.errors else 0
+    print("\n".join(r.line() for r in results))
     index = data_docs_index(args.target)
-    if docs and not args.json and index.exists():
+    if docs and not args.gx_project and index.exists():
         print(f"Data Docs: {index.resolve()}")
-    return 1 if any(not r.success and r.severity == "fail" for r in results) else 0
+    print(totals.line())
+    return 1 if totals.errors else 0

@@ -19,12 +19,12 @@ def add(sub: argparse._SubParsersAction) -> None:
     """The ``contract`` command."""
     cp = sub.add_parser(
         "contract", help="draft (infer) or check ODCS data contracts against the Delta tables",
-        description="infer: write an ODCS v3 contract per table from the Delta tables under --target, or "
+        description="draft (or infer): write an ODCS v3.1 contract per table from the Delta tables under --target, or "
                     "from a sample of change messages (--changes PATH --format F: decoded, typed and keyed "
                     "as apply would, into a scratch table; nothing is written under any target). "
                     "check: compare each table with its contract (missing, extra, retyped columns, keys).",
     )
-    cp.add_argument("action", choices=["infer", "check"])
+    cp.add_argument("action", choices=["draft", "infer", "check"], help="draft (or infer): write contracts; check")
     cp.add_argument("--target", metavar="DIR", help="root of the Delta tables (infer: or --changes)")
     cp.add_argument("--changes", action="append", default=[], metavar="PATH",
                     help="infer: draft from these change files or directories instead; repeatable")
@@ -40,9 +40,11 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def _contract(args: argparse.Namespace) -> int:
+    if args.action == "draft":
+        args.action = "infer"
     if args.changes:
         if args.action != "infer" or not args.format:
-            raise ConfigError("--changes drafts contracts: use it with 'contract infer' and --format")
+            raise ConfigError("--changes drafts contracts: use it with 'contract draft' and --format")
         drafts = infer_contracts_from_changes(args.changes, format=args.format, options=options(args.option),
                                               keys=pairs(args.key, "--key"), tables=args.table or None)
         _write_contracts(drafts, args.out)
