@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from lakecdc.lake.state import quarantine_path
@@ -211,7 +213,7 @@ class RunSummary:
         if self.quarantined_unrouted:
             lines.append(f"{self.quarantined_unrouted} record(s) quarantined that name no table (not valid JSON, ...)")
         if self.quarantine and (self.quarantined_unrouted or any(t.quarantined for t in self.tables)):
-            lines.append(f"quarantined records: {self.quarantine}")
+            lines.append(f"quarantined records: {shown_path(self.quarantine)}")
         lines += self.file_lines()
         for t in self.tables:
             if t.error:
@@ -230,7 +232,7 @@ class RunSummary:
         for f, acc in shown[:most]:
             parts = [f"{acc[k]} {k.replace('_', ' ')}" for k in FILE_ACCOUNTS if acc.get(k)]
             parts += [f"{n} skipped ({k.split(':', 1)[1]})" for k, n in sorted(acc.items()) if k.startswith("skipped:")]
-            out.append(f"  {f}: {', '.join(parts)}")
+            out.append(f"  {shown_path(f)}: {', '.join(parts)}")
         if len(shown) > most:
             out.append(f"  ... and {len(shown) - most} more file(s) (file_accounts in the JSON summary)")
         return out
@@ -238,6 +240,17 @@ class RunSummary:
 
 #: The kinds of :attr:`RunSummary.file_accounts` (skipped records as ``skipped:<kind>``).
 FILE_ACCOUNTS = ("applied", "duplicate_or_late", "held", "quarantined", "failed")
+
+
+def shown_path(path: str) -> str:
+    """``path`` as a person reads it in a summary: relative to the working directory when it lies
+    under it or beside it, under its parent (``lake/_quarantine``, ``../landing/a.json``), else as it is."""
+    if "://" in path:
+        return path
+    here, there = Path.cwd(), Path(os.path.abspath(path))
+    if there.is_relative_to(here) or (here.parent != Path(here.anchor) and there.is_relative_to(here.parent)):
+        return os.path.relpath(there, here)
+    return path
 
 
 def unreadable(accounts: dict[str, int]) -> bool:
@@ -250,7 +263,7 @@ def unreadable(accounts: dict[str, int]) -> bool:
 
 
 def unreadable_message(files: tuple[str, ...], fmt: str) -> str:
-    shown = ", ".join(files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "")
+    shown = ", ".join(shown_path(f) for f in files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "")
     return (
         f"ERROR {len(files)} file(s) gave no row change, and most of their records were quarantined "
         f"(read as {fmt}: the wrong format?): {shown}. They are recorded as applied; once the cause is "

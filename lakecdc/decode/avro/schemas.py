@@ -3,10 +3,10 @@
 Nothing here knows a vendor's record layout; the vendor modules build on it.
 
 * **Fingerprints.** :func:`parsing_fingerprint` is Avro's 64-bit Rabin fingerprint (CRC-64-AVRO,
-  Avro specification "Schema Fingerprints") of a schema's Parsing Canonical Form, as Java's
-  ``SchemaNormalization.parsingFingerprint64`` returns it: a *signed* 64-bit number (``"null"``
-  gives 7195948357588979594). fastavro's ``fingerprint(..., "CRC-64-AVRO")`` gives the same
-  value as the hex of its little-endian bytes.
+  Avro specification "Schema Fingerprints") of a schema's Parsing Canonical Form, computed by
+  fastavro and returned as Java's ``SchemaNormalization.parsingFingerprint64`` returns it: a
+  *signed* 64-bit number (``"null"`` gives 7195948357588979594), the number GoldenGate writes in
+  its generic wrapper's ``schema_fingerprint``.
 * **Schema directories.** :func:`load_schema_directory` reads every ``*.avsc`` of a directory.
   A schema belongs to the table named by its record's full name (``namespace.name``: GoldenGate
   writes ``GG.TCUSTORD`` as namespace ``GG``, name ``TCUSTORD``). ``<table>.avsc`` is the current
@@ -29,38 +29,21 @@ from pathlib import Path
 from typing import Any
 
 from fastavro import parse_schema, schemaless_reader
+from fastavro.schema import fingerprint as fastavro_fingerprint
 from fastavro.schema import to_parsing_canonical_form
-
-_EMPTY64 = 0xC15D213AA4D7A795
-_MASK64 = (1 << 64) - 1
-
-
-def _rabin_table() -> tuple[int, ...]:
-    table = []
-    for i in range(256):
-        fp = i
-        for _ in range(8):
-            fp = (fp >> 1) ^ (_EMPTY64 & -(fp & 1))
-        table.append(fp & _MASK64)
-    return tuple(table)
-
-
-_RABIN = _rabin_table()
-
-
-def rabin64(data: bytes) -> int:
-    """CRC-64-AVRO of ``data`` as a signed 64-bit number (Java's ``long``)."""
-    fp = _EMPTY64
-    for byte in data:
-        fp = (fp >> 8) ^ _RABIN[(fp ^ byte) & 0xFF]
-    return fp - (1 << 64) if fp >= 1 << 63 else fp
 
 
 def parsing_fingerprint(schema: Any) -> int:
-    """Avro's 64-bit parsing fingerprint of ``schema`` (JSON text, or its parsed JSON)."""
-    if isinstance(schema, str) and schema.lstrip()[:1] in ("{", "["):
+    """Avro's 64-bit parsing fingerprint of ``schema`` (JSON text such as ``'{"type": ...}'`` or
+    ``'"int"'``, its parsed JSON, or a primitive type's name) as a signed 64-bit number, Java's ``long``.
+
+    fastavro gives the fingerprint as the hex of its little-endian bytes; Java (and GoldenGate's
+    wrapper messages) carry it as a signed ``long`` read from those bytes.
+    """
+    if isinstance(schema, str) and schema.lstrip()[:1] in ("{", "[", '"'):
         schema = json.loads(schema)
-    return rabin64(to_parsing_canonical_form(schema).encode("utf-8"))
+    hex_le = fastavro_fingerprint(to_parsing_canonical_form(schema), "CRC-64-AVRO")
+    return int.from_bytes(bytes.fromhex(hex_le), "little", signed=True)
 
 
 # -- schema directories --------------------------------------------------------------------------
@@ -268,5 +251,5 @@ def peek_string(data: bytes, pos: int = 0) -> str | None:
 
 __all__ = [
     "Mismatch", "SchemaDirectory", "SchemaFile", "expand_names", "full_name", "load_schema_directory",
-    "parsing_fingerprint", "peek_string", "qualified", "rabin64", "read_at", "read_exact", "read_long",
+    "parsing_fingerprint", "peek_string", "qualified", "read_at", "read_exact", "read_long",
 ]
