@@ -87,7 +87,7 @@ def test_a_contract_keys_and_types_the_table(spark, tmp_path):
         ogg("S.ORDERS", "I", "00:00:01", 1, after={"ID": 1, "PRICE": 12.5, "QTY": "3", "NOTE": 7}),
         ogg("S.ORDERS", "I", "00:00:02", 2, after={"ID": 2, "PRICE": 1.234, "QTY": 1, "NOTE": "x"}),
     ])
-    s = lakecdc.apply(landing, target, contracts=contract.parent, spark=spark)
+    s = lakecdc.apply(landing, target, format="ogg-json", contracts=contract.parent, spark=spark)
     t = s.table("S.ORDERS")
     dt = DeltaTable(t.target)
     types = {f.name: str(f.type) for f in dt.schema().fields}
@@ -102,7 +102,7 @@ def test_a_contract_keys_and_types_the_table(spark, tmp_path):
 def test_infer_then_check_and_a_drifted_table(spark, tmp_path, capsys):
     landing, target = tmp_path / "landing", tmp_path / "lake"
     write_jsonl(landing / "1.json", [ogg("S.T", "I", "00:00:01", 1, after={"ID": 1, "V": "a", "N": 2}, keys=["ID"])])
-    lakecdc.apply(landing, target, spark=spark)
+    lakecdc.apply(landing, target, format="ogg-json", spark=spark)
     out = tmp_path / "contracts"
     assert main(["contract", "infer", "--target", str(target), "--out", str(out)]) == 0
     assert main(["contract", "check", "--target", str(target), "--contract", str(out)]) == 0
@@ -110,7 +110,7 @@ def test_infer_then_check_and_a_drifted_table(spark, tmp_path, capsys):
     text = (out / "S.T.yaml").read_text()
     (out / "S.T.yaml").write_text(text.replace("physicalType: bigint\n    primaryKey", "physicalType: string\n    primaryKey"))
     write_jsonl(landing / "2.json", [ogg("S.T", "I", "00:00:02", 2, after={"ID": 2, "V": "b", "N": 3, "EXTRA": 1}, keys=["ID"])])
-    lakecdc.apply(landing, target, spark=spark)
+    lakecdc.apply(landing, target, format="ogg-json", spark=spark)
     assert main(["contract", "check", "--target", str(target), "--contract", str(out)]) == 1
     report = capsys.readouterr().out
     assert "column ID: table type bigint, contract string" in report
@@ -133,7 +133,7 @@ def test_infer_from_change_messages_then_check_the_table_they_build(spark, tmp_p
     contracts = load_contracts(out)
     assert contracts["S.T"].keys == ("ID",) and contracts["S.U"].keys == ("K",)
     assert dict(contracts["S.T"].columns)["N"] == T.LongType()
-    lakecdc.apply(landing, target, keys={"S.U": ["K"]}, spark=spark)
+    lakecdc.apply(landing, target, format="ogg-json", keys={"S.U": ["K"]}, spark=spark)
     capsys.readouterr()
     assert main(["contract", "check", "--target", str(target), "--contract", str(out)]) == 0
     assert "S.U: matches its contract" in capsys.readouterr().out
@@ -157,12 +157,12 @@ def test_a_contracts_lakecdc_section_routes_the_table_and_sets_its_pk_update(spa
     assert (loaded.pk_update, loaded.tombstone_retention.days, loaded.target) == ("update", 30, "sales/orders")
     landing, target = tmp_path / "landing", tmp_path / "lake"
     write_jsonl(landing / "1.json", [ogg("S.ORDERS", "I", "00:00:01", 1, after={"ID": 1, "PRICE": 1, "QTY": 1, "NOTE": "a"})])
-    s = lakecdc.apply(landing, target, contracts=contract.parent, spark=spark)
+    s = lakecdc.apply(landing, target, format="ogg-json", contracts=contract.parent, spark=spark)
     assert s.table("S.ORDERS").target == str(target.resolve() / "sales" / "orders")
     write_jsonl(landing / "2.json", [
         ogg("S.ORDERS", "U", "00:00:02", 2, before={"ID": 1, "PRICE": 1, "QTY": 1, "NOTE": "a"},
             after={"ID": 2, "PRICE": 1, "QTY": 1, "NOTE": "a"}),
     ])
-    t = lakecdc.apply(landing, target, contracts=contract.parent, spark=spark).table("S.ORDERS")
+    t = lakecdc.apply(landing, target, format="ogg-json", contracts=contract.parent, spark=spark).table("S.ORDERS")
     assert (t.inserted, t.updated, t.deleted) == (0, 1, 0)   # pk_update=update (delete-insert would say 1, 0, 1)
     assert [r["ID"] for r in DeltaTable(t.target).to_pyarrow_table().to_pylist()] == [2]

@@ -168,7 +168,7 @@ def test_one_run_out_of_order_gives_the_history_of_the_events_in_order(spark, tm
         9: [("c", 2, "00:00:04", "00:00:05"), ("c", 3, "00:00:05", "00:00:06"), ("e", 3, "00:00:07", None)],
     }
     write_jsonl(tmp_path / "landing" / "a.json", events[::-1][3:] + events[::-1][:3])
-    s = lakecdc.apply(tmp_path / "landing", tmp_path / "lake", spark=spark, stored_as_scd_type=2,
+    s = lakecdc.apply(tmp_path / "landing", tmp_path / "lake", format="ogg-json", spark=spark, stored_as_scd_type=2,
                       track_history_column_list={T: ["B"]})
     assert versions(s.table(T).target) == want
 
@@ -207,7 +207,7 @@ def test_a_crash_then_a_rerun_applies_each_history_exactly_once(spark, tmp_path)
     # a history table stays one: applied as a current-state table, the run stops, nothing committed
     write_jsonl(landing / "c.json", [ogg("S.A", "I", "00:00:05", 5, after={"ID": 1, "A": "z"}, keys=["ID"])])
     with pytest.raises(ConfigError, match="is an SCD type 2 history table"):
-        lakecdc.apply(landing, target, spark=spark)
+        lakecdc.apply(landing, target, format="ogg-json", spark=spark)
     assert version(a) == v
 
 
@@ -217,14 +217,14 @@ def test_change_data_feed_on_current_state_tables_and_a_type_switch_is_refused(s
         ogg("S.C", "I", "00:00:01", 1, after={"ID": 1, "A": "x"}, keys=["ID"]),
         ogg("S.P", "I", "00:00:01", 3, after={"ID": 1, "A": "x"}, keys=["ID"]),
     ])
-    lakecdc.apply(landing, target, spark=spark, change_data_feed=["S.C"])
+    lakecdc.apply(landing, target, format="ogg-json", spark=spark, change_data_feed=["S.C"])
     c, p = (str(target.resolve() / t) for t in ("S.C", "S.P"))
     assert DeltaTable(p).metadata().configuration.get("delta.enableChangeDataFeed") is None
     write_jsonl(landing / "2.json", [
         ogg("S.C", "U", "00:00:02", 4, before={"ID": 1}, after={"ID": 1, "A": "y"}, keys=["ID"]),
         ogg("S.P", "U", "00:00:02", 5, before={"ID": 1}, after={"ID": 1, "A": "y"}, keys=["ID"]),
     ])
-    lakecdc.apply(landing, target, spark=spark, change_data_feed=True)
+    lakecdc.apply(landing, target, format="ogg-json", spark=spark, change_data_feed=True)
     kinds = sorted((r["_commit_version"], r["_change_type"], r["A"]) for r in
                    pa.table(DeltaTable(c).load_cdf(starting_version=0).read_all()).to_pylist())
     assert kinds == [(1, "insert", "x"), (2, "update_postimage", "y"), (2, "update_preimage", "x")]
@@ -235,13 +235,13 @@ def test_change_data_feed_on_current_state_tables_and_a_type_switch_is_refused(s
     write_jsonl(landing / "3.json", [ogg("S.C", "U", "00:00:03", 6, before={"ID": 1}, after={"ID": 1, "A": "z"}, keys=["ID"])])
     cv = DeltaTable(c).version()
     with pytest.raises(ConfigError, match="current-state table"):
-        lakecdc.apply(landing, target, spark=spark, stored_as_scd_type=2)
+        lakecdc.apply(landing, target, format="ogg-json", spark=spark, stored_as_scd_type=2)
     assert DeltaTable(c).version() == cv
     with pytest.raises(ConfigError, match="not both"):
-        lakecdc.apply(landing, target, spark=spark, track_history_column_list={"S.H": ["A"]},
+        lakecdc.apply(landing, target, format="ogg-json", spark=spark, track_history_column_list={"S.H": ["A"]},
                       track_history_except_column_list={"S.H": ["A"]})
     with pytest.raises(ConfigError, match="1 .current state. or 2"):
-        lakecdc.apply(landing, target, spark=spark, stored_as_scd_type=3)
+        lakecdc.apply(landing, target, format="ogg-json", spark=spark, stored_as_scd_type=3)
 
 
 def test_cli_and_job_file_switches(spark, tmp_path):

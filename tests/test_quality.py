@@ -49,7 +49,7 @@ def test_contract_checks_quiet_on_a_good_table_and_firing_on_a_bad_one(spark, tm
     landing, target = tmp_path / "landing", tmp_path / "lake"
     write_jsonl(landing / "1.json", [ogg("S.T", "I", "00:00:01", 1, after={"ID": 1, "V": "a", "N": 1}, keys=["ID"]),
                                      ogg("S.T", "I", "00:00:02", 2, after={"ID": 2, "V": "b", "N": 2}, keys=["ID"])])
-    s = lakecdc.apply(landing, target, contracts=contracts, spark=spark)
+    s = lakecdc.apply(landing, target, format="ogg-json", contracts=contracts, spark=spark)
     good = by_check(check_tables(str(target), contracts, spark=spark))
     assert all(r.success for r in good.values()), [r.line() for r in good.values() if not r.success]
     assert {"key ID unique", "key column ID not null", "column N exists", "required column V not null",
@@ -179,7 +179,7 @@ def test_accepted_values_ranges_and_quality_rules_from_the_contract(spark, tmp_p
     landing, target = tmp_path / "landing", tmp_path / "lake"
     write_jsonl(landing / "1.json", [ogg("S.R", "I", f"00:00:0{i}", i, after=row) for i, row in enumerate(GOOD, 1)]
                 + [ogg("S.G", "I", "00:00:05", 5, after={"ID": 1, "QTY": 3, "C": "abc"})])
-    lakecdc.apply(landing, target, contracts=contracts, spark=spark)
+    lakecdc.apply(landing, target, format="ogg-json", contracts=contracts, spark=spark)
     assert DeltaTable(str(target / "S.R")).schema().to_arrow().field("DAY").type == pa.date32()
     cache = spark._jsparkSession.sharedState().cacheManager()
     was_empty = cache.isEmpty()
@@ -190,7 +190,7 @@ def test_accepted_values_ranges_and_quality_rules_from_the_contract(spark, tmp_p
 
     write_jsonl(landing / "2.json", [ogg("S.R", "U" if i <= 3 else "I", f"00:01:0{i}", 10 + i, after=row)
                                      for i, row in enumerate(BAD, 1)])
-    lakecdc.apply(landing, target, contracts=contracts, spark=spark)
+    lakecdc.apply(landing, target, format="ogg-json", contracts=contracts, spark=spark)
     results = check_tables(str(target), contracts, spark=spark, data_docs=False)
     bad = {r.check: r for r in results if r.source_table == "S.R"}
     fired = {check for check in RULE_SEVERITY if not bad[check].success}
@@ -277,7 +277,7 @@ def test_change_stream_checks(spark, tmp_path):
     columns = ORIGIN.fieldNames()
 
     def stream(path, masks):
-        decoded = lakecdc.read_changes(path, spark=spark).select(*columns)
+        decoded = lakecdc.read_changes(path, format="ogg-json", spark=spark).select(*columns)
         return decoded.unionByName(spark.createDataFrame(masks, ORIGIN)) if masks else decoded
 
     plain = by_check(check_changes(stream(landing, None), contracts=contracts, record=False))
@@ -312,7 +312,7 @@ def test_a_failed_check_stops_that_tables_next_merge_only(spark, tmp_path):
     landing, target = tmp_path / "landing", tmp_path / "lake"
     write_jsonl(landing / "1.json", [ogg("S.T", "I", "00:00:01", 1, after={"ID": 1, "V": "a", "N": 1}, keys=["ID"]),
                                      ogg("S.U", "I", "00:00:02", 2, after={"ID": 1, "V": "a"}, keys=["ID"])])
-    s = lakecdc.apply(landing, target, contracts=contracts, spark=spark)
+    s = lakecdc.apply(landing, target, format="ogg-json", contracts=contracts, spark=spark)
     path = s.table("S.T").target
     dup = DeltaTable(path).to_pyarrow_table()
     write_deltalake(path, dup, mode="append")        # a duplicated key written behind lakecdc's back
@@ -320,14 +320,14 @@ def test_a_failed_check_stops_that_tables_next_merge_only(spark, tmp_path):
     assert set(blocked_tables(str(target))) == {"S.T"}
     write_jsonl(landing / "2.json", [ogg("S.T", "I", "00:00:03", 3, after={"ID": 2, "V": "b", "N": 2}, keys=["ID"]),
                                      ogg("S.U", "I", "00:00:04", 4, after={"ID": 2, "V": "b"}, keys=["ID"])])
-    s = lakecdc.apply(landing, target, contracts=contracts, spark=spark)
+    s = lakecdc.apply(landing, target, format="ogg-json", contracts=contracts, spark=spark)
     assert s.table("S.T").status == "failed" and "blocked by data quality" in (s.table("S.T").error or "")
     assert s.table("S.U").status == "applied" and s.table("S.U").inserted == 1
     assert sorted(r["ID"] for r in DeltaTable(path).to_pyarrow_table().to_pylist()) == [1, 1]
     DeltaTable(path).delete("_cdc_seq IS NOT NULL")   # repaired by hand: reload what the source holds
     write_deltalake(path, dup, mode="append")
     assert main(["check", "--target", str(target), "--unblock", "S.T"]) == 0
-    s = lakecdc.apply(landing, target, contracts=contracts, spark=spark)   # the unfinished run resumes
+    s = lakecdc.apply(landing, target, format="ogg-json", contracts=contracts, spark=spark)   # the unfinished run resumes
     assert s.ok and s.table("S.T").inserted == 1 and s.table("S.U").status == "skipped"
     assert sorted(r["ID"] for r in DeltaTable(path).to_pyarrow_table().to_pylist()) == [1, 2]
 
@@ -342,7 +342,7 @@ def test_a_history_tables_current_versions_are_what_the_contract_describes(spark
         ogg("S.T", "I", "00:00:01", 1, after={"ID": 1, "V": "a", "N": 1}, keys=["ID"]),
         ogg("S.T", "U", "00:00:02", 2, before={"ID": 1}, after={"ID": 1, "V": "b"}, keys=["ID"]),
     ])
-    s = lakecdc.apply(landing, target, contracts=contracts, stored_as_scd_type=2, spark=spark)
+    s = lakecdc.apply(landing, target, format="ogg-json", contracts=contracts, stored_as_scd_type=2, spark=spark)
     assert len(DeltaTable(s.table("S.T").target).to_pyarrow_table()) == 2    # two versions of key 1
     results = by_check(check_tables(str(target), contracts, spark=spark, data_docs=False))
     assert results["key ID unique"].success and results["schema matches the contract"].success

@@ -117,7 +117,7 @@ def test_a_wrong_config_file_value_names_the_file_line_and_key(tmp_path, capsys)
     ("tables:\n  stored_as_scd_type: two\n", ":5: tables.stored_as_scd_type: 'two': use 1 (current state) or 2"),
     ("parallel_tables: many\n", ":4: parallel_tables: 'many': use a number of tables, 1 or more"),
     ("engine: spark\n", ":4: engine: 'spark': use auto, delta-rs, delta-spark"),
-    ("maintenance:\n  every_runs: twelve\n", ":5: maintenance.every_runs: 'twelve': use a number of runs, 1 or more"),
+    ("maintenance:\n  every_runs: twelve\n", ":5: maintenance.every_runs: expected an integer, found 'twelve'"),
 ])
 def test_a_wrong_job_file_value_names_the_file_line_and_key(tmp_path, body, message):
     """Job files reach the same parsers; the message names the job file, the line and the key."""
