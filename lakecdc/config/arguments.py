@@ -9,7 +9,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from lakecdc.errors import ConfigError
+from lakecdc.errors import ConfigError, InputNotFoundError
 
 
 def _given(value: Any) -> str:
@@ -35,6 +35,15 @@ def paths(function: str, name: str, value: Any) -> list[str]:
     raise ConfigError(
         f"{function}({name}={_given(value)}): expected a file or directory, or a list of them, such as 'landing/'"
     )
+
+
+def existing_paths(function: str, name: str, value: Any) -> list[str]:
+    """:func:`paths`, each of them there (a glob may match nothing)."""
+    out = paths(function, name, value)
+    for p in out:
+        if not any(c in p for c in "*?[") and not os.path.exists(p):
+            raise InputNotFoundError(p)
+    return out
 
 
 def optional_callable(function: str, name: str, value: Any, takes: str) -> Callable[..., Any] | None:

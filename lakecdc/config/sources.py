@@ -300,7 +300,10 @@ def from_cli(args: argparse.Namespace, gg_properties: Callable[[str, str | None]
         fmt, gg = gg_format, {"options": gg_options}
     fmt = fmt or config.get("format")
     if not fmt:
-        raise ConfigError("say which format the files are in: --format NAME, or --gg-properties FILE")
+        from lakecdc.decode import DECODERS
+
+        raise ConfigError("say which format the files are in: --format NAME, or --gg-properties FILE; the "
+                          f"formats: {', '.join(sorted(DECODERS))}")
     if isinstance(config.get("table_names"), str) and flags.get("table_names"):
         raise ConfigError("--catalog-schema and --table-name: give one of them (per-table names, or one schema)")
     merged = layered(gg, config, flags)

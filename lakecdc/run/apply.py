@@ -130,7 +130,7 @@ def apply(
     """
     started = time.perf_counter()
     if not isinstance(inputs, Kafka):
-        inputs = A.paths("apply", "inputs", inputs)
+        inputs = A.existing_paths("apply", "inputs", inputs)
     target_s = str(Path(A.path("apply", "target", target)).resolve())
     A.session("apply", spark)
     A.optional_callable("apply", "progress", progress, "each step's message (a str)")
