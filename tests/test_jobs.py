@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import datetime as dt
 import json
@@ -322,3 +323,51 @@ def test_each_example_job_tells_its_story_once(spark, tmp_path, monkeypatch, nam
     assert tables[customers].duplicate_or_late == 1, "Bob's move was delivered twice"
     second = run_job(job, spark=spark)
     assert second.ok and all(s.runs == () for s in second.summaries), "nothing new the second time"
+
+
+# -- scheduling examples: jobs/examples/ --------------------------------------------------------------
+
+
+def _job_file_named(command: list[str]) -> Path:
+    """The bundled job file a ``lakecdc run .../jobs/<name>.yaml`` command runs (its path from ``jobs/``)."""
+    assert command[:1] == ["run"] or command[:2] == ["lakecdc", "run"], command
+    (job,) = [c for c in command if c.endswith(".yaml")]
+    assert "/jobs/" in job, f"{job}: a path ending in jobs/<name>.yaml"
+    return REPO / "jobs" / job.rsplit("/jobs/", 1)[1]
+
+
+def test_the_databricks_job_runs_a_bundled_job_on_a_schedule():
+    """jobs/examples/databricks_job.json is a Jobs API definition: a python_wheel_task calling the
+    wheel's ``lakecdc`` entry point with ``run <job file>`` (a job file of this repository, which
+    loads), a job cluster of a Spark 4 runtime, a schedule and one run at a time."""
+    spec = json.loads((REPO / "jobs" / "examples" / "databricks_job.json").read_text())
+    (task,) = spec["tasks"]
+    wheel = task["python_wheel_task"]
+    assert (wheel["package_name"], wheel["entry_point"]) == ("lakecdc", "lakecdc")
+    job = _job_file_named(wheel["parameters"])
+    assert job.is_file() and load_job(job).sources
+    clusters = {c["job_cluster_key"]: c["new_cluster"] for c in spec["job_clusters"]}
+    cluster = clusters[task["job_cluster_key"]]
+    assert int(cluster["spark_version"].split(".")[0]) >= 17, "a runtime with Spark 4 (lakecdc needs PySpark 4)"
+    assert "LAKE_ROOT" in cluster["spark_env_vars"], "the target moved by the job file's ${LAKE_ROOT}"
+    assert spec["schedule"]["quartz_cron_expression"] and spec["max_concurrent_runs"] == 1
+    assert any(lib.get("whl", "").endswith(".whl") for lib in task["libraries"])
+
+
+def test_the_airflow_dag_runs_the_cli_every_few_minutes():
+    """jobs/examples/airflow_dag.py parses (no Airflow needed here), and its one BashOperator runs
+    ``lakecdc run <job file>`` (a bundled job file) on a timedelta schedule, one run at a time."""
+    tree = ast.parse((REPO / "jobs" / "examples" / "airflow_dag.py").read_text())
+    constants = {t.id: node.value.value for node in tree.body if isinstance(node, ast.Assign)
+                 for t in node.targets if isinstance(t, ast.Name) and isinstance(node.value, ast.Constant)}
+    calls = {c.func.id: c for c in ast.walk(tree) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)}
+    bash = {k.arg: k.value for k in calls["BashOperator"].keywords}["bash_command"]
+    assert isinstance(bash, ast.JoinedStr)
+    command = "".join(v.value if isinstance(v, ast.Constant) else constants[v.value.id]  # type: ignore[attr-defined]
+                      for v in bash.values).split()
+    job = _job_file_named(command)
+    assert job.is_file() and load_job(job).sources
+    dag = {k.arg: k.value for k in calls["DAG"].keywords}
+    assert ast.unparse(dag["schedule"]) == "EVERY" and "minutes=" in ast.unparse(
+        next(n.value for n in tree.body if isinstance(n, ast.Assign) and n.targets[0].id == "EVERY"))  # type: ignore[attr-defined]
+    assert ast.literal_eval(dag["max_active_runs"]) == 1 and ast.literal_eval(dag["catchup"]) is False
