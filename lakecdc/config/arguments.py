@@ -37,13 +37,12 @@ def paths(function: str, name: str, value: Any) -> list[str]:
     )
 
 
-def existing_paths(function: str, name: str, value: Any) -> list[str]:
-    """:func:`paths`, each of them there (a glob may match nothing)."""
-    out = paths(function, name, value)
-    for p in out:
+def must_exist(paths: Sequence[str]) -> None:
+    """An :class:`InputNotFoundError` for the first of ``paths`` that is not there (a glob may
+    match nothing)."""
+    for p in paths:
         if not any(c in p for c in "*?[") and not os.path.exists(p):
             raise InputNotFoundError(p)
-    return out
 
 
 def optional_callable(function: str, name: str, value: Any, takes: str) -> Callable[..., Any] | None:

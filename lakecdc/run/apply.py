@@ -130,13 +130,15 @@ def apply(
     """
     started = time.perf_counter()
     if not isinstance(inputs, Kafka):
-        inputs = A.existing_paths("apply", "inputs", inputs)
+        inputs = A.paths("apply", "inputs", inputs)
     target_s = str(Path(A.path("apply", "target", target)).resolve())
     A.session("apply", spark)
     A.optional_callable("apply", "progress", progress, "each step's message (a str)")
     if format is not None:
         overrides["format"] = format
     settings, decoder = _checked(Settings.build(settings, **overrides), target_s)
+    if not isinstance(inputs, Kafka):
+        A.must_exist(inputs)  # (before the target is touched)
     say = progress or (lambda _msg: None)
     kafka = inputs if isinstance(inputs, Kafka) else None
     framing = framing_of(decoder) if kafka is not None else ""
