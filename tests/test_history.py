@@ -114,7 +114,7 @@ def test_history_versions_tracked_untracked_missing_pk_update_delete_reinsert_tr
     # tombstones kept for no time at all: the closed versions alone stop late events
     opts: dict[str, Any] = {"stored_as_scd_type": {"S.*": 2}, "track_history_except_column_list": ["B"],
                             "tombstone_retention": dt.timedelta(0)}
-    s = lakecdc.apply(landing, target, spark=spark, **opts)
+    s = lakecdc.apply(landing, target, format="ogg-json", spark=spark, **opts)
     t = s.table(T)
     assert (t.events, t.duplicate_or_late, t.inserted, t.updated, t.deleted) == (11, 1, 6, 0, 0)
     assert versions(t.target) == {
@@ -134,7 +134,7 @@ def test_history_versions_tracked_untracked_missing_pk_update_delete_reinsert_tr
         ogg(T, "U", "00:00:03", 3, before={"ID": 4}, after={"ID": 4, "A": "late"}, keys=["ID"]),   # older than its row
         ogg(T, "U", "00:00:05", 17, before={"ID": 6}, after={"ID": 6, "A": "late"}, keys=["ID"]),  # before its delete
     ])
-    s = lakecdc.apply(landing, target, spark=spark, **opts)
+    s = lakecdc.apply(landing, target, format="ogg-json", spark=spark, **opts)
     t = s.table(T)
     assert (t.events, t.duplicate_or_late, t.inserted) == (6, 2, 2)
     assert versions(t.target) == {
@@ -145,7 +145,7 @@ def test_history_versions_tracked_untracked_missing_pk_update_delete_reinsert_tr
         5: [("z", None, "00:00:12", None)],
         6: [("m", None, "00:00:05", "00:00:06")],
     }
-    again = lakecdc.apply(landing, target, spark=spark, **opts)
+    again = lakecdc.apply(landing, target, format="ogg-json", spark=spark, **opts)
     assert again.runs == () and version(t.target) == t.delta_version
 
 
@@ -182,20 +182,20 @@ def test_a_crash_then_a_rerun_applies_each_history_exactly_once(spark, tmp_path)
     ])
     hist = {"stored_as_scd_type": 2, "change_data_feed": True}
     with pytest.raises(Crash):
-        lakecdc.apply(landing, target, spark=spark, progress=crash_at("S.B: merging"), **hist)
+        lakecdc.apply(landing, target, format="ogg-json", spark=spark, progress=crash_at("S.B: merging"), **hist)
     a, b = str(target.resolve() / "S.A"), str(target.resolve() / "S.B")
     assert versions(a, cols=("A",)) == {1: [("x", "00:00:01", "00:00:03"), ("y", "00:00:03", None)]}
     assert not DeltaTable.is_deltatable(b) or not DeltaTable(b).to_pyarrow_table().num_rows
-    s = lakecdc.apply(landing, target, spark=spark, **hist)
+    s = lakecdc.apply(landing, target, format="ogg-json", spark=spark, **hist)
     assert s.resumed and s.table("S.A").status == "skipped"
     assert versions(a, cols=("A",)) == {1: [("x", "00:00:01", "00:00:03"), ("y", "00:00:03", None)]}
     assert versions(b, cols=("A",)) == {1: [("x", "00:00:02", None)]}
     # a crash after every commit, before the manifest closed: the re-run commits nothing
     write_jsonl(landing / "b.json", [ogg("S.A", "D", "00:00:04", 4, before={"ID": 1}, keys=["ID"])])
     with pytest.raises(Crash):
-        lakecdc.apply(landing, target, spark=spark, progress=crash_at("recording the run"), **hist)
+        lakecdc.apply(landing, target, format="ogg-json", spark=spark, progress=crash_at("recording the run"), **hist)
     v = version(a)
-    lakecdc.apply(landing, target, spark=spark, **hist)
+    lakecdc.apply(landing, target, format="ogg-json", spark=spark, **hist)
     assert version(a) == v
     assert versions(a, cols=("A",)) == {1: [("x", "00:00:01", "00:00:03"), ("y", "00:00:03", "00:00:04")]}
     assert [m.status for m in Ledger(target).manifests()] == ["committed", "committed"]

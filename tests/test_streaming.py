@@ -95,7 +95,7 @@ def test_job_stream_settings_are_checked_with_their_line(tmp_path):
     with pytest.raises(ConfigError, match=r"job.yaml:5: stream.trigger: trigger 'sometimes'"):
         load_job(tmp_path / "job.yaml")
     (tmp_path / "job.yaml").write_text(body.replace("trigger: sometimes", "max_files_per_trigger: 0"))
-    with pytest.raises(ConfigError, match=r":5: stream.max_files_per_trigger: 0: expected a number"):
+    with pytest.raises(ConfigError, match=r":5: stream.max_files_per_trigger: expected a number, 1 or more, found 0"):
         load_job(tmp_path / "job.yaml")
 
 
@@ -216,8 +216,8 @@ def test_a_replayed_batch_applies_nothing_twice(spark, tmp_path):
     batches: list[StreamBatch] = []
 
     def start(**kw: Any) -> lakecdc.ChangeStream:
-        return lakecdc.stream(landing, lake, spark=spark, on_batch=kw.pop("on_batch", batches.append),
-                              max_files_per_trigger=1, **kw)
+        return lakecdc.stream(landing, lake, format="ogg-json", spark=spark,
+                              on_batch=kw.pop("on_batch", batches.append), max_files_per_trigger=1, **kw)
 
     start().await_termination()
     table = lake / "S.T"
