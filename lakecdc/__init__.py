@@ -8,6 +8,9 @@ checkpoints) and :mod:`lakecdc.check` (data contracts, Great Expectations); :mod
 them exactly once per input (:func:`apply`; :mod:`lakecdc.streaming`: the same as a Structured
 Streaming query over a landing directory).
 
+A wrong argument or setting is a :class:`ConfigError` (a ``ValueError``) that names it, what was
+given and what to give, raised before anything starts.
+
 Example (a notebook with a ``spark`` session)::
 
     import lakecdc
@@ -15,7 +18,8 @@ Example (a notebook with a ``spark`` session)::
                             keys={"QASOURCE.TCUSTORD": ["CUST_CODE", "ORDER_ID"]}, spark=spark)
     print(summary.render())
 
-    # settings built once, reused by many runs (keyword arguments override them per run)
+    # `format` is required (no format is assumed); the other settings have defaults.
+    # Settings built once, reused by many runs (keyword arguments override them per run):
     orders = lakecdc.Settings(format="debezium-json", keys={"APP.ORDERS": ["ID"]}, pk_update="update")
     lakecdc.apply("landing/", "lake/", settings=orders, spark=spark)
 """
@@ -31,6 +35,7 @@ from lakecdc.errors import (
     ConfigError,
     DecodeError,
     InputChangedError,
+    InputNotFoundError,
     LakecdcError,
     MissingKeyError,
     PrimaryKeyUpdateError,
@@ -55,6 +60,7 @@ __all__ = [
     "ConfigError",
     "DecodeError",
     "InputChangedError",
+    "InputNotFoundError",
     "Kafka",
     "LakecdcError",
     "MaintenanceReport",

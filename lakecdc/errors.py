@@ -11,6 +11,14 @@ class ConfigError(LakecdcError, ValueError):
     """A setting, option or argument is wrong (unknown format, bad option value, ...)."""
 
 
+class InputNotFoundError(ConfigError, FileNotFoundError):
+    """An input file or directory named by the caller does not exist."""
+
+    def __init__(self, path: str, what: str = "input") -> None:
+        self.path = path
+        super().__init__(f"{what} {path!r} does not exist")
+
+
 class UnknownFormatError(ConfigError):
     """A format name that is not registered; the message lists the known ones."""
 

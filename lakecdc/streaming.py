@@ -53,10 +53,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lakecdc.check.contracts import load_contracts
+from lakecdc.config import arguments as A
 from lakecdc.config.durations import parse_trigger
-from lakecdc.config.settings import Settings
+from lakecdc.config.settings import DEFAULT_TRIGGER, Settings
 from lakecdc.decode import get_decoder
-from lakecdc.errors import ConfigError, LakecdcError
+from lakecdc.errors import ConfigError, InputNotFoundError, LakecdcError
 from lakecdc.lake.ledger import Ledger, list_inputs
 from lakecdc.lake.summary import RunSummary, combine_summaries
 from lakecdc.run.apply import apply
@@ -386,7 +387,7 @@ def stream(
     *,
     settings: Settings | None = None,
     checkpoint: str | os.PathLike[str] | None = None,
-    trigger: str | dt.timedelta = "available-now",
+    trigger: str | dt.timedelta = DEFAULT_TRIGGER,
     max_files_per_trigger: int | None = None,
     path_glob_filter: str | None = None,
     spark: SparkSession | None = None,
@@ -439,7 +440,12 @@ def stream(
     """
     chosen = _stream_settings(settings, overrides, max_files_per_trigger)
     trigger_kw = parse_trigger(trigger)
-    target_s = str(Path(target).resolve())
+    target_s = str(Path(A.path("stream", "target", target)).resolve())
+    if not isinstance(landing, Kafka):
+        A.path("stream", "landing", landing, "'landing/'")
+    A.session("stream", spark)
+    A.optional_callable("stream", "on_batch", on_batch, "each batch's StreamBatch")
+    A.optional_callable("stream", "progress", progress, "each step's message (a str)")
     source = _source(landing, target_s, chosen, max_files_per_trigger, path_glob_filter)
     if checkpoint:
         checkpoint_s = str(Path(checkpoint).resolve())
@@ -498,7 +504,7 @@ def _stream_settings(settings: Settings | None, overrides: Mapping[str, Any], ma
             "then rename them into the landing directory), or use lakecdc.apply / lakecdc run --watch, "
             "which wait for files to settle and also apply lines appended to a file later"
         )
-    get_decoder(chosen.format, chosen.options)  # an unknown format or option fails now, not in the first batch
+    get_decoder(chosen.required_format(), chosen.options)  # a missing or unknown format fails now
     if chosen.contracts is not None and not isinstance(chosen.contracts, Mapping):
         chosen = chosen.with_(contracts=load_contracts(chosen.contracts))  # read (and checked) once, at the start
     return chosen
@@ -523,7 +529,7 @@ def _landing(landing: str | os.PathLike[str]) -> Path:
     """The landing directory, resolved; it must exist and be a directory."""
     landing_path = Path(landing).resolve()
     if not landing_path.exists():
-        raise FileNotFoundError(f"input {str(landing)!r} does not exist")
+        raise InputNotFoundError(str(landing))
     if not landing_path.is_dir():
         raise ConfigError(f"stream input {str(landing)!r} is a file; a stream reads a directory "
                           "(use lakecdc.apply for given files)")
@@ -599,7 +605,9 @@ def foreach_batch(
         ...     .foreachBatch(lakecdc.foreach_batch("lake/", format="debezium-json")).start())
     """
     chosen = _stream_settings(settings, overrides, None)
-    target_s = str(Path(target).resolve())
+    target_s = str(Path(A.path("foreach_batch", "target", target)).resolve())
+    if landing is not None:
+        A.path("foreach_batch", "landing", landing, "'lake/_landing'")
     where = Path(landing).resolve() if landing is not None else Path(target_s) / DEFAULT_LANDING
     remove_unfinished(where)
     return KafkaBatches(target_s, str(where), framing_of(get_decoder(chosen.format, chosen.options)), chosen)

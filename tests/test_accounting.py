@@ -26,7 +26,7 @@ def test_a_value_over_20_mb_applies(spark, tmp_path):
         ogg("S.T", "I", "00:00:01", 1, after={"ID": 1, "DOC": big}, keys=["ID"]),
         ogg("S.T", "I", "00:00:02", 2, after={"ID": 2, "DOC": "small"}, keys=["ID"]),
     ])
-    summary = lakecdc.apply(tmp_path / "land", tmp_path / "lake", spark=spark)
+    summary = lakecdc.apply(tmp_path / "land", tmp_path / "lake", format="ogg-json", spark=spark)
     t = summary.table("S.T")
     assert (t.inserted, t.quarantined) == (2, 0)
     got = {r["ID"]: r["DOC"] for r in rows(tmp_path / "lake" / "S.T", "ID")}
@@ -149,7 +149,7 @@ def test_every_file_splits_into_applied_duplicate_late_skipped_quarantined(spark
             ogg("S.U", "I", "00:00:05", 5, after={"ID": 2, "B": "q"}, keys=["ID"]),
         ]),
     }
-    first = lakecdc.apply(land, lake, spark=spark, apply_as_truncates=False)
+    first = lakecdc.apply(land, lake, format="ogg-json", spark=spark, apply_as_truncates=False)
     assert _by_name(first) == {
         "a.json": {"applied": 3, "skipped:truncate (apply_as_truncates off)": 1, "quarantined": 1},
         "b.json": {"applied": 1, "duplicate_or_late": 1},
@@ -164,7 +164,7 @@ def test_every_file_splits_into_applied_duplicate_late_skipped_quarantined(spark
         ]),
         "d.json": _lines(land / "d.json", [newer]),  # a copy of c.json's: a duplicate
     })
-    second = lakecdc.apply(land, lake, spark=spark, apply_as_truncates=False)
+    second = lakecdc.apply(land, lake, format="ogg-json", spark=spark, apply_as_truncates=False)
     assert taken == [None, None]  # (two tables: the ordinary path)
     assert _by_name(second) == {
         "c.json": {"applied": 1, "duplicate_or_late": 1, "quarantined": 1},
@@ -185,7 +185,7 @@ def test_the_single_table_fast_path_accounts_every_file(spark, tmp_path, monkeyp
     taken = _spy_fast_path(monkeypatch)
     land, lake = tmp_path / "land", tmp_path / "lake"
     _lines(land / "a.json", [ogg("S.T", "I", "00:00:01", 1, after={"ID": 1, "A": "x"}, keys=["ID"])])
-    lakecdc.apply(land, lake, spark=spark)
+    lakecdc.apply(land, lake, format="ogg-json", spark=spark)
     insert = ogg("S.T", "I", "00:00:03", 3, after={"ID": 2, "A": "b"}, keys=["ID"])
     _lines(land / "b.json", [
         ogg("S.T", "U", "00:00:02", 2, before={"ID": 1}, after={"ID": 1, "A": "y"}, keys=["ID"]),
@@ -196,7 +196,7 @@ def test_the_single_table_fast_path_accounts_every_file(spark, tmp_path, monkeyp
         ogg("S.T", "U", "00:00:04", 4, before={"ID": 2}, after={"ID": 2, "A": "c"}, keys=["ID"]),
         insert,  # a third copy: by (seq, arrival) it sorts right after the other two, a duplicate too
     ])
-    summary = lakecdc.apply(land, lake, spark=spark)
+    summary = lakecdc.apply(land, lake, format="ogg-json", spark=spark)
     assert taken[-1] is not None  # the fast path took the run
     assert _by_name(summary) == {"b.json": {"applied": 2}, "c.json": {"applied": 1, "duplicate_or_late": 2}}
     assert summary.table("S.T").duplicate_or_late == 2
@@ -209,14 +209,14 @@ def test_a_history_table_accounts_duplicate_and_late_per_file(spark, tmp_path):
     update = ogg("S.H", "U", "00:00:02", 2, before={"ID": 1}, after={"ID": 1, "A": "y"}, keys=["ID"])
     _lines(land / "a.json", [ogg("S.H", "I", "00:00:01", 1, after={"ID": 1, "A": "x"}, keys=["ID"]), update])
     _lines(land / "b.json", [update, ogg("S.H", "I", "00:00:03", 3, after={"ID": 2, "A": "q"}, keys=["ID"])])
-    first = lakecdc.apply(land, lake, spark=spark, stored_as_scd_type=2)
+    first = lakecdc.apply(land, lake, format="ogg-json", spark=spark, stored_as_scd_type=2)
     assert _by_name(first) == {"a.json": {"applied": 2}, "b.json": {"applied": 1, "duplicate_or_late": 1}}
     _lines(land / "c.json", [
         update,  # late
         ogg("S.H", "U", "00:00:04", 4, before={"ID": 2}, after={"ID": 2, "A": "r"}, keys=["ID"]),
         "not JSON",
     ])
-    second = lakecdc.apply(land, lake, spark=spark, stored_as_scd_type=2)
+    second = lakecdc.apply(land, lake, format="ogg-json", spark=spark, stored_as_scd_type=2)
     assert _by_name(second) == {"c.json": {"applied": 1, "duplicate_or_late": 1, "quarantined": 1}}
     assert second.table("S.H").duplicate_or_late == 1
 
@@ -254,7 +254,7 @@ def test_a_wrong_format_run_fails_and_reapply_reads_the_files_again(spark, tmp_p
 def test_reapply_names_no_file_applied_before(spark, tmp_path):
     write_jsonl(tmp_path / "land" / "a.json", [ogg("S.T", "I", "00:00:01", 1, after={"ID": 1}, keys=["ID"])])
     with pytest.raises(lakecdc.ConfigError, match="reapply"):
-        lakecdc.apply(tmp_path / "land", tmp_path / "lake", spark=spark, reapply=["nothing-*.json"])
+        lakecdc.apply(tmp_path / "land", tmp_path / "lake", format="ogg-json", spark=spark, reapply=["nothing-*.json"])
 
 
 # -- property: every record read is accounted for, for every format ---------------------------------

@@ -39,7 +39,7 @@ def test_seed_examples_end_to_end(spark, tmp_path):
     (landing).mkdir()
     (landing / "1.json").write_text("\n\n".join(docs[:3]))
     target = tmp_path / "lake"
-    s = lakecdc.apply(landing, target, keys=TCUSTORD_KEYS, spark=spark)
+    s = lakecdc.apply(landing, target, format="ogg-json", keys=TCUSTORD_KEYS, spark=spark)
     t = s.table("QASOURCE.TCUSTORD")
     assert (t.events, t.inserted, t.updated, t.deleted, t.quarantined) == (3, 2, 0, 0, 0)
     assert t.target == str((target / "QASOURCE.TCUSTORD").resolve())
@@ -57,13 +57,13 @@ def test_seed_examples_end_to_end(spark, tmp_path):
     assert {"_cdc_seq", "_cdc_op", "_cdc_op_ts"} <= set(schema.names)
 
     (landing / "2.json").write_text(docs[3])
-    s2 = lakecdc.apply(landing, target, keys=TCUSTORD_KEYS, spark=spark)
+    s2 = lakecdc.apply(landing, target, format="ogg-json", keys=TCUSTORD_KEYS, spark=spark)
     assert s2.table("QASOURCE.TCUSTORD").deleted == 2
     assert rows(t.target) == []
 
     # the insert of WILL delivered again, after the truncate: older than the truncate, so skipped
     (landing / "3.json").write_text(docs[0])
-    s3 = lakecdc.apply(landing, target, keys=TCUSTORD_KEYS, spark=spark)
+    s3 = lakecdc.apply(landing, target, format="ogg-json", keys=TCUSTORD_KEYS, spark=spark)
     assert s3.table("QASOURCE.TCUSTORD").duplicate_or_late == 1
     assert rows(t.target) == []
 
@@ -74,14 +74,14 @@ def test_rerun_changes_nothing_and_new_files_apply_alone(spark, tmp_path):
         ogg("S.T", "I", "00:00:01", 1, after={"ID": 1, "V": "a"}, keys=["ID"]),
         ogg("S.T", "I", "00:00:02", 2, after={"ID": 2, "V": "b"}, keys=["ID"]),
     ])
-    s1 = lakecdc.apply(landing, target, spark=spark)
+    s1 = lakecdc.apply(landing, target, format="ogg-json", spark=spark)
     path = s1.table("S.T").target
     v1 = version(path)
-    s2 = lakecdc.apply(landing, target, spark=spark)
+    s2 = lakecdc.apply(landing, target, format="ogg-json", spark=spark)
     assert s2.runs == () and s2.tables == ()
     assert version(path) == v1
     write_jsonl(landing / "b.json", [ogg("S.T", "U", "00:00:03", 3, before={"ID": 1}, after={"ID": 1, "V": "z"}, keys=["ID"])])
-    s3 = lakecdc.apply(landing, target, spark=spark)
+    s3 = lakecdc.apply(landing, target, format="ogg-json", spark=spark)
     t = s3.table("S.T")
     assert (t.events, t.updated, t.inserted) == (1, 1, 0)
     assert rows(path, "ID") == [{"ID": 1, "V": "z"}, {"ID": 2, "V": "b"}]
@@ -93,12 +93,12 @@ def test_partial_updates_never_overwrite_with_missing_columns(spark, tmp_path):
     write_jsonl(landing / "a.json", [
         ogg("S.T", "I", "00:00:01", 1, after={"ID": 1, "A": "a0", "B": "b0", "C": "c0"}, keys=["ID"]),
     ])
-    lakecdc.apply(landing, target, spark=spark)
+    lakecdc.apply(landing, target, format="ogg-json", spark=spark)
     write_jsonl(landing / "b.json", [
         ogg("S.T", "U", "00:00:02", 2, before={"ID": 1}, after={"ID": 1, "A": "a1"}, keys=["ID"]),
         ogg("S.T", "U", "00:00:03", 3, before={"ID": 1}, after={"ID": 1, "B": None}, keys=["ID"]),
     ])
-    s = lakecdc.apply(landing, target, spark=spark)
+    s = lakecdc.apply(landing, target, format="ogg-json", spark=spark)
     assert rows(s.table("S.T").target) == [{"ID": 1, "A": "a1", "B": None, "C": "c0"}]
 
 
@@ -107,7 +107,7 @@ def test_bad_records_are_quarantined_and_the_rest_applies(spark, tmp_path):
     good = [ogg("S.T", "I", "00:00:01", 1, after={"ID": 1, "N": 10}, keys=["ID"]),
             ogg("S.T", "I", "00:00:02", 2, after={"ID": 2, "N": 20}, keys=["ID"])]
     write_jsonl(landing / "a.json", good)
-    lakecdc.apply(landing, target, spark=spark)
+    lakecdc.apply(landing, target, format="ogg-json", spark=spark)
     lines = [
         json.dumps(ogg("S.T", "I", "00:00:03", 3, after={"ID": 3, "N": 30}, keys=["ID"])),
         '{"table": "S.T", "op_type": "I", ',                                                     # line 2
@@ -118,7 +118,7 @@ def test_bad_records_are_quarantined_and_the_rest_applies(spark, tmp_path):
     ]
     bad_file = landing / "b.json"
     bad_file.write_text("\n".join(lines) + "\n")
-    s = lakecdc.apply(landing, target, spark=spark)
+    s = lakecdc.apply(landing, target, format="ogg-json", spark=spark)
     t = s.table("S.T")
     assert t.quarantined == 3 and s.quarantined_unrouted == 1
     assert rows(t.target, "ID") == [{"ID": i, "N": i * 10} for i in (1, 2, 3, 7)]
@@ -139,13 +139,13 @@ def test_table_without_a_key_fails_alone(spark, tmp_path):
         ogg("S.NOKEY", "I", "00:00:01", 1, after={"X": 1}),
         ogg("S.T", "I", "00:00:02", 2, after={"ID": 1}, keys=["ID"]),
     ])
-    s = lakecdc.apply(landing, target, spark=spark)
+    s = lakecdc.apply(landing, target, format="ogg-json", spark=spark)
     assert not s.ok
     assert s.table("S.NOKEY").status == "failed"
     assert "--key S.NOKEY=COL" in (s.table("S.NOKEY").error or "")
     assert rows(s.table("S.T").target) == [{"ID": 1}]
     # the run stays open: given the key, the next run applies the failed table only
-    s2 = lakecdc.apply(landing, target, keys={"S.NOKEY": ["X"]}, spark=spark)
+    s2 = lakecdc.apply(landing, target, format="ogg-json", keys={"S.NOKEY": ["X"]}, spark=spark)
     assert s2.ok and s2.table("S.T").status == "skipped"
     assert rows(s2.table("S.NOKEY").target) == [{"X": 1}]
 
@@ -154,16 +154,16 @@ def test_abend_on_a_key_change_commits_nothing(spark, tmp_path):
     landing, target = tmp_path / "landing", tmp_path / "lake"
     write_jsonl(landing / "a.json", [ogg("S.T", "I", "00:00:01", 1, after={"ID": 1, "V": "a"}, keys=["ID"]),
                                      ogg("S.U", "I", "00:00:01", 1, after={"ID": 1}, keys=["ID"])])
-    first = lakecdc.apply(landing, target, spark=spark)
+    first = lakecdc.apply(landing, target, format="ogg-json", spark=spark)
     versions = {t.source_table: version(t.target) for t in first.tables}
     write_jsonl(landing / "b.json", [
         ogg("S.U", "I", "00:00:02", 2, after={"ID": 2}, keys=["ID"]),
         ogg("S.T", "U", "00:00:03", 3, before={"ID": 1, "V": "a"}, after={"ID": 9, "V": "a"}, keys=["ID"]),
     ])
     with pytest.raises(lakecdc.PrimaryKeyUpdateError, match=r"'S.T'.*\(1,\).*\(9,\).*00000000000000000003"):
-        lakecdc.apply(landing, target, pk_update="abend", spark=spark)
+        lakecdc.apply(landing, target, format="ogg-json", pk_update="abend", spark=spark)
     assert {t.source_table: version(t.target) for t in first.tables} == versions
-    s = lakecdc.apply(landing, target, spark=spark)   # default delete-insert resumes the same run
+    s = lakecdc.apply(landing, target, format="ogg-json", spark=spark)   # default delete-insert resumes the same run
     assert rows(s.table("S.T").target) == [{"ID": 9, "V": "a"}]
     assert rows(s.table("S.U").target, "ID") == [{"ID": 1}, {"ID": 2}]
 
@@ -177,11 +177,11 @@ def test_crash_between_tables_then_rerun_applies_exactly_once(spark, tmp_path):
         ogg("S.A", "I", "00:00:04", 4, after={"ID": 2, "N": 2}, keys=["ID"]),
     ])
     with pytest.raises(Crash):
-        lakecdc.apply(landing, target, spark=spark, progress=crash_at("S.B: merging"))
+        lakecdc.apply(landing, target, format="ogg-json", spark=spark, progress=crash_at("S.B: merging"))
     a = str(target.resolve() / "S.A")
     assert rows(a, "ID") == [{"ID": 2, "N": 2}]
     assert [m.status for m in Ledger(target).manifests()] == ["planned"]
-    s = lakecdc.apply(landing, target, spark=spark)
+    s = lakecdc.apply(landing, target, format="ogg-json", spark=spark)
     assert s.resumed and s.table("S.A").status == "skipped"
     assert rows(a, "ID") == [{"ID": 2, "N": 2}]
     assert rows(s.table("S.B").target) == [{"ID": 1, "N": 1}]
@@ -189,9 +189,9 @@ def test_crash_between_tables_then_rerun_applies_exactly_once(spark, tmp_path):
     # a crash after every commit (before the manifest closed) resumes to a no-op
     write_jsonl(landing / "b.json", [ogg("S.A", "U", "00:00:05", 5, before={"ID": 2}, after={"ID": 2, "N": 3}, keys=["ID"])])
     with pytest.raises(Crash):
-        lakecdc.apply(landing, target, spark=spark, progress=crash_at("recording the run"))
+        lakecdc.apply(landing, target, format="ogg-json", spark=spark, progress=crash_at("recording the run"))
     v = version(a)
-    s = lakecdc.apply(landing, target, spark=spark)
+    s = lakecdc.apply(landing, target, format="ogg-json", spark=spark)
     assert version(a) == v and rows(a) == [{"ID": 2, "N": 3}]
     assert [m.status for m in Ledger(target).manifests()] == ["committed", "committed"]
 
@@ -200,10 +200,10 @@ def test_late_update_after_delete_does_not_resurrect(spark, tmp_path):
     landing, target = tmp_path / "landing", tmp_path / "lake"
     write_jsonl(landing / "1.json", [ogg("S.T", "I", "00:00:01", 1, after={"ID": 1, "V": "a"}, keys=["ID"]),
                                      ogg("S.T", "D", "00:00:05", 5, before={"ID": 1}, keys=["ID"])])
-    lakecdc.apply(landing, target, spark=spark)
+    lakecdc.apply(landing, target, format="ogg-json", spark=spark)
     write_jsonl(landing / "2.json", [ogg("S.T", "U", "00:00:03", 3, before={"ID": 1}, after={"ID": 1, "V": "late"}, keys=["ID"]),
                                      ogg("S.T", "I", "00:00:01", 1, after={"ID": 1, "V": "a"}, keys=["ID"])])
-    s = lakecdc.apply(landing, target, spark=spark)
+    s = lakecdc.apply(landing, target, format="ogg-json", spark=spark)
     assert s.table("S.T").duplicate_or_late == 2
     assert rows(s.table("S.T").target) == []
 
@@ -214,7 +214,7 @@ def test_goldengate_samples_from_public_projects(spark, tmp_path, sample):
                  "paimon-ogg-table-schemaevolution-3.txt", "paimon-ogg-event-update.txt",
                  "paimon-ogg-event-delete.txt"):
         sample(f"ogg-json/{name}")
-    s = lakecdc.apply(tmp_path / "landing", tmp_path / "lake", spark=spark)
+    s = lakecdc.apply(tmp_path / "landing", tmp_path / "lake", format="ogg-json", spark=spark)
     assert s.ok and s.quarantined_unrouted == 0
     # case-insensitive: ID/id, NAME/name, weight/WEIGHT are one column each
     t1 = rows(s.table("PAIMON_SYNC_DATABASE.T1").target, "ID")
@@ -233,7 +233,7 @@ FALLBACK = "the batch holds more than the fast path assumed"
 
 def _apply_logged(spark, landing: Path, target: Path) -> tuple[lakecdc.RunSummary, list[str]]:
     said: list[str] = []
-    return lakecdc.apply(landing, target, spark=spark, progress=said.append), said
+    return lakecdc.apply(landing, target, format="ogg-json", spark=spark, progress=said.append), said
 
 
 def test_a_one_table_target_is_applied_in_one_pass(spark, tmp_path):
@@ -291,16 +291,16 @@ def test_dlt_column_lists_and_truncates(spark, tmp_path):
         ogg("S.A", "I", "00:00:01", 1, after={"ID": 1, "X": "x", "Y": "y", "Z": "z"}, keys=["ID"]),
         ogg("S.B", "I", "00:00:01", 2, after={"ID": 1, "X": "x", "Y": "y"}, keys=["ID"]),
     ])
-    lakecdc.apply(landing, target, spark=spark, column_list={"S.A": ["X"]}, except_column_list={"S.B": "Y"})
+    lakecdc.apply(landing, target, format="ogg-json", spark=spark, column_list={"S.A": ["X"]}, except_column_list={"S.B": "Y"})
     write_jsonl(landing / "2.json", [
         ogg("S.A", "U", "00:00:02", 3, before={"ID": 1}, after={"ID": 1, "X": "x2", "Z": "z2"}, keys=["ID"]),
         ogg("S.A", "T", "00:00:03", 4),
     ])
-    s = lakecdc.apply(landing, target, spark=spark, column_list={"S.A": ["X"]}, apply_as_truncates=False)
+    s = lakecdc.apply(landing, target, format="ogg-json", spark=spark, column_list={"S.A": ["X"]}, apply_as_truncates=False)
     assert rows(s.table("S.A").target) == [{"ID": 1, "X": "x2"}]
     assert rows(str(target / "S.B")) == [{"ID": 1, "X": "x"}]
     with pytest.raises(lakecdc.LakecdcError, match="not both"):
-        lakecdc.apply(landing, target, spark=spark, column_list={"S.A": ["X"]}, except_column_list={"S.A": ["Z"]})
+        lakecdc.apply(landing, target, format="ogg-json", spark=spark, column_list={"S.A": ["X"]}, except_column_list={"S.A": ["Z"]})
 
 
 class _MarkerJson(lakecdc.decode.goldengate.json.OggJsonDecoder):
@@ -367,9 +367,9 @@ def test_tombstone_retention_decides_whether_a_late_update_resurrects_a_deleted_
         ogg("S.T", "I", "00:00:02", 2, after={"ID": 2, "V": "b"}, keys=["ID"]),
         ogg("S.T", "D", "00:00:05", 5, before={"ID": 1}, keys=["ID"]),
     ])
-    lakecdc.apply(landing, target, spark=spark, tombstone_retention=retention)
+    lakecdc.apply(landing, target, format="ogg-json", spark=spark, tombstone_retention=retention)
     write_jsonl(landing / "2.json", [ogg("S.T", "U", "00:00:03", 3, before={"ID": 1}, after={"ID": 1, "V": "late"}, keys=["ID"])])
-    s = lakecdc.apply(landing, target, spark=spark, tombstone_retention=retention)
+    s = lakecdc.apply(landing, target, format="ogg-json", spark=spark, tombstone_retention=retention)
     got = rows(s.table("S.T").target, "ID")
     if retention_days:
         assert got == [{"ID": 2, "V": "b"}] and s.table("S.T").duplicate_or_late == 1
@@ -427,19 +427,19 @@ def test_a_table_keeps_its_recorded_keys_for_messages_without_keys(spark, tmp_pa
     deletes of some formats) use the recorded ones instead of failing for want of --key."""
     landing, target = tmp_path / "landing", tmp_path / "lake"
     write_jsonl(landing / "1.json", [ogg("S.T", "I", "00:00:01", 1, after={"ID": 1, "V": "a"}, keys=["ID"])])
-    lakecdc.apply(landing, target, spark=spark)
+    lakecdc.apply(landing, target, format="ogg-json", spark=spark)
     write_jsonl(landing / "2.json", [ogg("S.T", "I", "00:00:02", 2, after={"ID": 2, "V": "b"}),
                                      ogg("S.T", "D", "00:00:03", 3, before={"ID": 1})])
-    s = lakecdc.apply(landing, target, spark=spark)
+    s = lakecdc.apply(landing, target, format="ogg-json", spark=spark)
     assert s.ok and rows(s.table("S.T").target, "ID") == [{"ID": 2, "V": "b"}]
 
 
 def test_a_key_value_of_the_wrong_type_is_named_in_the_reason(spark, tmp_path):
     landing, target = tmp_path / "landing", tmp_path / "lake"
     write_jsonl(landing / "1.json", [ogg("S.T", "I", "00:00:01", 1, after={"ID": 1, "V": "a"}, keys=["ID"])])
-    lakecdc.apply(landing, target, spark=spark)
+    lakecdc.apply(landing, target, format="ogg-json", spark=spark)
     write_jsonl(landing / "2.json", [ogg("S.T", "I", "00:00:02", 2, after={"ID": "seven", "V": "b"}, keys=["ID"])])
-    s = lakecdc.apply(landing, target, spark=spark)
+    s = lakecdc.apply(landing, target, format="ogg-json", spark=spark)
     reasons = DeltaTable(s.quarantine).to_pyarrow_table().column("reason").to_pylist()
     assert reasons == ["column 'ID': after value 'seven' does not fit type bigint"]
 
@@ -450,7 +450,7 @@ def test_a_failing_table_does_not_block_the_others_and_catches_up_in_order(spark
         ogg("S.A", "I", "00:00:01", 1, after={"ID": 1, "N": 1}, keys=["ID"]),
         ogg("S.B", "I", "00:00:02", 2, after={"ID": 1, "N": 1}, keys=["ID"]),
     ])
-    lakecdc.apply(landing, target, spark=spark)
+    lakecdc.apply(landing, target, format="ogg-json", spark=spark)
     b = target.resolve() / "S.B"
     # S.B's log gets a commit nobody can read (a half-copied table, a broken writer)
     broken = b / "_delta_log" / f"{version(b) + 1:020d}.json"
@@ -459,7 +459,7 @@ def test_a_failing_table_does_not_block_the_others_and_catches_up_in_order(spark
         ogg("S.A", "U", "00:00:03", 3, before={"ID": 1}, after={"ID": 1, "N": 2}, keys=["ID"]),
         ogg("S.B", "U", "00:00:04", 4, before={"ID": 1}, after={"ID": 1, "N": 2}, keys=["ID"]),
     ])
-    s = lakecdc.apply(landing, target, spark=spark)
+    s = lakecdc.apply(landing, target, format="ogg-json", spark=spark)
     assert not s.ok and s.table("S.B").status == "failed" and s.table("S.A").status == "applied"
     assert "Error" in (s.table("S.B").error or "")
     assert rows(target.resolve() / "S.A") == [{"ID": 1, "N": 2}]
@@ -468,12 +468,12 @@ def test_a_failing_table_does_not_block_the_others_and_catches_up_in_order(spark
         ogg("S.B", "U", "00:00:06", 6, before={"ID": 1}, after={"ID": 1, "N": 3}, keys=["ID"]),
         ogg("S.B", "I", "00:00:07", 7, after={"ID": 2, "N": 1}, keys=["ID"]),
     ])
-    s = lakecdc.apply(landing, target, spark=spark)   # run 2 resumed (S.B fails again), run 3 new
+    s = lakecdc.apply(landing, target, format="ogg-json", spark=spark)   # run 2 resumed (S.B fails again), run 3 new
     assert [t.status for t in s.tables] == ["applied", "failed"] and s.runs == (2, 3)
     assert rows(target.resolve() / "S.A") == [{"ID": 1, "N": 3}]
     assert [m.status for m in Ledger(target).manifests()] == ["committed", "planned", "planned"]
     broken.unlink()   # repaired: both unfinished runs are resumed, oldest first, for S.B only
-    s = lakecdc.apply(landing, target, spark=spark)
+    s = lakecdc.apply(landing, target, format="ogg-json", spark=spark)
     assert s.ok and s.runs == (2, 3) and s.table("S.A").status == "skipped"
     assert rows(b, "ID") == [{"ID": 1, "N": 3}, {"ID": 2, "N": 1}]
     assert rows(target.resolve() / "S.A") == [{"ID": 1, "N": 3}]
@@ -489,7 +489,7 @@ def test_tables_routed_to_their_own_paths_with_their_own_settings(spark, tmp_pat
         ogg("S.CUST", "U", "00:00:03", 3, before={"ID": 1, "N": "a"}, after={"ID": 2, "N": "a"}, keys=["ID"]),
         ogg("S.ORD", "U", "00:00:04", 4, before={"ID": 1, "N": "a"}, after={"ID": 2, "N": "a"}, keys=["ID"]),
     ])
-    s = lakecdc.apply(landing, target, spark=spark, pk_update={"S.ORD": "update"},
+    s = lakecdc.apply(landing, target, format="ogg-json", spark=spark, pk_update={"S.ORD": "update"},
                       table_paths={"S.CUST": "customers", "S.ORD": str(elsewhere)})
     cust, ord_ = s.table("S.CUST"), s.table("S.ORD")
     assert cust.target == str(target.resolve() / "customers") and ord_.target == str(elsewhere)
@@ -499,18 +499,18 @@ def test_tables_routed_to_their_own_paths_with_their_own_settings(spark, tmp_pat
     assert not (target / "S.CUST").exists() and not (target / "S.ORD").exists()
     # later runs, maintenance and status find them without being told again
     write_jsonl(landing / "b.json", [ogg("S.ORD", "U", "00:00:05", 5, before={"ID": 2}, after={"ID": 2, "N": "b"}, keys=["ID"])])
-    s = lakecdc.apply(landing, target, spark=spark)
+    s = lakecdc.apply(landing, target, format="ogg-json", spark=spark)
     assert s.table("S.ORD").target == str(elsewhere) and rows(elsewhere) == [{"ID": 2, "N": "b"}]
     reports = lakecdc.maintain(str(target), vacuum_retention=None)
     assert {r.target for r in reports} == {cust.target, str(elsewhere)}
     # an existing table is not moved by a new path
     with pytest.raises(lakecdc.LakecdcError, match="already lives at .*customers.*does not move tables"):
-        lakecdc.apply(landing, target, spark=spark, table_paths={"S.CUST": "clients"})
+        lakecdc.apply(landing, target, format="ogg-json", spark=spark, table_paths={"S.CUST": "clients"})
     with pytest.raises(lakecdc.LakecdcError, match="pk_update 'sideways'"):
-        lakecdc.apply(landing, target, spark=spark, pk_update={"S.ORD": "sideways"})
+        lakecdc.apply(landing, target, format="ogg-json", spark=spark, pk_update={"S.ORD": "sideways"})
 
 
 def test_complete_transactions_is_refused_for_formats_without_transaction_markers(spark, tmp_path):
     write_jsonl(tmp_path / "landing" / "1.json", [ogg("S.T", "I", "00:00:01", 1, after={"ID": 1}, keys=["ID"])])
     with pytest.raises(lakecdc.LakecdcError, match="ogg-json messages do not carry"):
-        lakecdc.apply(tmp_path / "landing", tmp_path / "lake", complete_transactions=True, spark=spark)
+        lakecdc.apply(tmp_path / "landing", tmp_path / "lake", format="ogg-json", complete_transactions=True, spark=spark)

@@ -173,8 +173,8 @@ def test_stream_with_max_files_per_trigger_takes_files_in_name_order(spark, tmp_
                                  keys=["ID"]), mtime=1_700_000_000)
     lake, by_apply = tmp_path / "lake", tmp_path / "by-apply"
     batches: list = []
-    lakecdc.stream(landing, lake, spark=spark, on_batch=batches.append, max_files_per_trigger=1).await_termination()
-    lakecdc.apply(landing, by_apply, spark=spark)
+    lakecdc.stream(landing, lake, format="ogg-json", spark=spark, on_batch=batches.append, max_files_per_trigger=1).await_termination()
+    lakecdc.apply(landing, by_apply, format="ogg-json", spark=spark)
     expected = [{"ID": 1, "A": "a5", "B": "b"}]
     assert rows(by_apply / "S.T", "ID") == expected
     assert rows(lake / "S.T", "ID") == expected

@@ -22,14 +22,14 @@ def key_change(tmp_path):
 
 
 def test_ops_style_keeps_both_images(spark, key_change):
-    ev = lakecdc.to_ops(lakecdc.read_changes(key_change, spark=spark)).orderBy("seq").collect()
+    ev = lakecdc.to_ops(lakecdc.read_changes(key_change, format="ogg-json", spark=spark)).orderBy("seq").collect()
     assert [r["op"] for r in ev] == ["I", "U", "T"]
     assert ev[1]["before"] == {"ID": "1", "A": "x"} and ev[1]["after"] == {"ID": "2", "A": "z"}
     assert ev[2]["before"] is None and ev[2]["after"] is None
 
 
 def test_rows_style_pk_update_modes(spark, key_change):
-    ev = lakecdc.read_changes(key_change, spark=spark)
+    ev = lakecdc.read_changes(key_change, format="ogg-json", spark=spark)
     split = lakecdc.to_rows(ev, pk_update="delete-insert").orderBy("seq").collect()
     assert [(r["op"], r["row"]) for r in split] == [
         ("I", {"ID": "1", "A": "x", "B": "y"}),
@@ -46,9 +46,9 @@ def test_rows_style_pk_update_modes(spark, key_change):
 def test_new_columns_are_added_and_dropped_ones_kept(spark, tmp_path):
     landing, target = tmp_path / "landing", tmp_path / "lake"
     write_jsonl(landing / "1.json", [ogg("S.T", "I", "00:00:01", 1, after={"ID": 1, "OLD": "o"}, keys=["ID"])])
-    lakecdc.apply(landing, target, spark=spark)
+    lakecdc.apply(landing, target, format="ogg-json", spark=spark)
     write_jsonl(landing / "2.json", [ogg("S.T", "I", "00:00:02", 2, after={"ID": 2, "NEW": 7.5}, keys=["ID"])])
-    s = lakecdc.apply(landing, target, spark=spark)
+    s = lakecdc.apply(landing, target, format="ogg-json", spark=spark)
     path = s.table("S.T").target
     assert rows(path, "ID") == [{"ID": 1, "OLD": "o", "NEW": None}, {"ID": 2, "OLD": None, "NEW": pytest.approx(7.5)}]
     assert pa.schema(DeltaTable(path).schema().to_arrow()).field("NEW").type == pa.decimal128(38, 2)
@@ -57,7 +57,7 @@ def test_new_columns_are_added_and_dropped_ones_kept(spark, tmp_path):
 def test_treat_all_columns_as_strings(spark, tmp_path):
     landing, target = tmp_path / "landing", tmp_path / "lake"
     write_jsonl(landing / "1.json", [ogg("S.T", "I", "00:00:01", 1, after={"ID": "1", "N": "00042"}, keys=["ID"])])
-    s = lakecdc.apply(landing, target, options={"treatAllColumnsAsStrings": "true"}, spark=spark)
+    s = lakecdc.apply(landing, target, format="ogg-json", options={"treatAllColumnsAsStrings": "true"}, spark=spark)
     assert rows(s.table("S.T").target) == [{"ID": "1", "N": "00042"}]
 
 

@@ -114,7 +114,7 @@ def test_history_versions_tracked_untracked_missing_pk_update_delete_reinsert_tr
     # tombstones kept for no time at all: the closed versions alone stop late events
     opts: dict[str, Any] = {"stored_as_scd_type": {"S.*": 2}, "track_history_except_column_list": ["B"],
                             "tombstone_retention": dt.timedelta(0)}
-    s = lakecdc.apply(landing, target, spark=spark, **opts)
+    s = lakecdc.apply(landing, target, format="ogg-json", spark=spark, **opts)
     t = s.table(T)
     assert (t.events, t.duplicate_or_late, t.inserted, t.updated, t.deleted) == (11, 1, 6, 0, 0)
     assert versions(t.target) == {
@@ -134,7 +134,7 @@ def test_history_versions_tracked_untracked_missing_pk_update_delete_reinsert_tr
         ogg(T, "U", "00:00:03", 3, before={"ID": 4}, after={"ID": 4, "A": "late"}, keys=["ID"]),   # older than its row
         ogg(T, "U", "00:00:05", 17, before={"ID": 6}, after={"ID": 6, "A": "late"}, keys=["ID"]),  # before its delete
     ])
-    s = lakecdc.apply(landing, target, spark=spark, **opts)
+    s = lakecdc.apply(landing, target, format="ogg-json", spark=spark, **opts)
     t = s.table(T)
     assert (t.events, t.duplicate_or_late, t.inserted) == (6, 2, 2)
     assert versions(t.target) == {
@@ -145,7 +145,7 @@ def test_history_versions_tracked_untracked_missing_pk_update_delete_reinsert_tr
         5: [("z", None, "00:00:12", None)],
         6: [("m", None, "00:00:05", "00:00:06")],
     }
-    again = lakecdc.apply(landing, target, spark=spark, **opts)
+    again = lakecdc.apply(landing, target, format="ogg-json", spark=spark, **opts)
     assert again.runs == () and version(t.target) == t.delta_version
 
 
@@ -168,7 +168,7 @@ def test_one_run_out_of_order_gives_the_history_of_the_events_in_order(spark, tm
         9: [("c", 2, "00:00:04", "00:00:05"), ("c", 3, "00:00:05", "00:00:06"), ("e", 3, "00:00:07", None)],
     }
     write_jsonl(tmp_path / "landing" / "a.json", events[::-1][3:] + events[::-1][:3])
-    s = lakecdc.apply(tmp_path / "landing", tmp_path / "lake", spark=spark, stored_as_scd_type=2,
+    s = lakecdc.apply(tmp_path / "landing", tmp_path / "lake", format="ogg-json", spark=spark, stored_as_scd_type=2,
                       track_history_column_list={T: ["B"]})
     assert versions(s.table(T).target) == want
 
@@ -182,20 +182,20 @@ def test_a_crash_then_a_rerun_applies_each_history_exactly_once(spark, tmp_path)
     ])
     hist = {"stored_as_scd_type": 2, "change_data_feed": True}
     with pytest.raises(Crash):
-        lakecdc.apply(landing, target, spark=spark, progress=crash_at("S.B: merging"), **hist)
+        lakecdc.apply(landing, target, format="ogg-json", spark=spark, progress=crash_at("S.B: merging"), **hist)
     a, b = str(target.resolve() / "S.A"), str(target.resolve() / "S.B")
     assert versions(a, cols=("A",)) == {1: [("x", "00:00:01", "00:00:03"), ("y", "00:00:03", None)]}
     assert not DeltaTable.is_deltatable(b) or not DeltaTable(b).to_pyarrow_table().num_rows
-    s = lakecdc.apply(landing, target, spark=spark, **hist)
+    s = lakecdc.apply(landing, target, format="ogg-json", spark=spark, **hist)
     assert s.resumed and s.table("S.A").status == "skipped"
     assert versions(a, cols=("A",)) == {1: [("x", "00:00:01", "00:00:03"), ("y", "00:00:03", None)]}
     assert versions(b, cols=("A",)) == {1: [("x", "00:00:02", None)]}
     # a crash after every commit, before the manifest closed: the re-run commits nothing
     write_jsonl(landing / "b.json", [ogg("S.A", "D", "00:00:04", 4, before={"ID": 1}, keys=["ID"])])
     with pytest.raises(Crash):
-        lakecdc.apply(landing, target, spark=spark, progress=crash_at("recording the run"), **hist)
+        lakecdc.apply(landing, target, format="ogg-json", spark=spark, progress=crash_at("recording the run"), **hist)
     v = version(a)
-    lakecdc.apply(landing, target, spark=spark, **hist)
+    lakecdc.apply(landing, target, format="ogg-json", spark=spark, **hist)
     assert version(a) == v
     assert versions(a, cols=("A",)) == {1: [("x", "00:00:01", "00:00:03"), ("y", "00:00:03", "00:00:04")]}
     assert [m.status for m in Ledger(target).manifests()] == ["committed", "committed"]
@@ -207,7 +207,7 @@ def test_a_crash_then_a_rerun_applies_each_history_exactly_once(spark, tmp_path)
     # a history table stays one: applied as a current-state table, the run stops, nothing committed
     write_jsonl(landing / "c.json", [ogg("S.A", "I", "00:00:05", 5, after={"ID": 1, "A": "z"}, keys=["ID"])])
     with pytest.raises(ConfigError, match="is an SCD type 2 history table"):
-        lakecdc.apply(landing, target, spark=spark)
+        lakecdc.apply(landing, target, format="ogg-json", spark=spark)
     assert version(a) == v
 
 
@@ -217,14 +217,14 @@ def test_change_data_feed_on_current_state_tables_and_a_type_switch_is_refused(s
         ogg("S.C", "I", "00:00:01", 1, after={"ID": 1, "A": "x"}, keys=["ID"]),
         ogg("S.P", "I", "00:00:01", 3, after={"ID": 1, "A": "x"}, keys=["ID"]),
     ])
-    lakecdc.apply(landing, target, spark=spark, change_data_feed=["S.C"])
+    lakecdc.apply(landing, target, format="ogg-json", spark=spark, change_data_feed=["S.C"])
     c, p = (str(target.resolve() / t) for t in ("S.C", "S.P"))
     assert DeltaTable(p).metadata().configuration.get("delta.enableChangeDataFeed") is None
     write_jsonl(landing / "2.json", [
         ogg("S.C", "U", "00:00:02", 4, before={"ID": 1}, after={"ID": 1, "A": "y"}, keys=["ID"]),
         ogg("S.P", "U", "00:00:02", 5, before={"ID": 1}, after={"ID": 1, "A": "y"}, keys=["ID"]),
     ])
-    lakecdc.apply(landing, target, spark=spark, change_data_feed=True)
+    lakecdc.apply(landing, target, format="ogg-json", spark=spark, change_data_feed=True)
     kinds = sorted((r["_commit_version"], r["_change_type"], r["A"]) for r in
                    pa.table(DeltaTable(c).load_cdf(starting_version=0).read_all()).to_pylist())
     assert kinds == [(1, "insert", "x"), (2, "update_postimage", "y"), (2, "update_preimage", "x")]
@@ -235,13 +235,13 @@ def test_change_data_feed_on_current_state_tables_and_a_type_switch_is_refused(s
     write_jsonl(landing / "3.json", [ogg("S.C", "U", "00:00:03", 6, before={"ID": 1}, after={"ID": 1, "A": "z"}, keys=["ID"])])
     cv = DeltaTable(c).version()
     with pytest.raises(ConfigError, match="current-state table"):
-        lakecdc.apply(landing, target, spark=spark, stored_as_scd_type=2)
+        lakecdc.apply(landing, target, format="ogg-json", spark=spark, stored_as_scd_type=2)
     assert DeltaTable(c).version() == cv
     with pytest.raises(ConfigError, match="not both"):
-        lakecdc.apply(landing, target, spark=spark, track_history_column_list={"S.H": ["A"]},
+        lakecdc.apply(landing, target, format="ogg-json", spark=spark, track_history_column_list={"S.H": ["A"]},
                       track_history_except_column_list={"S.H": ["A"]})
     with pytest.raises(ConfigError, match="1 .current state. or 2"):
-        lakecdc.apply(landing, target, spark=spark, stored_as_scd_type=3)
+        lakecdc.apply(landing, target, format="ogg-json", spark=spark, stored_as_scd_type=3)
 
 
 def test_cli_and_job_file_switches(spark, tmp_path):

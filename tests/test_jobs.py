@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import datetime as dt
 import json
 from decimal import Decimal
 from pathlib import Path
@@ -10,8 +12,10 @@ from pathlib import Path
 import pytest
 
 from lakecdc.cli import main
+from lakecdc.config.settings import DEFAULT_VACUUM_RETENTION
 from lakecdc.errors import ConfigError
 from lakecdc.jobs import load_job, run_job, watch
+from lakecdc.jobs.file import PATH_OPTIONS
 from tests.helpers import ogg, rows, write_jsonl
 
 REPO = Path(__file__).parent.parent
@@ -35,16 +39,126 @@ def write_job(tmp_path: Path, body: str) -> Path:
     ("target: lake\nsources:\n  - {input: x, format: ogg-json}\nmin_file_age: soon\n", ":4: min_file_age: duration 'soon'"),
 ])
 def test_mistakes_are_reported_with_their_line(tmp_path, body, message):
+    """A mistake in a job file is a ConfigError starting with the file and naming line and key."""
     path = write_job(tmp_path, body)
     with pytest.raises(ConfigError) as exc:
         load_job(path)
     assert str(exc.value).startswith(str(path)) and message in str(exc.value)
 
 
-def test_the_bundled_sample_job_is_valid():
+def test_the_bundled_sample_job_is_valid(tmp_path, monkeypatch):
+    """The sample job's paths are read from its own directory, whatever the working directory."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("LAKE_ROOT", raising=False)
     job = load_job(REPO / "jobs" / "sample.yaml")
-    assert job.target == "lake" and job.sources[0].format == "ogg-json" and job.include == ("QASOURCE.*",)
-    assert job.contracts == "data_contracts" and job.maintenance.zorder == "keys"
+    assert job.target == str(REPO / "lake") and job.sources[0].format == "ogg-json" and job.include == ("QASOURCE.*",)
+    assert job.sources[0].inputs == (str(REPO / "jobs" / "sample" / "landing"),)
+    assert job.contracts == str(REPO / "data_contracts") and job.maintenance.zorder == "keys"
+
+
+def test_paths_are_relative_to_the_job_file(tmp_path, monkeypatch):
+    """target, inputs (globs too), contracts, gg_properties, stream.checkpoint and the formats' file
+    options are read from the job file's directory; absolute paths and URIs are kept."""
+    jobs = tmp_path / "repo" / "jobs"
+    (jobs / "gg").mkdir(parents=True)
+    (jobs / "gg" / "gg.properties").write_text(
+        "gg.handlerlist=fw\ngg.handler.fw.type=filewriter\ngg.handler.fw.format=delimitedtext\n")
+    path = jobs / "job.yaml"
+    path.write_text(
+        "target: ../lake\n"
+        "sources:\n"
+        "  - input: [landing/*.json, /abs/in, s3://bucket/in]\n"
+        "    gg_properties: gg/gg.properties\n"
+        "    options: {schemaDirectory: gg/dirdef, schemaFile: 'a.json, /abs/b.json'}\n"
+        "contracts: ../contracts\n"
+        "stream: {checkpoint: chk}\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    job = load_job(Path("..") / "repo" / "jobs" / "job.yaml")
+    root = tmp_path / "repo"
+    assert job.target == str(root / "lake") and job.contracts == str(root / "contracts")
+    (src,) = job.sources
+    assert src.inputs == (str(jobs / "landing" / "*.json"), "/abs/in", "s3://bucket/in")
+    assert src.format == "ogg-delimited", "the format of gg.properties, found beside the job file"
+    assert src.options["schemaDirectory"] == str(jobs / "gg" / "dirdef")
+    assert src.options["schemaFile"] == f"{jobs / 'a.json'},/abs/b.json"
+    assert job.stream.checkpoint == str(jobs / "chk")
+
+
+def test_environment_variables_with_defaults(tmp_path, monkeypatch):
+    """``${NAME:-default}`` takes the default when NAME is unset or empty; ``${NAME}`` unset is an
+    error naming the file, the line and the variable; a comment's ``${...}`` is left alone."""
+    path = write_job(tmp_path, (
+        "# ${NOT_A_SETTING} in a comment is text\n"
+        "target: ${LAKE_ROOT:-/data/dev}/lake   # ${NOR_HERE}\n"
+        "sources:\n"
+        "  - {input: '${LANDING:-in}', format: '${FORMAT}'}\n"))
+    for name in ("LAKE_ROOT", "LANDING", "NOT_A_SETTING", "NOR_HERE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("FORMAT", "debezium-json")
+    job = load_job(path)
+    assert job.target == "/data/dev/lake" and job.sources[0].inputs == (str(tmp_path / "in"),)
+    assert job.sources[0].format == "debezium-json"
+    monkeypatch.setenv("LAKE_ROOT", "/data/prod")
+    monkeypatch.setenv("LANDING", "")
+    job = load_job(path)
+    assert job.target == "/data/prod/lake" and job.sources[0].inputs == (str(tmp_path / "in"),)
+    monkeypatch.delenv("FORMAT")
+    with pytest.raises(ConfigError, match=r"job.yaml:4: \$\{FORMAT\}: the environment variable FORMAT is not set"):
+        load_job(path)
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ("maintenance:\n  every_runs: twelve\n", ":5: maintenance.every_runs: expected an integer, found 'twelve'"),
+    ("maintenance:\n  max_files: 0\n", ":5: maintenance.max_files: expected a number, 1 or more, found 0"),
+    ("pk_udpate: update\n", ":4: pk_udpate: unknown key; did you mean 'pk_update'?"),
+    ("maintenance:\n  every_run: 3\n", ":5: maintenance.every_run: unknown key; did you mean 'every_runs'?"),
+    ("tables:\n  inclde: [S.*]\n", ":5: tables.inclde: unknown key; did you mean 'include'?"),
+    ("checks: 'yes'\n", ":4: checks: expected true or false, found 'yes'"),
+    ("apply_as_truncates: 1\n", ":4: apply_as_truncates: expected true or false, found 1"),
+    ("name: 2024\n", ":4: name: expected a text value, found 2024"),
+    ("maintenance: [every_runs]\n", ":4: maintenance: expected a mapping"),
+    ("maintenance:\n  zorder: {A: 1}\n", ":5: maintenance.zorder: expected keys, or a list of columns"),
+    ("maintenance:\n  target_file_size: huge\n", ":5: maintenance.target_file_size: size 'huge'"),
+    ("stream:\n  max_files_per_trigger: many\n", ":5: stream.max_files_per_trigger: expected an integer"),
+    ("tables:\n  paths: sales\n", ":5: tables.paths: expected {TABLE: VALUE}"),
+])
+def test_every_key_is_validated_with_its_line(tmp_path, body, message):
+    """The file's model checks every key's type and value; the message names file, line and key."""
+    path = write_job(tmp_path, "target: lake\nsources:\n  - {input: x, format: ogg-json}\n" + body)
+    with pytest.raises(ConfigError) as exc:
+        load_job(path)
+    assert str(exc.value).startswith(str(path)) and message in str(exc.value)
+
+
+def test_every_mistake_of_a_file_is_reported_at_once_in_file_order(tmp_path):
+    """Several mistakes: one line each, in the order of the file (not one per attempt)."""
+    path = write_job(tmp_path, (
+        "target: lake\n"
+        "sources:\n"
+        "  - {input: x}\n"
+        "pk_update: sideways\n"
+        "maintenance:\n"
+        "  every_runs: twelve\n"))
+    with pytest.raises(ConfigError) as exc:
+        load_job(path)
+    lines = str(exc.value).splitlines()
+    assert [line.split(": ", 1)[0] for line in lines] == [f"{path}:3", f"{path}:4", f"{path}:6"]
+    assert "sources.0: give format: (one of" in lines[0] and "gg_properties:" in lines[0]
+    assert "pk_update: 'sideways': use abend" in lines[1]
+
+
+def test_maintenance_keeps_its_own_tombstone_retention(tmp_path):
+    """maintenance.tombstone_retention is read (it was accepted and dropped); left out, the job's
+    retention applies, and vacuum keeps Delta's default history."""
+    path = write_job(tmp_path, "target: lake\nsources:\n  - {input: x, format: ogg-json}\n"
+                               "maintenance:\n  every_runs: 2\n  tombstone_retention: 30d\n")
+    m = load_job(path).maintenance
+    assert m.tombstone_retention == dt.timedelta(days=30) and m.vacuum_retention == DEFAULT_VACUUM_RETENTION
+    path.write_text(path.read_text().replace("  tombstone_retention: 30d\n", "  vacuum_retention: none\n"))
+    m = load_job(path).maintenance
+    assert m.tombstone_retention is None and m.vacuum_retention is None
 
 
 @pytest.mark.spark
@@ -170,13 +284,17 @@ def _same(actual: object, expected: object) -> bool:
     return actual == expected
 
 
-def test_every_bundled_job_is_valid(monkeypatch):
-    monkeypatch.chdir(REPO)  # the jobs' paths are relative to the repository root, where they run
-    jobs = {p.stem: load_job(p.relative_to(REPO)) for p in sorted((REPO / "jobs").glob("*.yaml"))}
+def test_every_bundled_job_is_valid(tmp_path, monkeypatch):
+    """Every jobs/*.yaml loads from any working directory, its inputs and file options found."""
+    monkeypatch.chdir(tmp_path)  # the jobs' paths are relative to the job files
+    monkeypatch.delenv("LAKE_ROOT", raising=False)
+    jobs = {p.stem: load_job(p) for p in sorted((REPO / "jobs").glob("*.yaml"))}
     assert {"sample", *EXAMPLES} <= set(jobs)
     for name, job in jobs.items():
         assert job.maintenance is not None, f"{name}: shows a maintenance policy"
         assert all(Path(i).is_dir() for s in job.sources for i in s.inputs), f"{name}: bundled landing data"
+        assert all(Path(s.options[o]).exists() for s in job.sources for o in PATH_OPTIONS if o in s.options)
+        assert Path(job.target).parent in (REPO / "lake", REPO), f"{name}: writes under the repository's lake/"
     assert jobs["goldengate"].sources[0].format == "ogg-delimited"  # from gg.properties
     assert jobs["goldengate"].sources[0].options["pkUpdateHandling"] == "delete-insert"
     assert [s.format for s in jobs["dts"].sources] == ["dts-avro", "canal-json", "shareplex-json"]
@@ -188,8 +306,8 @@ def test_each_example_job_tells_its_story_once(spark, tmp_path, monkeypatch, nam
     """Each family's job, run as `lakecdc run jobs/<name>.yaml` would (targets redirected), ends
     with the story's tables; the redelivered update is counted as a duplicate; a second run
     changes nothing."""
-    monkeypatch.chdir(REPO)
-    job = dataclasses.replace(load_job(f"jobs/{name}.yaml"), target=str(tmp_path / "lake"))
+    monkeypatch.chdir(tmp_path)
+    job = dataclasses.replace(load_job(REPO / "jobs" / f"{name}.yaml"), target=str(tmp_path / "lake"))
     first = run_job(job, spark=spark)
     assert first.ok, first.render()
     tables = {t.source_table: t for s in first.summaries for t in s.tables}
@@ -205,3 +323,51 @@ def test_each_example_job_tells_its_story_once(spark, tmp_path, monkeypatch, nam
     assert tables[customers].duplicate_or_late == 1, "Bob's move was delivered twice"
     second = run_job(job, spark=spark)
     assert second.ok and all(s.runs == () for s in second.summaries), "nothing new the second time"
+
+
+# -- scheduling examples: jobs/examples/ --------------------------------------------------------------
+
+
+def _job_file_named(command: list[str]) -> Path:
+    """The bundled job file a ``lakecdc run .../jobs/<name>.yaml`` command runs (its path from ``jobs/``)."""
+    assert command[:1] == ["run"] or command[:2] == ["lakecdc", "run"], command
+    (job,) = [c for c in command if c.endswith(".yaml")]
+    assert "/jobs/" in job, f"{job}: a path ending in jobs/<name>.yaml"
+    return REPO / "jobs" / job.rsplit("/jobs/", 1)[1]
+
+
+def test_the_databricks_job_runs_a_bundled_job_on_a_schedule():
+    """jobs/examples/databricks_job.json is a Jobs API definition: a python_wheel_task calling the
+    wheel's ``lakecdc`` entry point with ``run <job file>`` (a job file of this repository, which
+    loads), a job cluster of a Spark 4 runtime, a schedule and one run at a time."""
+    spec = json.loads((REPO / "jobs" / "examples" / "databricks_job.json").read_text())
+    (task,) = spec["tasks"]
+    wheel = task["python_wheel_task"]
+    assert (wheel["package_name"], wheel["entry_point"]) == ("lakecdc", "lakecdc")
+    job = _job_file_named(wheel["parameters"])
+    assert job.is_file() and load_job(job).sources
+    clusters = {c["job_cluster_key"]: c["new_cluster"] for c in spec["job_clusters"]}
+    cluster = clusters[task["job_cluster_key"]]
+    assert int(cluster["spark_version"].split(".")[0]) >= 17, "a runtime with Spark 4 (lakecdc needs PySpark 4)"
+    assert "LAKE_ROOT" in cluster["spark_env_vars"], "the target moved by the job file's ${LAKE_ROOT}"
+    assert spec["schedule"]["quartz_cron_expression"] and spec["max_concurrent_runs"] == 1
+    assert any(lib.get("whl", "").endswith(".whl") for lib in task["libraries"])
+
+
+def test_the_airflow_dag_runs_the_cli_every_few_minutes():
+    """jobs/examples/airflow_dag.py parses (no Airflow needed here), and its one BashOperator runs
+    ``lakecdc run <job file>`` (a bundled job file) on a timedelta schedule, one run at a time."""
+    tree = ast.parse((REPO / "jobs" / "examples" / "airflow_dag.py").read_text())
+    constants = {t.id: node.value.value for node in tree.body if isinstance(node, ast.Assign)
+                 for t in node.targets if isinstance(t, ast.Name) and isinstance(node.value, ast.Constant)}
+    calls = {c.func.id: c for c in ast.walk(tree) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)}
+    bash = {k.arg: k.value for k in calls["BashOperator"].keywords}["bash_command"]
+    assert isinstance(bash, ast.JoinedStr)
+    command = "".join(v.value if isinstance(v, ast.Constant) else constants[v.value.id]  # type: ignore[attr-defined]
+                      for v in bash.values).split()
+    job = _job_file_named(command)
+    assert job.is_file() and load_job(job).sources
+    dag = {k.arg: k.value for k in calls["DAG"].keywords}
+    assert ast.unparse(dag["schedule"]) == "EVERY" and "minutes=" in ast.unparse(
+        next(n.value for n in tree.body if isinstance(n, ast.Assign) and n.targets[0].id == "EVERY"))  # type: ignore[attr-defined]
+    assert ast.literal_eval(dag["max_active_runs"]) == 1 and ast.literal_eval(dag["catchup"]) is False

@@ -32,21 +32,21 @@ def test_a_growing_file_is_read_on_from_its_new_complete_lines(spark, tmp_path):
     landing.mkdir()
     f = landing / "trail.json"
     f.write_text(line(ins(1, 1, 1)) + line(ins(2, 2, 1)))
-    lakecdc.apply(landing, target, spark=spark)
+    lakecdc.apply(landing, target, format="ogg-json", spark=spark)
     table = target.resolve() / "S.T"
     # the writer appends two messages and is half-way through a third
     third = line(upd(5, 1, 3))
     with f.open("a") as fh:
         fh.write(line(upd(3, 1, 2)) + line(ins(4, 3, 1)) + third[:25])
-    s = lakecdc.apply(landing, target, spark=spark)
+    s = lakecdc.apply(landing, target, format="ogg-json", spark=spark)
     assert s.table("S.T").events == 2 and s.table("S.T").quarantined == 0
     assert rows(table, "ID") == [{"ID": 1, "N": 2}, {"ID": 2, "N": 1}, {"ID": 3, "N": 1}]
     with f.open("a") as fh:
         fh.write(third[25:] + line(upd(6, 2, 5)))
-    s = lakecdc.apply(landing, target, spark=spark)
+    s = lakecdc.apply(landing, target, format="ogg-json", spark=spark)
     assert s.table("S.T").events == 2 and s.table("S.T").quarantined == 0
     assert rows(table, "ID") == [{"ID": 1, "N": 3}, {"ID": 2, "N": 5}, {"ID": 3, "N": 1}]
-    assert lakecdc.apply(landing, target, spark=spark).runs == ()   # nothing new: nothing read again
+    assert lakecdc.apply(landing, target, format="ogg-json", spark=spark).runs == ()   # nothing new: nothing read again
     parts = [i for m in Ledger(target).manifests() for i in m.inputs]
     assert [(p.origin is not None, p.consumed) for p in parts][-1] == (True, f.stat().st_size)
 
@@ -57,11 +57,11 @@ def test_a_line_caught_half_written_is_quarantined_then_read_again_whole(spark, 
     f = landing / "trail.json"
     second = line(upd(2, 1, 2))
     f.write_text(line(ins(1, 1, 1)) + second[:30])          # a new file that ends mid-line
-    s = lakecdc.apply(landing, target, spark=spark)
+    s = lakecdc.apply(landing, target, format="ogg-json", spark=spark)
     assert s.quarantined_unrouted == 1 and rows(target.resolve() / "S.T") == [{"ID": 1, "N": 1}]
     with f.open("a") as fh:
         fh.write(second[30:])
-    s = lakecdc.apply(landing, target, spark=spark)
+    s = lakecdc.apply(landing, target, format="ogg-json", spark=spark)
     assert s.table("S.T").events == 1 and s.table("S.T").updated == 1 and s.quarantined_unrouted == 0
     assert rows(target.resolve() / "S.T") == [{"ID": 1, "N": 2}]
 
@@ -74,10 +74,10 @@ def test_files_younger_than_min_file_age_wait_for_a_later_run(spark, tmp_path):
     os.utime(landing / "old.json", (hour_ago, hour_ago))
     (landing / "new.json").write_text(line(ins(2, 2, 1)))
     said: list[str] = []
-    s = lakecdc.apply(landing, target, spark=spark, min_file_age=60, progress=said.append)
+    s = lakecdc.apply(landing, target, format="ogg-json", spark=spark, min_file_age=60, progress=said.append)
     assert s.files == 1 and rows(target.resolve() / "S.T") == [{"ID": 1, "N": 1}]
     assert any("1 file(s) changed less than 60s ago" in m for m in said)
-    s = lakecdc.apply(landing, target, spark=spark)
+    s = lakecdc.apply(landing, target, format="ogg-json", spark=spark)
     assert s.files == 1 and rows(target.resolve() / "S.T", "ID") == [{"ID": 1, "N": 1}, {"ID": 2, "N": 1}]
 
 

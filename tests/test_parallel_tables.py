@@ -86,7 +86,7 @@ def test_a_table_failing_while_others_merge_is_retried_next_run(tmp_path: Path, 
     write_jsonl(landing / "a.json", [
         ogg(t, "I", "00:00:01", i + 1, after={"ID": 1, "N": 1}, keys=["ID"]) for i, t in enumerate(TABLES)
     ])
-    assert lakecdc.apply(landing, target, parallel_tables=3, spark=spark).ok
+    assert lakecdc.apply(landing, target, format="ogg-json", parallel_tables=3, spark=spark).ok
     broken = target.resolve() / "S.T2"
     # S.T2's data file is unreadable (a storage fault): the merge, which must rewrite it, fails;
     # its preparation (the seqs come from the log's statistics) does not notice
@@ -97,7 +97,7 @@ def test_a_table_failing_while_others_merge_is_retried_next_run(tmp_path: Path, 
         ogg(t, "U", "00:00:02", 10 + i, before={"ID": 1}, after={"ID": 1, "N": 2}, keys=["ID"])
         for i, t in enumerate(TABLES)
     ])
-    s = lakecdc.apply(landing, target, parallel_tables=3, spark=spark)
+    s = lakecdc.apply(landing, target, format="ogg-json", parallel_tables=3, spark=spark)
     assert not s.ok
     assert {t.source_table: t.status for t in s.tables} == {t: "failed" if t == "S.T2" else "applied" for t in TABLES}
     assert s.table("S.T2").error
@@ -105,7 +105,7 @@ def test_a_table_failing_while_others_merge_is_retried_next_run(tmp_path: Path, 
         if t != "S.T2":
             assert rows(target.resolve() / t) == [{"ID": 1, "N": 2}]
     data.write_bytes(saved)  # repaired: the next run applies S.T2 only
-    s = lakecdc.apply(landing, target, parallel_tables=3, spark=spark)
+    s = lakecdc.apply(landing, target, format="ogg-json", parallel_tables=3, spark=spark)
     assert s.ok and s.table("S.T2").status == "applied", s.render()
     assert {t.source_table for t in s.tables if t.status == "skipped"} == set(TABLES) - {"S.T2"}
     assert rows(broken) == [{"ID": 1, "N": 2}]
@@ -116,7 +116,7 @@ def test_an_abend_in_one_table_stops_the_run_before_any_commit(tmp_path: Path, s
     write_jsonl(landing / "a.json", [
         ogg(t, "I", "00:00:01", i + 1, after={"ID": 1, "N": 1}, keys=["ID"]) for i, t in enumerate(TABLES[:3])
     ])
-    assert lakecdc.apply(landing, target, parallel_tables=3, spark=spark).ok
+    assert lakecdc.apply(landing, target, format="ogg-json", parallel_tables=3, spark=spark).ok
     before = {t: version(target.resolve() / t) for t in TABLES[:3]}
     write_jsonl(landing / "b.json", [
         ogg("S.T0", "U", "00:00:02", 10, before={"ID": 1}, after={"ID": 1, "N": 2}, keys=["ID"]),
@@ -124,6 +124,6 @@ def test_an_abend_in_one_table_stops_the_run_before_any_commit(tmp_path: Path, s
         ogg("S.T2", "U", "00:00:04", 12, before={"ID": 1}, after={"ID": 1, "N": 2}, keys=["ID"]),
     ])
     with pytest.raises(PrimaryKeyUpdateError, match="S.T1"):
-        lakecdc.apply(landing, target, pk_update="abend", parallel_tables=3, spark=spark)
+        lakecdc.apply(landing, target, format="ogg-json", pk_update="abend", parallel_tables=3, spark=spark)
     assert {t: version(target.resolve() / t) for t in TABLES[:3]} == before
     shutil.rmtree(tmp_path, ignore_errors=True)

@@ -41,7 +41,7 @@ def test_a_small_run_evaluates_interpreted_and_restores_the_session(spark, tmp_p
     (landing / "1.json").write_text(json.dumps(message) + "\n")
     seen: list[str | None] = []
     before = spark.conf.get(FACTORY, None)
-    summary = lakecdc.apply(landing, tmp_path / "lake", spark=spark,
+    summary = lakecdc.apply(landing, tmp_path / "lake", format="ogg-json", spark=spark,
                             progress=lambda msg: seen.append(spark.conf.get(FACTORY, None)) if "consolidating" in msg else None)
     assert summary.ok and summary.tables[0].inserted == 1
     assert seen == [expected]  # while the table was consolidated

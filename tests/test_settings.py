@@ -13,9 +13,17 @@ import pytest
 import lakecdc
 from lakecdc import ConfigError, Settings
 from lakecdc.check.contracts import load_contract
-from lakecdc.cli import main
-from lakecdc.config.settings import DEFAULT_PK_UPDATE, DEFAULT_TOMBSTONE_RETENTION
-from lakecdc.jobs import load_job
+from lakecdc.cli import build_parser, main
+from lakecdc.config.settings import (
+    DEFAULT_PK_UPDATE,
+    DEFAULT_TOMBSTONE_RETENTION,
+    DEFAULT_TRIGGER,
+    DEFAULT_VACUUM_RETENTION,
+)
+from lakecdc.config.sources import from_cli
+from lakecdc.decode import DECODERS
+from lakecdc.decode.goldengate.properties import read_gg_properties
+from lakecdc.jobs import Maintenance, Streaming, load_job
 from tests.helpers import ogg, rows, write_jsonl
 
 
@@ -55,6 +63,68 @@ def test_to_rows_and_apply_share_the_pk_update_default():
     """One default for a primary-key update, wherever it applies."""
     assert inspect.signature(lakecdc.to_rows).parameters["pk_update"].default == DEFAULT_PK_UPDATE
     assert Settings().pk_update_for("ANY") == DEFAULT_PK_UPDATE == "delete-insert"
+    args = build_parser().parse_args(["apply", "--format", "ogg-json", "--input", "x", "--target", "y"])
+    assert from_cli(args, read_gg_properties).pk_update_for("ANY") == DEFAULT_PK_UPDATE
+
+
+def test_the_other_defaults_are_stated_once():
+    """A stream's trigger, maintenance's retentions and the job's maintenance: the same values from
+    config.settings wherever a signature or a job file leaves them out."""
+    assert inspect.signature(lakecdc.stream).parameters["trigger"].default == DEFAULT_TRIGGER
+    assert Streaming().trigger == DEFAULT_TRIGGER
+    maintain = inspect.signature(lakecdc.maintain).parameters
+    assert maintain["vacuum_retention"].default == DEFAULT_VACUUM_RETENTION
+    assert maintain["tombstone_retention"].default == DEFAULT_TOMBSTONE_RETENTION
+    assert Maintenance().vacuum_retention == DEFAULT_VACUUM_RETENTION
+
+
+def test_format_is_required_and_the_message_lists_the_formats(tmp_path):
+    """No format is assumed: apply, stream, foreach_batch and read_changes refuse a call without
+    one (here or in ``settings``), listing the registered formats, before anything is created."""
+    (tmp_path / "landing").mkdir()
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    calls = [lambda: lakecdc.apply(landing, lake), lambda: lakecdc.stream(landing, lake),
+             lambda: lakecdc.foreach_batch(lake), lambda: lakecdc.read_changes(landing),
+             lambda: lakecdc.apply(landing, lake, settings=Settings(keys={"S.T": ["ID"]}))]
+    for call in calls:
+        with pytest.raises(ConfigError) as exc:
+            call()
+        assert "say which format the change files are in: format=NAME" in str(exc.value)
+        assert all(name in str(exc.value) for name in DECODERS), "every registered format is listed"
+    assert not lake.exists()
+    assert Settings(keys=["ID"]).format == "", "a Settings may leave the format to the call"
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    (lambda p: lakecdc.apply(p, 5, format="ogg-json"), "apply(target=5): expected a path"),
+    (lambda p: lakecdc.apply(None, p, format="ogg-json"), "apply(inputs=None): expected a file or directory"),
+    (lambda p: lakecdc.apply([p, 3], p, format="ogg-json"), "apply(inputs=3): expected a path"),
+    (lambda p: lakecdc.apply(p, p, format="ogg-json", progress="loud"), "apply(progress='loud'): expected a function"),
+    (lambda p: lakecdc.apply(p, p, format="ogg-json", spark="local"), "apply(spark='local'): expected a SparkSession"),
+    (lambda p: lakecdc.apply(p, p, format="ogg-json", reapply=5), "reapply 5: use a path or pattern"),
+    (lambda p: lakecdc.apply(p / "missing", p, format="ogg-json"), "input '"),
+    (lambda p: lakecdc.stream(p, None, format="ogg-json"), "stream(target=None): expected a path"),
+    (lambda p: lakecdc.stream(p, p / "lake", format="ogg-json", on_batch=1), "stream(on_batch=1): expected a function"),
+    (lambda p: lakecdc.foreach_batch(3, format="ogg-json"), "foreach_batch(target=3): expected a path"),
+    (lambda p: lakecdc.to_rows("events"), "to_rows(events='events'): expected a Spark DataFrame"),
+    (lambda p: lakecdc.to_ops(None), "to_ops(events=None): expected a Spark DataFrame"),
+    (lambda p: lakecdc.read_table(7), "read_table(path=7): expected a path"),
+    (lambda p: lakecdc.read_table(p, version=-1), "read_table(version=-1): expected a table version"),
+    (lambda p: lakecdc.read_changes(p, format="ogg-json", spark=1), "read_changes(spark=1): expected a SparkSession"),
+    (lambda p: lakecdc.maintain(5), "maintain(target=5): expected a path"),
+    (lambda p: lakecdc.maintain(p, vacuum_retention="a week"), "vacuum_retention: duration 'a week'"),
+    (lambda p: lakecdc.maintain(p, tombstone_retention=7), "tombstone_retention: duration '7': expected a number and a unit"),
+    (lambda p: lakecdc.maintain(p, tables="S.T"), "no table 'S.T' under"),
+])
+def test_a_wrong_argument_is_a_config_error_with_advice(tmp_path, call, message):
+    """Arguments of the public functions are checked before any work: a lakecdc ConfigError naming
+    the function, the argument and what to pass, never a TypeError or AttributeError from inside."""
+    with pytest.raises(ConfigError) as exc:
+        call(tmp_path)
+    assert message in str(exc.value)
+    assert not (tmp_path / "lake").exists()
+    if "no table" not in message:  # (refused before the target's lease is taken)
+        assert not (tmp_path / "_lakecdc").exists()
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
@@ -117,7 +187,7 @@ def test_a_wrong_config_file_value_names_the_file_line_and_key(tmp_path, capsys)
     ("tables:\n  stored_as_scd_type: two\n", ":5: tables.stored_as_scd_type: 'two': use 1 (current state) or 2"),
     ("parallel_tables: many\n", ":4: parallel_tables: 'many': use a number of tables, 1 or more"),
     ("engine: spark\n", ":4: engine: 'spark': use auto, delta-rs, delta-spark"),
-    ("maintenance:\n  every_runs: twelve\n", ":5: maintenance.every_runs: 'twelve': use a number of runs, 1 or more"),
+    ("maintenance:\n  every_runs: twelve\n", ":5: maintenance.every_runs: expected an integer, found 'twelve'"),
 ])
 def test_a_wrong_job_file_value_names_the_file_line_and_key(tmp_path, body, message):
     """Job files reach the same parsers; the message names the job file, the line and the key."""
@@ -182,3 +252,17 @@ def test_one_settings_object_serves_many_runs_and_keywords_override_it(spark, tm
     summary = lakecdc.apply(landing, tmp_path / "two", settings=base, pk_update="update", spark=spark)
     assert summary.ok and rows(summary.table("S.T").target) == [{"ID": 2, "V": "b"}]
     assert base.pk_update_for("S.T") == "abend"
+
+
+@pytest.mark.spark
+def test_a_list_of_keys_is_the_key_of_a_one_table_input(spark, tmp_path):
+    """``keys=["ID"]`` (DLT's form) keys the input's one table; an input with several tables it
+    would key is refused, saying how to name each table's key; naming them applies the same run."""
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    write_jsonl(landing / "1.json", [ogg("S.A", "I", "00:00:01", 1, after={"ID": 1, "V": "a"}),
+                                     ogg("S.B", "I", "00:00:02", 2, after={"ID": 2, "V": "b"})])
+    with pytest.raises(ConfigError, match=(r"keys=\['ID'\] is the key of a one-table input, but this input holds "
+                                           r"2 tables \(S.A, S.B\): name each table's key, keys=\{'S.A': \['ID'\]")):
+        lakecdc.apply(landing, lake, format="ogg-json", keys=["ID"], spark=spark)
+    summary = lakecdc.apply(landing, lake, format="ogg-json", keys={"S.A": ["ID"], "S.B": ["ID"]}, spark=spark)
+    assert summary.ok and rows(lake / "S.A") == [{"ID": 1, "V": "a"}] and rows(lake / "S.B") == [{"ID": 2, "V": "b"}]

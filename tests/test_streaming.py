@@ -78,15 +78,15 @@ def test_settings_are_checked_before_anything_starts(tmp_path):
     (tmp_path / "landing").mkdir()
     args = (tmp_path / "landing", tmp_path / "lake")
     with pytest.raises(ConfigError, match="unknown setting.*pk_updates"):
-        lakecdc.stream(*args, pk_updates="abend")
+        lakecdc.stream(*args, format="ogg-json", pk_updates="abend")
     with pytest.raises(ConfigError, match="unknown option"):
-        lakecdc.stream(*args, options={"flaten": "true"})
+        lakecdc.stream(*args, format="ogg-json", options={"flaten": "true"})
     with pytest.raises(ConfigError, match="min_file_age: a stream takes each file once"):
-        lakecdc.stream(*args, min_file_age=30)
+        lakecdc.stream(*args, format="ogg-json", min_file_age=30)
     with pytest.raises(ConfigError, match="max_files_per_trigger 0"):
-        lakecdc.stream(*args, max_files_per_trigger=0)
+        lakecdc.stream(*args, format="ogg-json", max_files_per_trigger=0)
     with pytest.raises(FileNotFoundError, match="does not exist"):
-        lakecdc.stream(tmp_path / "nope", tmp_path / "lake")
+        lakecdc.stream(tmp_path / "nope", tmp_path / "lake", format="ogg-json")
 
 
 def test_job_stream_settings_are_checked_with_their_line(tmp_path):
@@ -95,7 +95,7 @@ def test_job_stream_settings_are_checked_with_their_line(tmp_path):
     with pytest.raises(ConfigError, match=r"job.yaml:5: stream.trigger: trigger 'sometimes'"):
         load_job(tmp_path / "job.yaml")
     (tmp_path / "job.yaml").write_text(body.replace("trigger: sometimes", "max_files_per_trigger: 0"))
-    with pytest.raises(ConfigError, match=r":5: stream.max_files_per_trigger: 0: expected a number"):
+    with pytest.raises(ConfigError, match=r":5: stream.max_files_per_trigger: expected a number, 1 or more, found 0"):
         load_job(tmp_path / "job.yaml")
 
 
@@ -178,7 +178,7 @@ def test_a_restart_reads_only_the_new_files(spark, tmp_path, capsys):
     b = land(landing / "sub", "b #1.json", lines(_row(2, "b", "00:00:02", 2)), mtime=1_700_000_002)
     land(landing, "_ignored.json", "not a change file\n")
     batches: list[StreamBatch] = []
-    s = lakecdc.stream(landing, lake, spark=spark, on_batch=batches.append, max_files_per_trigger=1)
+    s = lakecdc.stream(landing, lake, format="ogg-json", spark=spark, on_batch=batches.append, max_files_per_trigger=1)
     s.await_termination()
     assert [(x.batch_id, x.files) for x in batches] == [(0, (str(a),)), (1, (str(b),))]
     assert s.total.table("S.T").inserted == 2 and s.total.runs == (1, 2)
@@ -192,7 +192,7 @@ def test_a_restart_reads_only_the_new_files(spark, tmp_path, capsys):
     e = land(landing, "e.json", lines(_row(4, "e", "00:00:05", 5)), mtime=1_700_000_004 - 30 * 86400)
     batches.clear()
     # trigger once: everything new in one batch (it ignores max_files_per_trigger)
-    s = lakecdc.stream(landing, lake, spark=spark, on_batch=batches.append, trigger="once", max_files_per_trigger=1)
+    s = lakecdc.stream(landing, lake, format="ogg-json", spark=spark, on_batch=batches.append, trigger="once", max_files_per_trigger=1)
     s.await_termination()
     assert [(x.batch_id, x.files) for x in batches] == [(2, (str(c), str(d), str(e)))]
     assert rows(lake / "S.T", "ID") == [
@@ -200,10 +200,10 @@ def test_a_restart_reads_only_the_new_files(spark, tmp_path, capsys):
     ]
 
     batches.clear()
-    lakecdc.stream(landing, lake, spark=spark, on_batch=batches.append).await_termination()
+    lakecdc.stream(landing, lake, format="ogg-json", spark=spark, on_batch=batches.append).await_termination()
     assert batches == []  # nothing new: no batch at all
     # one ledger: apply over the same directory finds nothing new either
-    assert lakecdc.apply(landing, lake, spark=spark).runs == ()
+    assert lakecdc.apply(landing, lake, format="ogg-json", spark=spark).runs == ()
 
 
 @pytest.mark.engines
@@ -216,8 +216,8 @@ def test_a_replayed_batch_applies_nothing_twice(spark, tmp_path):
     batches: list[StreamBatch] = []
 
     def start(**kw: Any) -> lakecdc.ChangeStream:
-        return lakecdc.stream(landing, lake, spark=spark, on_batch=kw.pop("on_batch", batches.append),
-                              max_files_per_trigger=1, **kw)
+        return lakecdc.stream(landing, lake, format="ogg-json", spark=spark,
+                              on_batch=kw.pop("on_batch", batches.append), max_files_per_trigger=1, **kw)
 
     start().await_termination()
     table = lake / "S.T"
@@ -251,7 +251,7 @@ def test_a_replayed_batch_applies_nothing_twice(spark, tmp_path):
     # the checkpoint lost altogether: every file is listed again, none is applied again
     shutil.rmtree(checkpoint)
     batches.clear()
-    lakecdc.stream(landing, lake, spark=spark, on_batch=batches.append).await_termination()
+    lakecdc.stream(landing, lake, format="ogg-json", spark=spark, on_batch=batches.append).await_termination()
     assert len(batches) == 1 and len(batches[0].files) == 3 and batches[0].summary.runs == ()
     assert (rows(table, "ID"), version(table)) == (applied, at)
 
@@ -264,7 +264,7 @@ def test_a_failed_table_stops_the_stream_and_the_restart_resumes_its_batch(spark
         ogg("S.GOOD", "I", "00:00:01", 1, after={"ID": 1, "V": "a"}, keys=["ID"]),
         ogg("S.NOKEY", "I", "00:00:02", 2, after={"ID": 7, "V": "x"}),
     ))
-    s = lakecdc.stream(landing, lake, spark=spark)
+    s = lakecdc.stream(landing, lake, format="ogg-json", spark=spark)
     with pytest.raises(BatchFailed) as failed:
         s.await_termination()
     assert "batch 0" in str(failed.value) and "S.NOKEY" in str(failed.value) and "--key" in str(failed.value)
@@ -274,7 +274,7 @@ def test_a_failed_table_stops_the_stream_and_the_restart_resumes_its_batch(spark
     at = version(good)
 
     batches: list[StreamBatch] = []
-    lakecdc.stream(landing, lake, spark=spark, keys={"S.NOKEY": ["ID"]}, on_batch=batches.append).await_termination()
+    lakecdc.stream(landing, lake, format="ogg-json", spark=spark, keys={"S.NOKEY": ["ID"]}, on_batch=batches.append).await_termination()
     assert [x.batch_id for x in batches] == [0] and batches[0].summary.resumed  # the same batch, resumed
     assert rows(lake / "S.NOKEY") == [{"ID": 7, "V": "x"}]
     assert rows(good) == [{"ID": 1, "V": "a"}] and version(good) == at  # not applied twice
@@ -285,7 +285,7 @@ def test_a_processing_time_stream_applies_wave_after_wave_until_stopped(spark, t
     landing, lake = tmp_path / "landing", tmp_path / "lake"
     landing.mkdir()
     batches: list[StreamBatch] = []
-    with lakecdc.stream(landing, lake, spark=spark, trigger="1 second", on_batch=batches.append,
+    with lakecdc.stream(landing, lake, format="ogg-json", spark=spark, trigger="1 second", on_batch=batches.append,
                         path_glob_filter="*.json") as s:
         land(landing, "1.json", lines(_row(1, "a", "00:00:01", 1), _row(2, "b", "00:00:02", 2)))
         land(landing, "README.txt", "not a change file\n")  # left out by the glob

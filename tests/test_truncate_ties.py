@@ -140,10 +140,10 @@ def test_a_row_an_earlier_run_stored_at_the_truncates_seq_stays(spark, tmp_path)
         landing = tmp_path / f"landing{scd}"
         write_jsonl(landing / "1.json", [ogg(T, "I", "00:00:05", 5, after={"ID": 1, "A": "a"}, keys=["ID"]),
                                          ogg(T, "I", "00:00:01", 1, after={"ID": 3, "A": "z"}, keys=["ID"])])
-        lakecdc.apply(landing, lake, spark=spark, stored_as_scd_type=scd)
+        lakecdc.apply(landing, lake, format="ogg-json", spark=spark, stored_as_scd_type=scd)
         write_jsonl(landing / "2.json", [ogg(T, "T", "00:00:05", 5),
                                          ogg(T, "I", "00:00:05", 5, after={"ID": 2, "A": "b"}, keys=["ID"])])
-        lakecdc.apply(landing, lake, spark=spark, stored_as_scd_type=scd)
+        lakecdc.apply(landing, lake, format="ogg-json", spark=spark, stored_as_scd_type=scd)
         live = [r for r in rows(lake / T) if r.get("__END_AT") is None]
         assert {r["ID"]: r["A"] for r in live} == {1: "a", 2: "b"}
 

@@ -37,6 +37,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from lakecdc.config.arguments import dataframe
 from lakecdc.config.settings import DEFAULT_PK_UPDATE
 from lakecdc.config.values import PK_UPDATE_MODES, PkUpdate  # noqa: F401 - PK_UPDATE_MODES: named here too
 from lakecdc.config.values import pk_update as parse_pk_update
@@ -212,7 +213,7 @@ def to_ops(events: DataFrame) -> DataFrame:
         >>> events = lakecdc.read_changes("landing/", format="ogg-json")   # doctest: +SKIP
         >>> to_ops(events).select("table", "op", "seq", "after").show()    # doctest: +SKIP
     """
-    return public(events)
+    return public(dataframe("to_ops", "events", events, "lakecdc.read_changes(...)'s"))
 
 
 def key_changed(keys: Column, before: Column, after: Column) -> Column:
@@ -250,6 +251,7 @@ def to_rows(events: DataFrame, *, pk_update: PkUpdate = DEFAULT_PK_UPDATE) -> Da
 
     Returns the canonical columns with ``row`` in place of ``before``/``after``.
     """
+    dataframe("to_rows", "events", events, "lakecdc.read_changes(...)'s")
     pk_update = parse_pk_update(pk_update)
     moved = key_changed(F.col("keys"), F.col("before"), F.col("after"))
     flagged = events.withColumn("_pk_moved", (F.col("op") == "U") & F.coalesce(moved, F.lit(False)))

@@ -15,7 +15,7 @@ import dataclasses
 import datetime as dt
 import fnmatch
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -23,8 +23,6 @@ from lakecdc.config import values as V
 from lakecdc.config.values import BadValue, PkUpdate, ScdType, SeqField
 from lakecdc.errors import ConfigError
 
-#: The format a run reads when it does not say.
-DEFAULT_FORMAT = "ogg-json"
 #: What a primary-key update becomes when the run, the table and its contract do not say.
 DEFAULT_PK_UPDATE: PkUpdate = "delete-insert"
 #: How long a deleted key blocks late events when the run does not say (its tombstone's life).
@@ -37,6 +35,8 @@ DEFAULT_VACUUM_RETENTION = dt.timedelta(days=7)
 #: waiting (Spark job scheduling, Delta log reads, delta-rs merges, which release the GIL), so even
 #: 2 cores merge 12 tables 1.7-2x faster 4 at a time (bench/README.md, "Concurrent table merges").
 DEFAULT_PARALLEL_TABLES = 4
+#: When a stream (``lakecdc.stream``, ``lakecdc run --stream``) triggers its batches when it does not say.
+DEFAULT_TRIGGER = "available-now"
 
 #: The key of a per-table setting's value for the tables it does not name.
 EVERY_TABLE = "*"
@@ -111,13 +111,22 @@ def _contracts(value: Any, setting: str) -> Any:
     raise BadValue(setting, value, "a contract file or directory, or contracts by source table")
 
 
+def _reapply(value: Any, setting: str) -> tuple[Any, ...]:
+    if value is None:
+        return ()
+    items = (value,) if isinstance(value, (str, os.PathLike)) else value
+    if not isinstance(items, (list, tuple)) or not all(isinstance(x, (str, os.PathLike)) and str(x) for x in items):
+        raise BadValue(setting, value, "a path or pattern of applied files, or a list of them (\"landing/2024-06-*.json\")")
+    return tuple(items)
+
+
 def _optional(scalar: Callable[..., Any]) -> Callable[[Any, str], Any]:
     return lambda value, setting: None if value is None else scalar(value, setting)
 
 
 #: The parser of each field (the value as given -> the value kept); each keeps its own output.
 PARSERS: dict[str, Callable[[Any, str], Any]] = {
-    "format": V.name,
+    "format": lambda v, s: "" if v is None or v == "" else V.name(v, s),
     "options": V.string_map,
     "keys": _keys,
     "pk_update": _per_table(V.pk_update),
@@ -141,7 +150,7 @@ PARSERS: dict[str, Callable[[Any, str], Any]] = {
     "min_file_age": V.seconds,
     "parallel_tables": lambda v, s: DEFAULT_PARALLEL_TABLES if v is None else V.count(v, s),
     "wait": _optional(V.seconds),
-    "reapply": lambda v, s: (v,) if isinstance(v, (str, os.PathLike)) else tuple(v or ()),
+    "reapply": _reapply,
 }
 
 
@@ -160,13 +169,15 @@ class Settings:
     they do not name; ask for one table's value with the ``..._for`` methods.
     """
 
-    #: a registered format name (see :data:`lakecdc.decode.DECODERS`)
-    format: str = DEFAULT_FORMAT
+    #: a registered format name (see :data:`lakecdc.decode.DECODERS`); every run needs one (none is
+    #: assumed), but a ``Settings`` may leave it to the call that uses it ("": not given yet)
+    format: str = ""
     #: the format's options (GoldenGate property names for GoldenGate formats)
     options: Mapping[str, str] = field(default_factory=dict)
     #: primary-key columns per source table, for messages that carry none (DLT's ``keys``):
     #: ``{"QASOURCE.TCUSTORD": ["CUST_CODE", "ORDER_ID"]}``; a plain list (``["ID"]``, DLT's form for
-    #: a one-table input) is the key of every table whose messages carry none (kept as ``"*"``)
+    #: a one-table input, kept as ``"*"``) is the key of the input's one table: a run whose input
+    #: holds several tables refuses it (name each table's key instead)
     keys: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: ``delete-insert`` (default), ``update`` or ``abend`` (see ``semantics.md``); or per source
     #: table, ``{"S.ORDERS": "update"}`` (a ``"*"`` entry for the others)
@@ -288,6 +299,32 @@ class Settings:
     def keys_for(self, table: str) -> tuple[str, ...] | None:
         """The key columns the run names for ``table`` (its own, else every table's); None: none."""
         return self.keys.get(table) or self.keys.get(EVERY_TABLE)
+
+    def check_one_table_keys(self, tables: Iterable[str | None]) -> None:
+        """Refuse a plain list of keys (``keys=["ID"]``, DLT's form for a one-table input) when more
+        than one of the input's ``tables`` would take it: each table's key must then be named."""
+        every = self.keys.get(EVERY_TABLE)
+        unnamed = sorted({t for t in tables if t is not None and t not in self.keys})
+        if every is None or len(unnamed) < 2:
+            return
+        shown = ", ".join(unnamed[:5]) + (f" and {len(unnamed) - 5} more" if len(unnamed) > 5 else "")
+        raise ConfigError(
+            f"keys={list(every)} is the key of a one-table input, but this input holds {len(unnamed)} tables "
+            f"({shown}): name each table's key, keys={{{unnamed[0]!r}: {list(every)}, ...}} "
+            f"(a job file's tables.keys, the CLI's --key TABLE=COL,...)"
+        )
+
+    def required_format(self) -> str:
+        """The format the run reads; a :class:`ConfigError` listing the registered formats when the
+        settings name none (no format is assumed: reading files as the wrong one quarantines them)."""
+        if not self.format:
+            from lakecdc.decode import DECODERS
+
+            raise ConfigError(
+                "say which format the change files are in: format=NAME (the CLI's --format NAME, a job "
+                f"source's format:); the formats: {', '.join(sorted(DECODERS))}"
+            )
+        return self.format
 
     def pk_update_for(self, table: str) -> PkUpdate:
         """The table's own setting, else its contract's, else the run's."""

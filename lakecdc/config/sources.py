@@ -66,12 +66,13 @@ def layered(*layers: Mapping[str, Any]) -> dict[str, Any]:
 # -- YAML: --config files and job files -------------------------------------------------------
 
 
-_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
 def read_yaml(path: str | Path, what: str = "a mapping of settings") -> tuple[dict[str, Any], Where]:
     """A YAML file's top-level mapping and the lines of its keys (for errors). ``${NAME}``
-    stands for the environment variable ``NAME`` (one file for dev and prod targets)."""
+    stands for the environment variable ``NAME``, ``${NAME:-default}`` the same with a default
+    for when it is unset or empty (one file for dev and prod targets); comments are left as they are."""
     import yaml
 
     text = _substituted(str(path), Path(path).read_text())
@@ -83,12 +84,39 @@ def read_yaml(path: str | Path, what: str = "a mapping of settings") -> tuple[di
 
 
 def _substituted(path: str, text: str) -> str:
-    """``text`` with each ``${NAME}`` replaced by the environment variable's value."""
-    for number, line in enumerate(text.splitlines(), 1):
-        for m in _VARIABLE.finditer(line):
-            if m.group(1) not in os.environ:
-                raise ConfigError(f"{path}:{number}: ${{{m.group(1)}}}: the environment variable {m.group(1)} is not set")
-    return _VARIABLE.sub(lambda m: os.environ[m.group(1)], text)
+    """``text`` with each ``${NAME}`` / ``${NAME:-default}`` outside comments replaced by the
+    environment variable's value (or the default); an unset variable without one is an error
+    naming the file, the line and the variable."""
+
+    def value(m: re.Match[str], number: int) -> str:
+        name, default = m.group(1), m.group(2)
+        found = os.environ.get(name)
+        if found is None or (found == "" and default is not None):
+            if default is None:
+                raise ConfigError(f"{path}:{number}: ${{{name}}}: the environment variable {name} is not set "
+                                  f"(set it, or give a default: ${{{name}:-DEFAULT}})")
+            return default
+        return found
+
+    lines = []
+    for number, line in enumerate(text.splitlines(keepends=True), 1):
+        cut = _comment_start(line)
+        lines.append(_VARIABLE.sub(lambda m, n=number: value(m, n), line[:cut]) + line[cut:])  # type: ignore[misc]
+    return "".join(lines)
+
+
+def _comment_start(line: str) -> int:
+    """Where ``line``'s YAML comment starts (a ``#`` at the start or after a blank, outside
+    quotes), or its length."""
+    quote = ""
+    for i, c in enumerate(line):
+        if quote:
+            quote = "" if c == quote else quote
+        elif c in "'\"" and (i == 0 or line[i - 1] in " \t:[{,"):  # (an apostrophe inside a word is text)
+            quote = c
+        elif c == "#" and (i == 0 or line[i - 1] in " \t"):
+            return i
+    return len(line)
 
 
 def from_config(path: str | Path | None) -> dict[str, Any]:
@@ -272,7 +300,10 @@ def from_cli(args: argparse.Namespace, gg_properties: Callable[[str, str | None]
         fmt, gg = gg_format, {"options": gg_options}
     fmt = fmt or config.get("format")
     if not fmt:
-        raise ConfigError("say which format the files are in: --format NAME, or --gg-properties FILE")
+        from lakecdc.decode import DECODERS
+
+        raise ConfigError("say which format the files are in: --format NAME, or --gg-properties FILE; the "
+                          f"formats: {', '.join(sorted(DECODERS))}")
     if isinstance(config.get("table_names"), str) and flags.get("table_names"):
         raise ConfigError("--catalog-schema and --table-name: give one of them (per-table names, or one schema)")
     merged = layered(gg, config, flags)

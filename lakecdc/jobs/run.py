@@ -84,7 +84,8 @@ def _maintain_if_due(job: Job, summaries: list[Any], *, spark: Any, progress: Ca
         return []
     maintained = maintain(
         job.target, zorder=job.maintenance.zorder, target_file_size=job.maintenance.target_file_size,
-        vacuum_retention=job.maintenance.vacuum_retention, tombstone_retention=job.settings.default_retention,
+        vacuum_retention=job.maintenance.vacuum_retention,
+        tombstone_retention=job.maintenance.tombstone_retention or job.settings.default_retention,
         engine="delta-rs" if job.settings.engine == "auto" else job.settings.engine, spark=spark, progress=progress,
     )
     _state_path(job).write_text(json.dumps({"runs_since": 0}))
@@ -150,7 +151,8 @@ def _state_path(job: Job) -> Path:
 
 
 def _maintenance_due(job: Job, summaries: list[Any]) -> bool:
-    """Count runs that changed something; due after ``every_runs`` or past ``max_files``."""
+    """Count the runs that applied something (kept under the target, across processes); due once
+    the count reaches ``every_runs``, or when a table has more data files than ``max_files``."""
     policy = job.maintenance
     assert policy is not None
     state = _state_path(job)

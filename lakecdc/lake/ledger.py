@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from lakecdc.errors import InputChangedError, LakecdcError
+from lakecdc.errors import InputChangedError, InputNotFoundError, LakecdcError
 from lakecdc.lake.lease import create_exclusive
 
 Status = Literal["planned", "committed"]
@@ -101,7 +101,7 @@ def list_inputs(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
         elif any(c in str(p) for c in "*?["):  # a glob: every file it matches (none is fine)
             out += list_inputs(sorted(glob.glob(str(p), recursive=True)))
         else:
-            raise FileNotFoundError(f"input {str(path)!r} does not exist")
+            raise InputNotFoundError(str(path))
     seen: set[str] = set()
     return [f for f in out if not (f in seen or seen.add(f))]  # type: ignore[func-returns-value]
 

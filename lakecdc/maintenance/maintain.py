@@ -26,11 +26,14 @@ Example:
 from __future__ import annotations
 
 import datetime as dt
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from lakecdc.config import arguments as A
+from lakecdc.config import values as V
 from lakecdc.config.settings import DEFAULT_TOMBSTONE_RETENTION, DEFAULT_VACUUM_RETENTION
 from lakecdc.errors import ConfigError
 from lakecdc.lake.lease import hold
@@ -85,16 +88,16 @@ def _mib(n: int) -> str:
 
 
 def maintain(
-    target: str,
+    target: str | os.PathLike[str],
     *,
-    tables: Sequence[str] | None = None,
+    tables: Sequence[str] | str | None = None,
     compact: bool = True,
     zorder: str | Mapping[str, Sequence[str]] | Sequence[str] | None = None,
     target_file_size: int | None = None,
-    vacuum_retention: dt.timedelta | None = DEFAULT_VACUUM_RETENTION,
+    vacuum_retention: dt.timedelta | str | None = DEFAULT_VACUUM_RETENTION,
     force: bool = False,
     checkpoint: bool = True,
-    tombstone_retention: dt.timedelta = DEFAULT_TOMBSTONE_RETENTION,
+    tombstone_retention: dt.timedelta | str = DEFAULT_TOMBSTONE_RETENTION,
     engine: str | DeltaRsEngine | None = "delta-rs",
     spark: SparkSession | None = None,
     storage_options: Mapping[str, str] | None = None,
@@ -110,17 +113,25 @@ def maintain(
         zorder: ``"keys"`` (each table's key columns), a list of columns for every table, or a
             mapping ``{table: [columns]}``; None: plain compaction.
         target_file_size: bytes per file after compaction (default: the engine's, 100-256 MiB).
-        vacuum_retention: history kept by vacuum; None skips vacuum.
+        vacuum_retention: history kept by vacuum (a timedelta or ``"7d"``); None skips vacuum.
         force: allow a ``vacuum_retention`` below the table's minimum (breaks readers of older
             versions and time travel beyond it).
         checkpoint: write a checkpoint and clean up old log files.
-        tombstone_retention: deleted keys older than this stop blocking late events.
+        tombstone_retention: deleted keys older than this stop blocking late events (a
+            timedelta or ``"7d"``).
         engine: ``"delta-rs"`` (default), ``"delta-spark"`` or ``"auto"``.
         wait: seconds to wait for another writer of ``target`` (a run, a stream's batch) to
             finish; maintenance holds the target's lease as runs do (:mod:`lakecdc.lake.lease`), so
             it never rewrites files under a run. Default: raise
             :class:`~lakecdc.lake.lease.TargetBusy` at once.
     """
+    target = A.path("maintain", "target", target)
+    tables = [tables] if isinstance(tables, str) else tables
+    if vacuum_retention is not None:
+        vacuum_retention = V.duration(vacuum_retention, "vacuum_retention")  # ("7d" as well as a timedelta)
+    tombstone_retention = V.duration(tombstone_retention, "tombstone_retention")
+    A.session("maintain", spark)
+    A.optional_callable("maintain", "progress", progress, "each step's message (a str)")
     with hold(target, command="maintain", wait=wait):
         return _maintain(target, tables=tables, compact=compact, zorder=zorder, target_file_size=target_file_size,
                          vacuum_retention=vacuum_retention, force=force, checkpoint=checkpoint,

@@ -39,6 +39,7 @@ from lakecdc.changes.sequence import check_basis
 from lakecdc.changes.transactions import held_files, record_applied, split_open_transactions, write_held
 from lakecdc.check.contracts import load_contracts
 from lakecdc.check.quality import blocked_tables
+from lakecdc.config import arguments as A
 from lakecdc.config.settings import Progress, Settings
 from lakecdc.decode import get_decoder
 from lakecdc.errors import ConfigError, LakecdcError, MissingKeyError, PrimaryKeyUpdateError
@@ -83,6 +84,7 @@ def apply(
     inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | Kafka,
     target: str | os.PathLike[str],
     *,
+    format: str | None = None,
     settings: Settings | None = None,
     spark: SparkSession | None = None,
     progress: Progress | None = None,
@@ -98,6 +100,8 @@ def apply(
             (:class:`~lakecdc.run.kafka.Kafka`: the records not applied yet are landed as files
             under the target, then applied as files are).
         target: root directory; each source table becomes ``<target>/<table>``.
+        format: the files' format, a registered name (``ogg-json``, ``debezium-json``, ...: see
+            :data:`lakecdc.decode.DECODERS`); required here or in ``settings`` (none is assumed).
         settings: a :class:`~lakecdc.config.settings.Settings` (built once, reused by many runs);
             default: every setting's default.
         spark: the session to use; default: the active one, else an embedded local one.
@@ -125,8 +129,16 @@ def apply(
         >>> s = lakecdc.apply("landing/", "lake/", settings=base, pk_update="abend")  # doctest: +SKIP
     """
     started = time.perf_counter()
-    target_s = str(Path(target).resolve())
+    if not isinstance(inputs, Kafka):
+        inputs = A.paths("apply", "inputs", inputs)
+    target_s = str(Path(A.path("apply", "target", target)).resolve())
+    A.session("apply", spark)
+    A.optional_callable("apply", "progress", progress, "each step's message (a str)")
+    if format is not None:
+        overrides["format"] = format
     settings, decoder = _checked(Settings.build(settings, **overrides), target_s)
+    if not isinstance(inputs, Kafka):
+        A.must_exist(inputs)  # (before the target is touched)
     say = progress or (lambda _msg: None)
     kafka = inputs if isinstance(inputs, Kafka) else None
     framing = framing_of(decoder) if kafka is not None else ""
@@ -170,8 +182,9 @@ def apply(
 def _checked(settings: Settings, target: str) -> tuple[Settings, Decoder]:
     """``settings`` with its contracts loaded, and the decoder of its format (a mistake in either
     is reported before anything else happens)."""
-    decoder = get_decoder(settings.format, settings.options)
-    decoder.state_dir = str(Path(target) / "_lakecdc" / "decoders" / settings.format)
+    fmt = settings.required_format()
+    decoder = get_decoder(fmt, settings.options)
+    decoder.state_dir = str(Path(target) / "_lakecdc" / "decoders" / fmt)
     if not isinstance(settings.contracts, Mapping):
         settings = replace(settings, contracts=load_contracts(settings.contracts))
     if settings.complete_transactions and not decoder.TRANSACTION_MARKERS:
@@ -399,6 +412,7 @@ def _run_tables(
         # (a first run of 200,000 Debezium messages with schema: 22.7 -> 15-18 s)
         events.persist(StorageLevel.MEMORY_AND_DISK)
     profile, decode_errors, skipped, accounts = profile_events(events)
+    settings.check_one_table_keys(profile)
     if len(profile) > 1 and not cached and not events.is_cached:
         # Several tables read the same events: decode once into Spark's cache. (A single table
         # decoded by Spark is cheaper to decode twice than to cache: caching maps costs more

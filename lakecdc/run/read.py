@@ -12,10 +12,11 @@ from pyspark.sql import functions as F
 
 from lakecdc.changes.sequence import resequence
 from lakecdc.check.contracts import Contract, load_contracts
-from lakecdc.config.settings import DEFAULT_FORMAT, EVERY_TABLE, Settings
+from lakecdc.config import arguments as A
+from lakecdc.config.settings import EVERY_TABLE, Settings
 from lakecdc.decode import get_decoder
 from lakecdc.decode.files.lines import EXACT_STRINGS
-from lakecdc.errors import LakecdcError
+from lakecdc.errors import ConfigError, LakecdcError
 from lakecdc.lake.ledger import list_inputs
 from lakecdc.merge.delta_rs import DeltaRsEngine
 from lakecdc.spark.compat import delta_spark_available
@@ -34,10 +35,13 @@ def read_table(
     the Delta log lists (delta-rs): the same rows either way, no Delta jars needed.
 
     Example:
-        >>> s = lakecdc.apply("landing/", "lake/")                                      # doctest: +SKIP
+        >>> s = lakecdc.apply("landing/", "lake/", format="ogg-json")                   # doctest: +SKIP
         >>> lakecdc.read_table(s.table("QASOURCE.TCUSTORD").target, version=1).show()   # doctest: +SKIP
     """
-    spark = spark or get_spark()
+    path = A.path("read_table", "path", path, "'lake/QASOURCE.TCUSTORD'")
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 0):
+        raise ConfigError(f"read_table(version={version!r}): expected a table version, 0 or more (or None: the latest)")
+    spark = A.session("read_table", spark) or get_spark()
     if delta_spark_available(spark):
         reader = spark.read.format("delta")
         if version is not None:
@@ -49,13 +53,15 @@ def read_table(
 def read_changes(
     inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     *,
-    format: str = DEFAULT_FORMAT,
+    format: str | None = None,
     options: Mapping[str, str] | None = None,
     spark: SparkSession | None = None,
     sequence_by: Sequence[str] | str | Mapping[str, Sequence[str] | str] | None = None,
     contracts: str | os.PathLike[str] | Mapping[str, Contract] | None = None,
 ) -> DataFrame:
     """Decode change files into ops-style canonical events (good and bad records alike).
+
+    ``format`` is required (a registered name, as for :func:`lakecdc.apply`).
 
     ``_error`` is NULL for good records and holds the reason for bad ones.
 
@@ -69,14 +75,15 @@ def read_changes(
         >>> ev.groupBy("table", "op").count().show()                      # doctest: +SKIP
     """
     asked = Settings.build(format=format, options=options, sequence_by=sequence_by, contracts=contracts)
-    spark = spark or get_spark()
-    raw = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
+    fmt = asked.required_format()
+    raw = A.paths("read_changes", "inputs", inputs)
+    spark = A.session("read_changes", spark) or get_spark()
     files = list_inputs(raw)
     if not files:
         raise LakecdcError(f"no input files under {', '.join(map(str, raw))}")
     staging = tempfile.mkdtemp(prefix="lakecdc-staging-")
     spark.conf.set(EXACT_STRINGS, "true")
-    decoder = get_decoder(format, options)
+    decoder = get_decoder(fmt, options)
     events = decoder.read(spark, files, staging=staging)
     loaded = contracts if isinstance(contracts, Mapping) else load_contracts(contracts)
     default = asked.sequence_by.get(EVERY_TABLE, ())
