@@ -44,7 +44,7 @@ def add(sub: argparse._SubParsersAction) -> None:
                          "sites used; nothing of its own is removed")
     kp.add_argument("--table", action="append", default=[], metavar="SOURCE_TABLE", help="only this table; repeatable")
     kp.add_argument("--changes", metavar="PATH", help="also check the change files under PATH (with --format)")
-    kp.add_argument("--format", choices=sorted(DECODERS), default="ogg-json", help="format of --changes")
+    kp.add_argument("--format", choices=sorted(DECODERS), help="format of --changes (required with it)")
     kp.add_argument("--json", action="store_true", help="print the results as JSON")
     add_wait_flag(kp)
     kp.set_defaults(run=_check)
@@ -66,6 +66,8 @@ def _check_held(args: argparse.Namespace) -> int:
         return 0
     if not args.contract:
         raise ConfigError("check needs --contract FILE_OR_DIR (or --unblock TABLE)")
+    if args.changes and not args.format:
+        raise ConfigError(f"check --changes needs --format (one of: {', '.join(sorted(DECODERS))})")
     contracts = load_contracts(args.contract)  # mistakes in the contracts or the project before Spark starts
     if args.gx_project:
         project_root(args.gx_project)
