@@ -230,9 +230,10 @@ def test_job_and_config_files_take_environment_variables(tmp_path, monkeypatch):
 def test_a_wrong_contract_value_names_the_file_line_and_property(tmp_path):
     """A contract's ``lakecdc.*`` properties use the same parsers."""
     path = tmp_path / "c.yaml"
-    path.write_text("schema:\n  - name: T\n    properties: [{name: A}]\ncustomProperties:\n"
+    path.write_text("apiVersion: v3.1.0\nkind: DataContract\nid: c\nversion: 1.0.0\nstatus: active\n"
+                    "schema:\n  - name: T\n    properties: [{name: A}]\ncustomProperties:\n"
                     "  - {property: lakecdc.tombstone_retention, value: soon}\n")
-    with pytest.raises(ConfigError, match=r"c.yaml:5: customProperties.0.value: duration 'soon': expected a number"):
+    with pytest.raises(ConfigError, match=r"c.yaml:10: customProperties.0.value: duration 'soon': expected a number"):
         load_contract(path)
 
 
