@@ -13,6 +13,19 @@ from lakecdc.spark.conf import EMBEDDED_CONF, JVM_OPTIONS
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+def tasks_reread_archives() -> bool:
+    """Whether this PySpark's Python tasks make every zip importer re-read its archive: before 4.2
+    ``pyspark.worker_util.setup_spark_files`` invalidates the import caches at every task, which the
+    embedded session's worker daemon (:mod:`lakecdc.spark.pyworker`) avoids; from 4.2 only a task
+    that adds a path does, and Spark's own daemon is faster (bench/RESULTS.md, "The worker-daemon
+    patch": a 60-task Python stage 1.6-1.9 s with it against 3.9-4.0 s without on 4.0.5, 1.7-2.0 s
+    against 1.3-1.6 s on 4.3.0)."""
+    import pyspark
+
+    major, minor = (int(x) for x in pyspark.__version__.split(".")[:2])
+    return (major, minor) < (4, 2)
+
+
 #: Settings of the embedded session, sized for a 2-core laptop-class machine.
 LOCAL_CONF: dict[str, str] = {
     "spark.ui.enabled": "false",
@@ -27,7 +40,8 @@ LOCAL_CONF: dict[str, str] = {
     "spark.driver.extraJavaOptions": JVM_OPTIONS,
     "spark.executor.extraJavaOptions": JVM_OPTIONS,
     # Python workers forked from a daemon that keeps zip importers from re-reading pyspark.zip and
-    # Spark's core jar at every task (0.25-1 s of CPU per task: see lakecdc/spark/pyworker.py).
+    # Spark's core jar at every task (0.25-1 s of CPU per task: see lakecdc/spark/pyworker.py);
+    # PySpark before 4.2 only (tasks_reread_archives)
     "spark.python.daemon.module": "lakecdc.spark.pyworker",
     # Delta's engine rebuilds a table's state from its log in this many tasks (default 50, sized
     # for clusters): on a local session a small table's MERGE ran ~180 tasks, 3x its time
@@ -79,6 +93,8 @@ def get_spark(*, master: str | None = None, conf: dict[str, str] | None = None) 
     if settings["spark.driver.extraJavaOptions"] == JVM_OPTIONS:
         # Spark's classes mapped from an archive written after installation, when there is one
         settings["spark.driver.extraJavaOptions"] = f"{JVM_OPTIONS} {java_options()}".strip()
+    if not tasks_reread_archives() and "spark.python.daemon.module" not in (conf or {}):
+        del settings["spark.python.daemon.module"]  # (Spark's own daemon is the faster one there)
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
