@@ -834,7 +834,8 @@ def heading_of(batch: Batch) -> str:
     return f"{workload.events:,} events over {workload.keys:,} keys, {batch.images} images"
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> list[tuple[Batch, Measured]]:
+    """Run the benchmark; returns each batch with its outcomes (what it printed)."""
     args = parse_args(argv)
     contenders = [CONTENDERS[name] for name in args.only.split(",")]
     pa.set_cpu_count(2)  # every contender gets the 2 cores Spark's local[2] gets
@@ -846,7 +847,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.outcome_json is not None:  # a child of measure_apart
         (measured,) = measure_here(args, contenders, batches)
         args.outcome_json.write_text(json.dumps(measured.to_json()))
-        return
+        return [(batches[0], measured)]
     apart = not args.same_jvm
     if apart:
         measured_all = [measure_apart(args, contenders, b) for b in batches]
@@ -878,6 +879,7 @@ def main(argv: list[str] | None = None) -> None:
                 f"- Machine: {measured.machine}.\n- Workload: {workload_markdown(workload, batch)}.\n- {how}\n"
                 f"- {load_line}\n\n{table}\n\n{details}\n",
             )
+    return list(zip(batches, measured_all, strict=True))
 
 
 if __name__ == "__main__":

@@ -514,3 +514,48 @@ def test_complete_transactions_is_refused_for_formats_without_transaction_marker
     write_jsonl(tmp_path / "landing" / "1.json", [ogg("S.T", "I", "00:00:01", 1, after={"ID": 1}, keys=["ID"])])
     with pytest.raises(lakecdc.LakecdcError, match="ogg-json messages do not carry"):
         lakecdc.apply(tmp_path / "landing", tmp_path / "lake", format="ogg-json", complete_transactions=True, spark=spark)
+
+
+def test_delta_spark_merges_the_net_actions_from_spark_and_counts_them_there(spark, tmp_path, monkeypatch, delta_engine):
+    """With delta-spark the fold's net actions stay in Spark (cached, merged from the DataFrame):
+    only their facts and the deleted keys reach the driver; with delta-rs they are collected as
+    Arrow. Either way the counts, the per-file accounts (two files: summed per file in Spark) and
+    the table are the same, on the first run (the ordinary path) and the next (the fast path)."""
+    from lakecdc.merge import source as source_mod
+
+    made: list[str] = []
+    for name in ("from_arrow", "from_spark"):
+        real = getattr(source_mod.BatchSource, name).__func__
+
+        def record(cls, *args, _real=real, _name=name, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+            made.append(_name)
+            return _real(cls, *args, **kwargs)
+
+        monkeypatch.setattr(source_mod.BatchSource, name, classmethod(record))
+    landing, target = tmp_path / "landing", tmp_path / "lake"
+    write_jsonl(landing / "a.json", [
+        ogg("S.T", "I", "00:00:01", 1, after={"ID": 1, "V": "a", "W": 1}, keys=["ID"]),
+        ogg("S.T", "I", "00:00:02", 2, after={"ID": 2, "V": "b", "W": 2}, keys=["ID"]),
+        ogg("S.T", "I", "00:00:03", 3, after={"ID": 3, "V": "c", "W": 3}, keys=["ID"]),
+    ])
+    write_jsonl(landing / "b.json", [
+        ogg("S.T", "I", "00:00:02", 2, after={"ID": 2, "V": "b", "W": 2}, keys=["ID"]),  # a replayed copy
+        ogg("S.T", "U", "00:00:04", 4, before={"ID": 1}, after={"ID": 1, "V": "a2"}, keys=["ID"]),
+        ogg("S.T", "D", "00:00:05", 5, before={"ID": 3, "V": "c", "W": 3}, keys=["ID"]),
+    ])
+    s = lakecdc.apply(landing, target, format="ogg-json", spark=spark)
+    t = s.table("S.T")
+    assert (t.events, t.inserted, t.deleted, t.duplicate_or_late) == (6, 2, 0, 1)
+    assert t.last_seq is not None and t.last_op_ts is not None and t.last_op_ts.startswith("2020-01-01T00:00:05")
+    accounts = {Path(f).name: a for f, a in s.file_accounts.items()}
+    assert accounts == {"a.json": {"applied": 3}, "b.json": {"applied": 2, "duplicate_or_late": 1}}
+    assert rows(t.target, "ID") == [{"ID": 1, "V": "a2", "W": 1}, {"ID": 2, "V": "b", "W": 2}]
+    write_jsonl(landing / "c.json", [
+        ogg("S.T", "U", "00:00:06", 6, before={"ID": 2}, after={"ID": 2, "W": 20}, keys=["ID"]),
+        ogg("S.T", "D", "00:00:07", 7, before={"ID": 1, "V": "a2", "W": 1}, keys=["ID"]),
+    ])
+    s2 = lakecdc.apply(landing, target, format="ogg-json", spark=spark).table("S.T")
+    assert (s2.events, s2.updated, s2.deleted) == (2, 1, 1)
+    assert rows(t.target, "ID") == [{"ID": 2, "V": "b", "W": 20}]
+    expected = "from_spark" if delta_engine == "delta-spark" else "from_arrow"
+    assert made == [expected, expected]

@@ -29,7 +29,6 @@ from lakecdc.merge.arrow_types import to_arrow_type
 from lakecdc.merge.history_plan import HISTORY_COLUMNS, HistoryPlan
 from lakecdc.merge.plan import CDC_COLUMNS, MergePlan
 from lakecdc.merge.prepare import HistoryPrepared, Prepared
-from lakecdc.merge.source import BatchSource
 
 if TYPE_CHECKING:
     from lakecdc.config.settings import Progress, Settings
@@ -64,8 +63,7 @@ def change_data_feed(engine: DeltaRsEngine, settings: Settings, prep: Prepared) 
     if engine.exists(prep.path):
         enable_change_data_feed(engine, prep.path)
         return
-    has_rows = bool(prep.net.num_rows) and bool(pc.any(pc.equal(prep.net.column("_action"), "upsert")).as_py())
-    if has_rows or prep.seen_columns:  # the tables commit_table creates
+    if prep.net.upserts or prep.seen_columns:  # the tables commit_table creates
         engine.create(prep.path, table_schema(prep.layout), name=prep.table, properties=CHANGE_DATA_FEED)
 
 
@@ -115,9 +113,9 @@ def commit_table(
     creating the table or adding its new columns first, then record its tombstones and truncate
     mark and expire the old tombstones."""
     layout = prep.layout
-    source = BatchSource.from_arrow(prep.net, n_columns=len(layout.columns), n_keys=len(layout.keys))
+    source = prep.net
     schema = table_schema(layout)
-    has_rows = source.rows > 0 and source.arrow is not None and bool(pc.any(pc.equal(source.arrow.column("_action"), "upsert")).as_py())
+    has_rows = source.upserts > 0
     # A table is created once some image showed its columns; a stream that so far only
     # truncated it leaves tombstones and a truncate mark, no table.
     creatable = has_rows or prep.seen_columns
@@ -149,11 +147,10 @@ def commit_table(
     if settings.pk_update_for(prep.table) == "update":
         moved = min(prep.counts.get("_pku", 0), inserted, deleted)
         inserted, deleted, updated = inserted - moved, deleted - moved, updated + moved
-    applied = prep.net.filter(pc.is_valid(prep.net.column("_action")))
-    newest = pc.max(applied.column("_cdc_op_ts")).as_py() if applied.num_rows else None
+    newest = source.last_op_ts
     return TableSummary(
         last_op_ts=newest.astimezone(dt.timezone.utc).isoformat() if newest is not None else None,
-        last_seq=pc.max(applied.column("_cdc_seq")).as_py() if applied.num_rows else None,
+        last_seq=source.last_seq,
         source_table=prep.table, target=prep.path, events=prep.counts["events"], inserted=inserted,
         updated=updated, deleted=deleted, duplicate_or_late=prep.counts["_stale"] + prep.counts["_dups"],
         delta_version=engine.version(prep.path) if engine.exists(prep.path) else None, **files,
@@ -234,9 +231,12 @@ def merge_one(
         if isinstance(prep, HistoryPrepared):
             say(f"{prep.table}: merging {prep.versions.num_rows} version(s) into its history")
             return commit_history(eng, settings, target, prep, run_id=run_id, now=now)  # type: ignore[arg-type]
-        say(f"{prep.table}: merging {prep.net.num_rows} net change(s)")
-        change_data_feed(eng, settings, prep)  # type: ignore[arg-type]
-        return commit_table(eng, settings, target, prep, run_id=run_id, now=now)  # type: ignore[arg-type]
+        say(f"{prep.table}: merging {prep.net.rows} net change(s)")
+        try:
+            change_data_feed(eng, settings, prep)  # type: ignore[arg-type]
+            return commit_table(eng, settings, target, prep, run_id=run_id, now=now)  # type: ignore[arg-type]
+        finally:
+            prep.net.release()
 
 
 class Recording:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark import StorageLevel
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -43,6 +44,7 @@ from lakecdc.consolidate.keymoves import (
 from lakecdc.lake.state import known_tables, stored_max_seq, table_path, tombstone_path, truncate_watermark
 from lakecdc.merge.history_plan import START_AT, is_history
 from lakecdc.merge.shape import TableShape, table_shape
+from lakecdc.merge.source import BatchSource
 from lakecdc.merge.stored import read_rows, read_stored
 
 if TYPE_CHECKING:
@@ -78,7 +80,8 @@ class Prepared:
     layout: Layout
     new_fields: T.StructType
     exists: bool
-    net: pa.Table
+    #: the net actions (one per key) and the facts of them the merge needs
+    net: BatchSource
     counts: dict[str, int]
     truncate_seq: str | None
     seen_columns: bool
@@ -197,18 +200,33 @@ def prepare_table(
     # (the fast path keeps truncates: marked unexpected, they count as errors and make it give up)
     usable = marked if speculation is not None else marked.where(F.col("_op") != "T")
     reset = first_truncate(mine, run_truncate) if run_truncate is not None else None
-    net = _folded(usable, layout, reset, batch)
-    counts = {
-        name: int(pc.sum(net.column(name)).as_py() or 0) for name in ("_events", "_dups", "_stale", "_errors")
-    }
-    events_by_file, late = late_by_file(net, batch.one_file)
-    net = net.drop_columns(["_by_file"])
+    folded = _folded_in_spark(usable, layout, reset, batch) if engine.name == "delta-spark" else None
+    net = _folded(usable, layout, reset, batch) if folded is None else None
+    if folded is not None:
+        totals = folded.totals
+        counts = {name: int(totals[name] or 0) for name in ("_events", "_dups", "_stale", "_errors")}
+        events_by_file, late = folded.by_file(batch.one_file)
+        min_seq, moved_keys = totals["_min_seq"], bool(totals["_pku"])
+    else:
+        assert net is not None
+        counts = {
+            name: int(pc.sum(net.column(name)).as_py() or 0) for name in ("_events", "_dups", "_stale", "_errors")
+        }
+        events_by_file, late = late_by_file(net, batch.one_file)
+        net = net.drop_columns(["_by_file"])
+        min_seq, moved_keys = pc.min(net.column("_min_seq")).as_py(), bool(pc.any(net.column("_pku")).as_py())
     if speculation is not None:
-        min_seq = pc.min(net.column("_min_seq")).as_py()
         if counts["_errors"] or (not need_stored and min_seq is not None and max_stored is not None and min_seq <= max_stored):
+            if folded is not None:
+                folded.df.unpersist()
             return None
         prof = {**prof, "events": counts["_events"]}
-    if pc.any(net.column("_pku")).as_py():
+    if moved_keys and folded is not None:  # (rare: the replay below works on the collected actions)
+        net = folded.df.drop("_by_file").toArrow()
+        folded.df.unpersist()
+        folded = None
+    if moved_keys:
+        assert net is not None
         # the replay needs whole images: widen again with every after value and the before image
         ok = key_move_events(mine, layout, stored, watermark)
         if settings.pk_update_for(table) == "abend":
@@ -226,7 +244,15 @@ def prepare_table(
         # duplicates stay as the first fold counted them (it also sees events a truncate wiped)
         counts["_pku"] = int(ok.where("_pku").count())
         net = moved.drop_columns(["_by_file"])
-    net = net.filter(pc.is_valid(net.column("_action")))
+    n_columns, n_keys = len(layout.columns), len(layout.keys)
+    if folded is not None:  # delta-spark merges from the DataFrame, kept in Spark's cache
+        source = BatchSource.from_spark(folded.df.where(F.col("_action").isNotNull()).drop("_by_file").persist(),
+                                        n_columns=n_columns, n_keys=n_keys)
+        folded.df.unpersist()
+    else:
+        assert net is not None
+        source = BatchSource.from_arrow(net.filter(pc.is_valid(net.column("_action"))), n_columns=n_columns,
+                                        n_keys=n_keys)
     bad = None
     if counts["_errors"]:
         bad = marked.where(F.col("_error").isNotNull()).select(
@@ -234,7 +260,7 @@ def prepare_table(
         )
     counts["events"] = prof["events"]
     prep = Prepared(
-        table=table, path=path, layout=layout, new_fields=new_fields, exists=exists, net=net,
+        table=table, path=path, layout=layout, new_fields=new_fields, exists=exists, net=source,
         counts=counts, truncate_seq=run_truncate, seen_columns=bool(prof["columns"]),
         events_by_file=events_by_file, late_by_file=late,
     )
@@ -267,6 +293,46 @@ def _folded(usable: DataFrame, layout: Layout, reset: Point | None, batch: Batch
         if not pc.any(net.column("_partial")).as_py():
             return net.drop_columns(["_partial"])
     return fold(usable, layout, reset=reset, one_file=one_file).toArrow()
+
+
+@dataclass
+class _SparkFold:
+    """A fold's net actions kept in Spark's cache (delta-spark merges them from there) and its
+    totals over all keys (one aggregation)."""
+
+    df: DataFrame
+    totals: dict
+
+    def by_file(self, one_file: str | None) -> tuple[dict[str, int], dict[str, int]]:
+        """:func:`~lakecdc.consolidate.files.late_by_file`, summed in Spark."""
+        if one_file is not None or not self.totals["_events"]:
+            return late_by_file(pa.table({"_events": [self.totals["_events"] or 0], "_dups": [self.totals["_dups"] or 0],
+                                          "_stale": [self.totals["_stale"] or 0]}), one_file)
+        rows = (self.df.select(F.explode("_by_file").alias("e")).groupBy(F.col("e.file").alias("file"))
+                .agg(F.sum("e.events").alias("events"), F.sum("e.late").alias("late")).toArrow())
+        entries = pa.table({"_by_file": [[{"file": f, "events": e, "late": x} for f, e, x in
+                                          zip(*(rows.column(c).to_pylist() for c in ("file", "events", "late")), strict=True)]]})
+        return late_by_file(entries)
+
+
+def _folded_in_spark(usable: DataFrame, layout: Layout, reset: Point | None, batch: Batch) -> _SparkFold:
+    """:func:`_folded` left in Spark: the net actions cached, their totals collected."""
+    one_file = batch.one_file is not None
+
+    def cached(**choices: bool) -> _SparkFold:
+        df = fold(usable, layout, reset=reset, one_file=one_file, **choices).persist(StorageLevel.MEMORY_AND_DISK)
+        sums = [F.sum(c).alias(c) for c in ("_events", "_dups", "_stale", "_errors")]
+        extra = [F.max("_partial").alias("_partial")] if "_partial" in df.columns else []
+        row = df.agg(*sums, F.min("_min_seq").alias("_min_seq"), F.max("_pku").alias("_pku"), *extra).first()
+        return _SparkFold(df, row.asDict() if row is not None else {})
+
+    if batch.whole_images:
+        out = cached(whole=True)
+        if not out.totals.get("_partial"):
+            out.df = out.df.drop("_partial")
+            return out
+        out.df.unpersist()
+    return cached()
 
 
 def _known(
