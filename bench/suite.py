@@ -151,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     rows = ["| workload | target | goal | measured | |", "|---|---|---:|---|---|"]
     for batch, measured in results:
         rows += target_lines(batch, measured)
-    print("\n#### Issue 37's targets (ratio: the reference's seconds over lakecdc's; 1.00 is as fast)\n")
+    print("\n#### The speed targets (ratio: the reference's seconds over lakecdc's; 1.00 is as fast)\n")
     print("\n".join(rows))
     if verdict is not None:
         print(f"\nClustered 10,000-key batch into {args.rows:,} rows: files rewritten {verdict.rewritten_share:.0%} "

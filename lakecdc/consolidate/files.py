@@ -68,12 +68,18 @@ def late_by_file(net: pa.Table, one_file: str | None = None) -> tuple[dict[str, 
         return {}, {}
     entries = pa.table({"file": pc.struct_field(flat, "file"), "events": pc.struct_field(flat, "events"),
                         "late": pc.struct_field(flat, "late")})
-    sums = entries.group_by("file").aggregate([("events", "sum"), ("late", "sum")]).to_pylist()
+    return per_input_file(entries.group_by("file").aggregate([("events", "sum"), ("late", "sum")])
+                          .rename_columns(["file", "events", "late"]))
+
+
+def per_input_file(sums: pa.Table) -> tuple[dict[str, int], dict[str, int]]:
+    """``(events, late)`` per input file of ``sums`` (``file``, ``events``, ``late``: one row per
+    file read, a staged copy's counts going to the file it was staged from)."""
     events: dict[str, int] = {}
     late: dict[str, int] = {}
-    for r in sums:
+    for r in sums.to_pylist():
         f = source_of(r["file"])
-        events[f] = events.get(f, 0) + int(r["events_sum"] or 0)
-        if r["late_sum"]:
-            late[f] = late.get(f, 0) + int(r["late_sum"])
+        events[f] = events.get(f, 0) + int(r["events"] or 0)
+        if r["late"]:
+            late[f] = late.get(f, 0) + int(r["late"])
     return events, late

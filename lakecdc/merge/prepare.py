@@ -9,7 +9,9 @@ is merged by :mod:`lakecdc.merge.commit`.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -21,7 +23,7 @@ from pyspark.sql import types as T
 
 from lakecdc.changes.columns import sql_string
 from lakecdc.changes.sequence import check_basis, resequence
-from lakecdc.consolidate.files import late_by_file
+from lakecdc.consolidate.files import late_by_file, per_input_file
 from lakecdc.consolidate.fold import (
     ARRIVAL,
     Layout,
@@ -41,6 +43,7 @@ from lakecdc.consolidate.keymoves import (
     pk_touched,
     raise_abend,
 )
+from lakecdc.errors import LakecdcError
 from lakecdc.lake.state import known_tables, stored_max_seq, table_path, tombstone_path, truncate_watermark
 from lakecdc.merge.history_plan import START_AT, is_history
 from lakecdc.merge.shape import TableShape, table_shape
@@ -288,11 +291,28 @@ class HistoryPrepared:
 def _folded(usable: DataFrame, layout: Layout, reset: Point | None, batch: Batch) -> pa.Table:
     """The net actions of ``usable``, collected, by the cheapest fold ``batch`` allows."""
     one_file = batch.one_file is not None
-    if batch.whole_images:
-        net = fold(usable, layout, reset=reset, whole=True, one_file=one_file).toArrow()
-        if not pc.any(net.column("_partial")).as_py():
-            return net.drop_columns(["_partial"])
-    return fold(usable, layout, reset=reset, one_file=one_file).toArrow()
+    with _result_size_advice():
+        if batch.whole_images:
+            net = fold(usable, layout, reset=reset, whole=True, one_file=one_file).toArrow()
+            if not pc.any(net.column("_partial")).as_py():
+                return net.drop_columns(["_partial"])
+        return fold(usable, layout, reset=reset, one_file=one_file).toArrow()
+
+
+@contextlib.contextmanager
+def _result_size_advice() -> Iterator[None]:
+    """Spark's refusal to collect more than ``spark.driver.maxResultSize`` as a LakecdcError that
+    says what to do (delta-rs merges the batch's net actions collected on the driver)."""
+    try:
+        yield
+    except Exception as exc:  # noqa: BLE001 - py4j's and Spark Connect's errors alike
+        if "maxResultSize" not in str(exc):
+            raise
+        raise LakecdcError(
+            "the batch's net actions (one row per changed key) are larger than spark.driver.maxResultSize, "
+            "which delta-rs needs them collected within: raise spark.driver.maxResultSize (and the driver's "
+            "memory), apply fewer files per run, or use engine='delta-spark', which merges them in Spark"
+        ) from exc
 
 
 @dataclass
@@ -304,15 +324,16 @@ class _SparkFold:
     totals: dict
 
     def by_file(self, one_file: str | None) -> tuple[dict[str, int], dict[str, int]]:
-        """:func:`~lakecdc.consolidate.files.late_by_file`, summed in Spark."""
-        if one_file is not None or not self.totals["_events"]:
-            return late_by_file(pa.table({"_events": [self.totals["_events"] or 0], "_dups": [self.totals["_dups"] or 0],
-                                          "_stale": [self.totals["_stale"] or 0]}), one_file)
-        rows = (self.df.select(F.explode("_by_file").alias("e")).groupBy(F.col("e.file").alias("file"))
+        """:func:`~lakecdc.consolidate.files.late_by_file` of the cached actions, summed in Spark."""
+        total = {name: int(self.totals[name] or 0) for name in ("_events", "_dups", "_stale")}
+        if not total["_events"]:
+            return {}, {}
+        if one_file is not None:  # (the fold left _by_file NULL: the totals are the file's)
+            replayed = total["_dups"] + total["_stale"]
+            return {one_file: total["_events"]}, ({one_file: replayed} if replayed else {})
+        sums = (self.df.select(F.explode("_by_file").alias("e")).groupBy(F.col("e.file").alias("file"))
                 .agg(F.sum("e.events").alias("events"), F.sum("e.late").alias("late")).toArrow())
-        entries = pa.table({"_by_file": [[{"file": f, "events": e, "late": x} for f, e, x in
-                                          zip(*(rows.column(c).to_pylist() for c in ("file", "events", "late")), strict=True)]]})
-        return late_by_file(entries)
+        return per_input_file(sums)
 
 
 def _folded_in_spark(usable: DataFrame, layout: Layout, reset: Point | None, batch: Batch) -> _SparkFold:

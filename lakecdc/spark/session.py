@@ -37,6 +37,9 @@ LOCAL_CONF: dict[str, str] = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
     "spark.driver.memory": "8g",
+    # delta-rs merges the batch's net actions collected on the driver (one row per changed key):
+    # 20,000,000 events over 5,000,000 keys are 9,000,000 actions, over Spark's default 1g
+    "spark.driver.maxResultSize": "4g",
     "spark.driver.extraJavaOptions": JVM_OPTIONS,
     "spark.executor.extraJavaOptions": JVM_OPTIONS,
     # Python workers forked from a daemon that keeps zip importers from re-reading pyspark.zip and
