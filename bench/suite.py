@@ -82,15 +82,23 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def contenders(engines: Sequence[str], images: str) -> list[str]:
-    """The contenders of one kind of images, for the chosen engines."""
+def contenders(engines: Sequence[str], images: str, *, autocdc: bool = True) -> list[str]:
+    """The contenders of one kind of images, for the chosen engines (``autocdc``: AUTO CDC can
+    run here, see :func:`bench.autocdc.unavailable`)."""
     names = []
     for engine in engines:
         suffix = "" if engine == "delta-rs" else "-delta-spark"
         names += [f"peer{suffix}", f"correct{suffix}", f"lakecdc{suffix}"]
-    if images == "whole":
+    if images == "whole" and autocdc:
         names.append("autocdc")
     return [*names, "floor"]
+
+
+def autocdc_reason() -> str | None:
+    """Why AUTO CDC cannot run here, or None."""
+    from bench import autocdc
+
+    return autocdc.unavailable()
 
 
 def _ratio(outcomes: dict[str, bench_run.Outcome], reference: str, mine: str) -> float | None:
@@ -134,11 +142,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.write_results:
         common.append("--write-results")
     results: list[tuple[bench_run.Batch, bench_run.Measured]] = []
+    reason = autocdc_reason() if args.whole_sizes else None
+    if reason:
+        print(f"AUTO CDC left out: {reason}", flush=True)
     for images, sizes in (("partial", args.sizes), ("whole", args.whole_sizes)):
         for events, keys in sizes:
             print(f"\n#### bench.run: {events:,} events over {keys:,} keys, {images} images", flush=True)
             results += bench_run.main(["--events", str(events), "--keys", str(keys), "--images", images,
-                                       "--only", ",".join(contenders(args.engines, images)), *common])
+                                       "--only", ",".join(contenders(args.engines, images, autocdc=not reason)), *common])
     verdict = None
     if not args.no_merges:
         print(f"\n#### bench.merges part b: 10,000 keys into {args.rows:,} and {args.rows // 10:,} rows", flush=True)

@@ -41,6 +41,7 @@ def test_one_command_runs_every_workload_and_contender_then_prints_the_targets(t
         merge_calls.append(argv)
         return {"verdict": merges.Verdict(0.01, True, 0.8, 1.1, 0.9, True)}
 
+    monkeypatch.setattr(suite, "autocdc_reason", lambda: None)
     monkeypatch.setattr(bench_run, "main", fake_run)
     monkeypatch.setattr(merges, "main", fake_merges)
     suite.main(["--quick", "--workdir", str(tmp_path)])
@@ -65,6 +66,7 @@ def test_sizes_and_engines_are_checked(monkeypatch) -> None:
     args = suite.parse_args(["--sizes", "1000:100", "--whole-sizes", "", "--engines", "delta-rs"])
     assert args.sizes == [(1000, 100)] and args.whole_sizes == [] and args.engines == ["delta-rs"]
     assert suite.contenders(["delta-rs"], "whole") == ["peer", "correct", "lakecdc", "autocdc", "floor"]
+    assert "autocdc" not in suite.contenders(["delta-rs"], "whole", autocdc=False)
     with pytest.raises(SystemExit):
         suite.parse_args(["--sizes", "1000"])
     with pytest.raises(SystemExit):
