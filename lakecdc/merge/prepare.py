@@ -311,7 +311,8 @@ def _result_size_advice() -> Iterator[None]:
         raise LakecdcError(
             "the batch's net actions (one row per changed key) are larger than spark.driver.maxResultSize, "
             "which delta-rs needs them collected within: raise spark.driver.maxResultSize (and the driver's "
-            "memory), apply fewer files per run, or use engine='delta-spark', which merges them in Spark"
+            "memory), apply fewer files per run (a narrower path or glob, or lakecdc.stream with "
+            "max_files_per_trigger), or use engine='delta-spark', which merges them in Spark"
         ) from exc
 
 
