@@ -559,3 +559,5 @@ def test_delta_spark_merges_the_net_actions_from_spark_and_counts_them_there(spa
     assert rows(t.target, "ID") == [{"ID": 2, "V": "b", "W": 20}]
     expected = "from_spark" if delta_engine == "delta-spark" else "from_arrow"
     assert made == [expected, expected]
+    if hasattr(spark, "_jsparkSession"):  # nothing a run cached stays in the session's cache
+        assert spark._jsparkSession.sharedState().cacheManager().isEmpty()

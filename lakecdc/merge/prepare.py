@@ -248,10 +248,9 @@ def prepare_table(
         counts["_pku"] = int(ok.where("_pku").count())
         net = moved.drop_columns(["_by_file"])
     n_columns, n_keys = len(layout.columns), len(layout.keys)
-    if folded is not None:  # delta-spark merges from the DataFrame, kept in Spark's cache
-        source = BatchSource.from_spark(folded.df.where(F.col("_action").isNotNull()).drop("_by_file").persist(),
-                                        n_columns=n_columns, n_keys=n_keys)
-        folded.df.unpersist()
+    if folded is not None:  # delta-spark merges from the DataFrame, read from the fold's cache
+        source = BatchSource.from_spark(folded.df.where(F.col("_action").isNotNull()).drop("_by_file"),
+                                        n_columns=n_columns, n_keys=n_keys, cached=folded.df)
     else:
         assert net is not None
         source = BatchSource.from_arrow(net.filter(pc.is_valid(net.column("_action"))), n_columns=n_columns,

@@ -36,11 +36,13 @@ class BatchSource:
     upserts: int = 0
     last_op_ts: Any = None
     last_seq: str | None = None
+    #: the cached DataFrame ``df`` reads from (``df`` itself unless it was derived from a cache)
+    cached: DataFrame | None = None
 
     def release(self) -> None:
         """Drop the cached rows of a Spark source (after its merge)."""
-        if self.df is not None:
-            self.df.unpersist()
+        if self.cached is not None:
+            self.cached.unpersist()
 
     @classmethod
     def from_arrow(cls, table: pa.Table, *, n_columns: int, n_keys: int) -> BatchSource:
@@ -69,10 +71,12 @@ class BatchSource:
         )
 
     @classmethod
-    def from_spark(cls, df: DataFrame, *, n_columns: int, n_keys: int) -> BatchSource:
+    def from_spark(cls, df: DataFrame, *, n_columns: int, n_keys: int, cached: DataFrame | None = None) -> BatchSource:
         """Facts computed by one Spark aggregation; the rows stay distributed (delta-spark), cached
-        until :meth:`release`."""
-        df = df if df.is_cached else df.persist()
+        until :meth:`release`: in ``cached`` when ``df`` is a projection of that cached DataFrame
+        (one copy in Spark's cache, not two), else in ``df`` itself."""
+        if cached is None:
+            cached = df = df if df.is_cached else df.persist()
         aggs = [F.count(F.lit(1)).alias("n"), F.count_if(F.col("_action") == "upsert").alias("upserts"),
                 F.max(F.when(F.col("_action").isNotNull(), F.unix_micros("_cdc_op_ts"))).alias("last_op_ts"),
                 F.max(F.when(F.col("_action").isNotNull(), F.col("_cdc_seq"))).alias("last_seq")]
@@ -89,6 +93,7 @@ class BatchSource:
             key_ranges=tuple((row[f"lo{j}"], row[f"hi{j}"]) for j in range(n_keys)),
             deletes=deletes,
             df=df,
+            cached=cached,
             upserts=int(row["upserts"]),
             # (as micros: a collected timestamp is a naive datetime in the driver's local time)
             last_op_ts=None if row["last_op_ts"] is None else _EPOCH + dt.timedelta(microseconds=row["last_op_ts"]),
