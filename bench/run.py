@@ -366,8 +366,12 @@ def _lakecdc_batch_preload(spark: SparkSession, batch: Batch, template: Path) ->
     _lakecdc_apply(spark, batch.preload_events, template, format=batch.format)
 
 
-def _lakecdc(engine: str) -> Callable[[SparkSession, Batch, Path], Path]:
+def _lakecdc(engine: str, staged_fold_bytes: str | None = None) -> Callable[[SparkSession, Batch, Path], Path]:
+    """lakecdc on ``engine``; ``staged_fold_bytes`` sets ``LAKECDC_STAGED_FOLD_BYTES`` for delta-rs
+    ("0": the batch staged as Parquet and streamed, "-1": collected; see lakecdc.merge.staged)."""
     def run(spark: SparkSession, batch: Batch, target: Path) -> Path:
+        if staged_fold_bytes is not None:
+            os.environ["LAKECDC_STAGED_FOLD_BYTES"] = staged_fold_bytes  # (the contender's own process)
         return _lakecdc_apply(spark, batch.events, target, engine=engine, format=batch.format)
 
     return run
@@ -421,6 +425,11 @@ CONTENDERS = {
                   _lakecdc("delta-rs"), _lakecdc_batch_preload),
         Contender("lakecdc-delta-spark", "lakecdc.apply(events, target, format=<the batch's>, engine='delta-spark')",
                   _lakecdc("delta-spark"), _lakecdc_batch_preload, engine="delta-spark"),
+        Contender("lakecdc-collected", "lakecdc (delta-rs), the net actions collected on the driver whatever the "
+                  "batch's size (LAKECDC_STAGED_FOLD_BYTES=-1)", _lakecdc("delta-rs", "-1"), _lakecdc_batch_preload),
+        Contender("lakecdc-staged", "lakecdc (delta-rs), the net actions staged as Parquet by Spark and streamed "
+                  "into the merge whatever the batch's size (LAKECDC_STAGED_FOLD_BYTES=0)", _lakecdc("delta-rs", "0"),
+                  _lakecdc_batch_preload),
         Contender("autocdc", "OSS Spark AUTO CDC (pyspark.pipelines.create_auto_cdc_flow, SCD1, sequenced by the "
                   "SCN) into Spark's in-memory row-level test catalog (no durable format supports it on Spark "
                   "4.3, see bench/autocdc.md); timed: its incremental pipeline run of the events, in its own "

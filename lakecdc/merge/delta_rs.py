@@ -1,7 +1,8 @@
 """The embedded engine: delta-rs (the ``deltalake`` package) commits the plans.
 
 The batch's net actions reach delta-rs as one Arrow table collected from Spark: memory on the
-driver is bounded by the batch's distinct keys (one row per key), never by the target table.
+driver is bounded by the batch's distinct keys (one row per key), never by the target table; a
+large batch's are staged as Parquet by Spark and streamed instead (:mod:`lakecdc.merge.staged`).
 ``streamed_exec=False`` plus the key-range literals in the predicate let delta-rs skip target
 files the batch cannot touch (see ``engines.md``).
 """
@@ -20,6 +21,7 @@ from pyspark.sql import types as T
 
 from lakecdc.errors import CommitConflict, ConfigError
 from lakecdc.lake.refs import catalog_name
+from lakecdc.merge import staged
 from lakecdc.merge.arrow_types import to_arrow_schema, to_spark_schema
 from lakecdc.merge.plan import APP_ID, MergePlan, MergeResult
 from lakecdc.merge.source import BatchSource
@@ -129,7 +131,11 @@ class DeltaRsEngine:
     # -- writes ----------------------------------------------------------------------------------
     def merge(self, plan: MergePlan, source: BatchSource) -> MergeResult:
         """Run ``plan`` with ``source`` (the net actions) in one atomic, idempotent commit."""
-        assert source.arrow is not None, "delta-rs merges an Arrow batch"
+        if source.arrow is not None:
+            data: pa.Table | pa.RecordBatchReader = source.arrow
+        else:  # a large batch, staged by Spark: streamed (its target files still pruned by the key ranges)
+            assert source.stage is not None and source.df is not None, "delta-rs merges Arrow or staged batches"
+            data = staged.reader(source.stage, source.df.schema)
         props = CommitProperties(
             app_transactions=[Transaction(app_id=plan.app_id, version=plan.version)],
             custom_metadata=dict(plan.metadata),
@@ -139,8 +145,8 @@ class DeltaRsEngine:
             return MergeResult(table=plan.table, engine=self.name, version=table.version(), inserted=0, updated=0,
                                deleted=0, skipped=True)
         merger = table.merge(
-            source.arrow, plan.predicate(), source_alias="s", target_alias="t",
-            streamed_exec=False, commit_properties=props,
+            data, plan.predicate(), source_alias="s", target_alias="t",
+            streamed_exec=source.arrow is None, commit_properties=props,
         )
         merger = (
             merger.when_matched_delete(plan.delete_condition())

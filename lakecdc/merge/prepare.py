@@ -45,6 +45,7 @@ from lakecdc.consolidate.keymoves import (
 )
 from lakecdc.errors import LakecdcError
 from lakecdc.lake.state import known_tables, stored_max_seq, table_path, tombstone_path, truncate_watermark
+from lakecdc.merge import staged
 from lakecdc.merge.history_plan import START_AT, is_history
 from lakecdc.merge.shape import TableShape, table_shape
 from lakecdc.merge.source import BatchSource
@@ -102,11 +103,15 @@ class Batch:
     :class:`~lakecdc.decode.spec.Images` says ``whole="always"``): the fold takes each key's newest
     image instead of each column's newest value, and folds again per column if a key's images
     were not whole after all (a value the capture left out). ``one_file``: the batch's only input
-    file: its counts per file are the totals, no per-file bookkeeping in the fold.
+    file: its counts per file are the totals, no per-file bookkeeping in the fold. ``stage``: see
+    :mod:`lakecdc.merge.staged`.
     """
 
     whole_images: bool = False
     one_file: str | None = None
+    #: where a delta-rs run stages its tables' net actions instead of collecting them (a large
+    #: run: :func:`lakecdc.merge.staged.stage_root`), or None
+    stage: str | None = None
 
 
 @dataclass(frozen=True)
@@ -203,7 +208,8 @@ def prepare_table(
     # (the fast path keeps truncates: marked unexpected, they count as errors and make it give up)
     usable = marked if speculation is not None else marked.where(F.col("_op") != "T")
     reset = first_truncate(mine, run_truncate) if run_truncate is not None else None
-    folded = _folded_in_spark(usable, layout, reset, batch) if engine.name == "delta-spark" else None
+    stage = staged.table_dir(batch.stage, table) if batch.stage is not None and engine.name == "delta-rs" else None
+    folded = _folded_in_spark(usable, layout, reset, batch, stage=stage) if engine.name == "delta-spark" or stage else None
     net = _folded(usable, layout, reset, batch) if folded is None else None
     if folded is not None:
         totals = folded.totals
@@ -249,8 +255,11 @@ def prepare_table(
         net = moved.drop_columns(["_by_file"])
     n_columns, n_keys = len(layout.columns), len(layout.keys)
     if folded is not None:  # delta-spark merges from the DataFrame, read from the fold's cache
-        source = BatchSource.from_spark(folded.df.where(F.col("_action").isNotNull()).drop("_by_file"),
-                                        n_columns=n_columns, n_keys=n_keys, cached=folded.df)
+        applied = folded.df.where(F.col("_action").isNotNull()).drop("_by_file")
+        if stage is not None:  # (delta-rs streams the staged files)
+            source = BatchSource.from_spark(applied, n_columns=n_columns, n_keys=n_keys, stage=stage)
+        else:
+            source = BatchSource.from_spark(applied, n_columns=n_columns, n_keys=n_keys, cached=folded.df)
     else:
         assert net is not None
         source = BatchSource.from_arrow(net.filter(pc.is_valid(net.column("_action"))), n_columns=n_columns,
@@ -336,24 +345,34 @@ class _SparkFold:
         return per_input_file(sums)
 
 
-def _folded_in_spark(usable: DataFrame, layout: Layout, reset: Point | None, batch: Batch) -> _SparkFold:
-    """:func:`_folded` left in Spark: the net actions cached, their totals collected."""
+def _folded_in_spark(
+    usable: DataFrame, layout: Layout, reset: Point | None, batch: Batch, *, stage: str | None = None,
+) -> _SparkFold | None:
+    """:func:`_folded` left in Spark: the net actions cached (or written to ``stage`` and read from
+    there), their totals collected; None when they cannot be staged."""
     one_file = batch.one_file is not None
 
-    def cached(**choices: bool) -> _SparkFold:
-        df = fold(usable, layout, reset=reset, one_file=one_file, **choices).persist(StorageLevel.MEMORY_AND_DISK)
+    def kept(**choices: bool) -> _SparkFold | None:
+        df = fold(usable, layout, reset=reset, one_file=one_file, **choices)
+        if stage is None:
+            df = df.persist(StorageLevel.MEMORY_AND_DISK)
+        elif staged.can_stage(df):
+            df = staged.stage(df, stage)
+        else:
+            return None
         sums = [F.sum(c).alias(c) for c in ("_events", "_dups", "_stale", "_errors")]
         extra = [F.max("_partial").alias("_partial")] if "_partial" in df.columns else []
         row = df.agg(*sums, F.min("_min_seq").alias("_min_seq"), F.max("_pku").alias("_pku"), *extra).first()
         return _SparkFold(df, row.asDict() if row is not None else {})
 
     if batch.whole_images:
-        out = cached(whole=True)
-        if not out.totals.get("_partial"):
-            out.df = out.df.drop("_partial")
+        out = kept(whole=True)
+        if out is None or not out.totals.get("_partial"):
+            if out is not None:
+                out.df = out.df.drop("_partial")
             return out
         out.df.unpersist()
-    return cached()
+    return kept()
 
 
 def _known(

@@ -1,12 +1,14 @@
 """A batch's net actions, materialised once for an engine, with the facts the plan needs.
 
-delta-rs merges an Arrow table collected on the driver (:meth:`BatchSource.from_arrow`); delta-spark
-merges straight from the fold's DataFrame, kept in Spark's cache (:meth:`BatchSource.from_spark`):
-nothing but the facts and the deleted keys (for the tombstones) reach the driver."""
+delta-rs merges an Arrow table collected on the driver (:meth:`BatchSource.from_arrow`), or for a
+large batch a stream of the record batches Spark staged as Parquet; delta-spark merges straight
+from the fold's DataFrame, kept in Spark's cache (:meth:`BatchSource.from_spark`): nothing but the
+facts and the deleted keys (for the tombstones) reach the driver."""
 
 from __future__ import annotations
 
 import datetime as dt
+import shutil
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -38,11 +40,16 @@ class BatchSource:
     last_seq: str | None = None
     #: the cached DataFrame ``df`` reads from (``df`` itself unless it was derived from a cache)
     cached: DataFrame | None = None
+    #: the directory ``df`` reads from instead, its rows staged as Parquet (a large delta-rs batch,
+    #: streamed into the merge: :mod:`lakecdc.merge.staged`)
+    stage: str | None = None
 
     def release(self) -> None:
-        """Drop the cached rows of a Spark source (after its merge)."""
+        """Drop the cached or staged rows of a Spark source (after its merge)."""
         if self.cached is not None:
             self.cached.unpersist()
+        if self.stage is not None:
+            shutil.rmtree(self.stage, ignore_errors=True)
 
     @classmethod
     def from_arrow(cls, table: pa.Table, *, n_columns: int, n_keys: int) -> BatchSource:
@@ -71,11 +78,13 @@ class BatchSource:
         )
 
     @classmethod
-    def from_spark(cls, df: DataFrame, *, n_columns: int, n_keys: int, cached: DataFrame | None = None) -> BatchSource:
+    def from_spark(cls, df: DataFrame, *, n_columns: int, n_keys: int, cached: DataFrame | None = None,
+                   stage: str | None = None) -> BatchSource:
         """Facts computed by one Spark aggregation; the rows stay distributed (delta-spark), cached
         until :meth:`release`: in ``cached`` when ``df`` is a projection of that cached DataFrame
-        (one copy in Spark's cache, not two), else in ``df`` itself."""
-        if cached is None:
+        (one copy in Spark's cache, not two), else in ``df`` itself, unless ``df`` reads the files
+        staged in ``stage``."""
+        if cached is None and stage is None:
             cached = df = df if df.is_cached else df.persist()
         aggs = [F.count(F.lit(1)).alias("n"), F.count_if(F.col("_action") == "upsert").alias("upserts"),
                 F.max(F.when(F.col("_action").isNotNull(), F.unix_micros("_cdc_op_ts"))).alias("last_op_ts"),
@@ -94,6 +103,7 @@ class BatchSource:
             deletes=deletes,
             df=df,
             cached=cached,
+            stage=stage,
             upserts=int(row["upserts"]),
             # (as micros: a collected timestamp is a naive datetime in the driver's local time)
             last_op_ts=None if row["last_op_ts"] is None else _EPOCH + dt.timedelta(microseconds=row["last_op_ts"]),

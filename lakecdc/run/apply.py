@@ -60,6 +60,7 @@ from lakecdc.merge.pick import make_engine
 from lakecdc.merge.prepare import Batch, HistoryPrepared, Prepared, fast_path, prepare_history, prepare_table
 from lakecdc.merge.quarantine import BAD_COLUMNS, Quarantined, collect_bad, write_quarantine
 from lakecdc.merge.shape import TableShape, history_shape, table_shape, with_declared
+from lakecdc.merge.staged import stage_root
 from lakecdc.run.kafka import Kafka, framing_of, land_available
 from lakecdc.run.profile import (
     Accounts,
@@ -295,7 +296,8 @@ def _run(
             typed_from = [*files, *(f for f in held_files(engine, target, run_id) if f not in files)]
         events = _routed(events, settings)
         try:
-            batch = _batch(decoder, files if held is None else [*files, "(held)"])
+            batch = _batch(decoder, files if held is None else [*files, "(held)"],
+                           stage=stage_root(spark, engine.name, staging, input_bytes))
             out = _run_tables(spark, engine, decoder, settings, target, typed_from, events, run_id=run_id, now=now,
                               staging=staging, say=say, cached=decoded.is_cached, batch=batch)
             if held is not None and all(s.status in ("applied", "skipped") for s in out.summaries.values()):
@@ -307,12 +309,13 @@ def _run(
     return _summary(engine, settings, target, run_id, len(files), out, resumed=resumed, say=say)
 
 
-def _batch(decoder: Decoder, files: list[str]) -> Batch:
+def _batch(decoder: Decoder, files: list[str], *, stage: str | None = None) -> Batch:
     """What the run knows of its batch before reading it (see :class:`~lakecdc.merge.prepare.Batch`):
-    whether its format writes whole after images, and its one input file."""
+    whether its format writes whole after images, its one input file, and where its tables stage
+    their net actions (a large delta-rs run)."""
     spec = getattr(decoder, "spec", None)
     whole = spec is not None and spec.images.whole == "always"
-    return Batch(whole_images=whole, one_file=files[0] if len(files) == 1 else None)
+    return Batch(whole_images=whole, one_file=files[0] if len(files) == 1 else None, stage=stage)
 
 
 def _routed(events: DataFrame, settings: Settings) -> DataFrame:
