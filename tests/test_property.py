@@ -581,6 +581,25 @@ def test_api_matches_oracle(spark: Any, tmp_path_factory: pytest.TempPathFactory
 
 @pytest.mark.spark
 @settings(max_examples=CLI_EXAMPLES, **SLOW_SETTINGS)  # type: ignore[arg-type]
+@given(sc=scenarios())
+def test_api_matches_oracle_with_batches_staged(spark: Any, tmp_path_factory: pytest.TempPathFactory, sc: Scenario) -> None:
+    """Every run's net actions staged as Parquet and streamed into delta-rs's merge (what a run of
+    1 GiB or more does: lakecdc.merge.staged) instead of collected."""
+    workdir = tmp_path_factory.mktemp("staged")
+    target = workdir / "target"
+    before = os.environ.get("LAKECDC_STAGED_FOLD_BYTES")
+    os.environ["LAKECDC_STAGED_FOLD_BYTES"] = "0"
+    try:
+        run_scenario(sc, workdir, target, api_applier(spark, sc, target))
+    finally:
+        if before is None:
+            del os.environ["LAKECDC_STAGED_FOLD_BYTES"]
+        else:
+            os.environ["LAKECDC_STAGED_FOLD_BYTES"] = before
+
+
+@pytest.mark.spark
+@settings(max_examples=CLI_EXAMPLES, **SLOW_SETTINGS)  # type: ignore[arg-type]
 @given(sc=scenarios(max_events=20))
 def test_cli_matches_oracle(spark: Any, tmp_path_factory: pytest.TempPathFactory, sc: Scenario) -> None:
     workdir = tmp_path_factory.mktemp("cli")
