@@ -34,11 +34,11 @@ export LAKECDC_KAFKA_EXAMPLES="${LAKECDC_KAFKA_EXAMPLES:-2}"
 # so must the services (Kafka, Kafka Connect, PostgreSQL) the tests start themselves
 export LAKECDC_REQUIRE_ENGINES=1
 export LAKECDC_REQUIRE_SERVICES=1
-# three test processes (pytest-xdist), a test file per process: most of a test's time is Spark's,
-# Python's and the services' latency, not CPU (a whole run here: 17 CPU minutes in 40), so three
-# share 2 cores well; LAKECDC_TEST_PROCESSES changes it
+# two test processes (pytest-xdist), a test file per process: much of a test's time is Spark's
+# and Python's latency, not CPU, so two share the 2 cores well (three were slower on 2 cores:
+# the whole run 42.7 min against 40, each pass longer; LAKECDC_TEST_PROCESSES changes it)
 # (the slowest tests are listed at the end of each pass, to keep CI's time in view)
-PYTEST=(-m pytest -q -p no:cacheprovider -n "${LAKECDC_TEST_PROCESSES:-3}" --dist loadfile --durations=15)
+PYTEST=(-m pytest -q -p no:cacheprovider -n "${LAKECDC_TEST_PROCESSES:-2}" --dist loadfile --durations=15)
 
 echo "test: types (mypy over lakecdc/, against PySpark $OLDEST)"
 .venv/bin/python -m mypy lakecdc
