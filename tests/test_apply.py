@@ -150,7 +150,10 @@ def test_table_without_a_key_fails_alone(spark, tmp_path):
     assert rows(s2.table("S.NOKEY").target) == [{"X": 1}]
 
 
-def test_abend_on_a_key_change_commits_nothing(spark, tmp_path):
+def test_abend_on_a_key_change_commits_nothing(spark, tmp_path, monkeypatch, delta_engine):
+    """The abend stops the run before any commit and leaves nothing behind: no table version, no
+    staged files, nothing in the session's cache (another table's prepared actions released)."""
+    monkeypatch.setenv("LAKECDC_STAGED_FOLD_BYTES", "0")  # (delta-rs stages, delta-spark caches)
     landing, target = tmp_path / "landing", tmp_path / "lake"
     write_jsonl(landing / "a.json", [ogg("S.T", "I", "00:00:01", 1, after={"ID": 1, "V": "a"}, keys=["ID"]),
                                      ogg("S.U", "I", "00:00:01", 1, after={"ID": 1}, keys=["ID"])])
@@ -163,6 +166,9 @@ def test_abend_on_a_key_change_commits_nothing(spark, tmp_path):
     with pytest.raises(lakecdc.PrimaryKeyUpdateError, match=r"'S.T'.*\(1,\).*\(9,\).*00000000000000000003"):
         lakecdc.apply(landing, target, format="ogg-json", pk_update="abend", spark=spark)
     assert {t.source_table: version(t.target) for t in first.tables} == versions
+    assert not list((target / "_lakecdc").glob("staging/*"))
+    if hasattr(spark, "_jsparkSession"):
+        assert spark._jsparkSession.sharedState().cacheManager().isEmpty()
     s = lakecdc.apply(landing, target, format="ogg-json", spark=spark)   # default delete-insert resumes the same run
     assert rows(s.table("S.T").target) == [{"ID": 9, "V": "a"}]
     assert rows(s.table("S.U").target, "ID") == [{"ID": 1}, {"ID": 2}]

@@ -305,7 +305,7 @@ def _run(
         finally:
             events.unpersist()
             decoded.unpersist()
-    shutil.rmtree(staging, ignore_errors=True)
+            shutil.rmtree(staging, ignore_errors=True)  # (a failed run leaves no staged files either)
     return _summary(engine, settings, target, run_id, len(files), out, resumed=resumed, say=say)
 
 
@@ -507,8 +507,9 @@ def _prepare_and_merge(
     summaries go to ``out``, the records that did not fit to ``bad_parts``."""
     prepared: list[Prepared | HistoryPrepared] = []
     # the user's configuration, or an abend asked for, stops the run before anything is committed
+    # (and releases what the tables prepared so far hold: cached or staged net actions)
     for table, outcome in each_table(tables, prepare, settings.parallel_tables,
-                                     fatal=(ConfigError, PrimaryKeyUpdateError)):
+                                     fatal=(ConfigError, PrimaryKeyUpdateError), discard=lambda o: _release(o[0])):
         if isinstance(outcome, BaseException):  # one table's failure must not stop the others
             out.summaries[table] = failed_table(target, table, profile[table], outcome, say)
             continue
@@ -522,6 +523,16 @@ def _prepare_and_merge(
         prep = next(p for p in prepared if p.table == table)
         return merge_one(engine, settings, target, prep, run_id=run_id, now=now, say=say)
 
-    for table, result in each_table([p.table for p in prepared], merge, settings.parallel_tables, fatal=(ConfigError,)):
-        out.summaries[table] = (failed_table(target, table, profile[table], result, say)
-                                if isinstance(result, BaseException) else result)
+    try:
+        for table, result in each_table([p.table for p in prepared], merge, settings.parallel_tables,
+                                        fatal=(ConfigError,)):
+            out.summaries[table] = (failed_table(target, table, profile[table], result, say)
+                                    if isinstance(result, BaseException) else result)
+    finally:
+        for prep in prepared:  # (merge_one released those it merged; a fatal error skips the rest)
+            _release(prep)
+
+
+def _release(prep: Prepared | HistoryPrepared) -> None:
+    if isinstance(prep, Prepared):
+        prep.net.release()

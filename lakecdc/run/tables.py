@@ -26,12 +26,14 @@ T_ = TypeVar("T_")
 
 def each_table(
     tables: list[str], work: Callable[[str], T_], parallel: int, *, fatal: tuple[type[BaseException], ...],
+    discard: Callable[[T_], None] | None = None,
 ) -> list[tuple[str, T_ | Exception]]:
     """``work`` on each table, ``parallel`` at a time, as ``(table, result or the exception it
     raised)`` in the tables' order (so summaries and messages do not depend on timing).
 
     A ``fatal`` exception is raised once the tables already started have finished (those not
-    started yet are not started): it stops the run, as it would one table at a time.
+    started yet are not started): it stops the run, as it would one table at a time. The results
+    it leaves unreturned go to ``discard`` (to release what they hold).
     """
     if parallel <= 1 or len(tables) <= 1:
         out: list[tuple[str, T_ | Exception]] = []
@@ -39,6 +41,7 @@ def each_table(
             try:
                 out.append((table, work(table)))
             except fatal:
+                _discard(out, discard)
                 raise
             except Exception as exc:  # noqa: BLE001 - reported per table by the caller
                 out.append((table, exc))
@@ -60,8 +63,15 @@ def each_table(
             except Exception as exc:  # noqa: BLE001 - reported per table by the caller
                 results.append((table, exc))
     if stop is not None:
+        _discard(results, discard)
         raise stop
     return results
+
+
+def _discard(results: list[tuple[str, T_ | Exception]], discard: Callable[[T_], None] | None) -> None:
+    for _, result in results:
+        if discard is not None and not isinstance(result, Exception):
+            discard(result)
 
 
 def failed_table(target: str, table: str, prof: dict, exc: BaseException, say: Progress) -> TableSummary:
