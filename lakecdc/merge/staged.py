@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -36,7 +37,7 @@ from lakecdc.merge.arrow_types import to_arrow_type
 from lakecdc.spark.compat import is_spark_connect
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 #: Input bytes from which a delta-rs run stages its tables' net actions instead of collecting
 #: them. Measured on GoldenGate JSON (bench/RESULTS.md, "delta-rs: net actions collected or
@@ -66,7 +67,7 @@ def stage_root(spark: SparkSession, engine_name: str, staging: str, input_bytes:
     if is_spark_connect(spark):  # (the server's file system need not be this process's)
         return None
     try:
-        master = spark.conf.get("spark.master", "") or ""
+        master = spark.conf.get("spark.master") or ""
     except Exception:  # noqa: BLE001 - a session that does not say
         return None
     return str(Path(staging) / "fold") if master.startswith("local") else None
@@ -100,24 +101,21 @@ def stage(df: DataFrame, directory: str) -> DataFrame:
     """Write ``df`` to ``directory`` (replacing what was there) and return it read back from there,
     with its own column types."""
     schema = df.schema
-    numbers = []
+    df.select(*_times(schema, F.unix_micros, F.unix_date)).write.mode("overwrite").parquet(directory)
+    return df.sparkSession.read.parquet(directory).select(*_times(schema, F.timestamp_micros, F.date_from_unix_date))
+
+
+def _times(schema: T.StructType, timestamps: Callable[[Column], Column], dates: Callable[[Column], Column]) -> list[Column]:
+    """``schema``'s columns, its timestamps through ``timestamps`` and its dates through ``dates``."""
+    out = []
     for f in schema.fields:
         col = F.col(f"`{f.name}`")
         if isinstance(f.dataType, T.TimestampType):
-            col = F.unix_micros(col)
+            col = timestamps(col)
         elif isinstance(f.dataType, T.DateType):
-            col = F.unix_date(col)
-        numbers.append(col.alias(f.name))
-    df.select(*numbers).write.mode("overwrite").parquet(directory)
-    back = []
-    for f in schema.fields:
-        col = F.col(f"`{f.name}`")
-        if isinstance(f.dataType, T.TimestampType):
-            col = F.timestamp_micros(col)
-        elif isinstance(f.dataType, T.DateType):
-            col = F.date_from_unix_date(col)
-        back.append(col.alias(f.name))
-    return df.sparkSession.read.parquet(directory).select(*back)
+            col = dates(col)
+        out.append(col.alias(f.name))
+    return out
 
 
 def reader(directory: str, schema: T.StructType) -> pa.RecordBatchReader:
