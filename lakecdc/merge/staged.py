@@ -21,7 +21,6 @@ columns holding them are not staged.
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,9 +31,9 @@ import pyarrow.dataset as ds
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakecdc.errors import ConfigError
 from lakecdc.merge.arrow_types import to_arrow_type
 from lakecdc.spark.compat import is_spark_connect
+from lakecdc.spark.conf import env_bytes
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -50,11 +49,7 @@ BATCH_ROWS = 65_536
 
 
 def staged_fold_bytes() -> int:
-    raw = os.environ.get("LAKECDC_STAGED_FOLD_BYTES", "").strip()
-    try:
-        return int(raw) if raw else STAGED_FOLD_BYTES
-    except ValueError:
-        raise ConfigError(f"LAKECDC_STAGED_FOLD_BYTES={raw!r}: expected a number of bytes (0: always, -1: never)") from None
+    return env_bytes("LAKECDC_STAGED_FOLD_BYTES", STAGED_FOLD_BYTES, "0: always, -1: never")
 
 
 def stage_root(spark: SparkSession, engine_name: str, staging: str, input_bytes: int) -> str | None:

@@ -81,14 +81,20 @@ INTERPRETED_CONF: dict[str, str] = {
 INTERPRETED_RUN_BYTES = 256 << 10
 
 
+def env_bytes(name: str, default: int, accepts: str) -> int:
+    """A size in bytes from the environment variable ``name`` (``default`` when unset); a value
+    that is not a whole number is a ConfigError naming it and what it ``accepts``."""
+    raw = os.environ.get(name, "").strip()
+    try:
+        return int(raw) if raw else default
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r}: expected a number of bytes ({accepts})") from None
+
+
 def run_conf(input_bytes: int) -> dict[str, str]:
     """The settings of a run reading ``input_bytes``: :data:`JOB_CONF`, plus
     :data:`INTERPRETED_CONF` for a small run."""
-    raw = os.environ.get("LAKECDC_INTERPRETED_RUN_BYTES", "").strip()
-    try:
-        limit = int(raw) if raw else INTERPRETED_RUN_BYTES
-    except ValueError:
-        raise ConfigError(f"LAKECDC_INTERPRETED_RUN_BYTES={raw!r}: expected a number of bytes (-1: never)") from None
+    limit = env_bytes("LAKECDC_INTERPRETED_RUN_BYTES", INTERPRETED_RUN_BYTES, "-1: never")
     return {**JOB_CONF, **(INTERPRETED_CONF if input_bytes <= limit else {})}
 
 
