@@ -69,6 +69,15 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("delta_engine", ENGINES, indirect=True)
 
 
+@pytest.fixture(autouse=True)
+def _engine_of_marked_tests(request):
+    """A test marked ``engines`` runs with its engine even when it does not ask for ``delta_engine``
+    (parametrizing alone does not set the fixture up)."""
+    callspec = getattr(request.node, "callspec", None)
+    if callspec is not None and "delta_engine" in callspec.params and "delta_engine" not in request.fixturenames:
+        request.getfixturevalue("delta_engine")
+
+
 @pytest.fixture
 def delta_engine(request, monkeypatch, spark):
     """The engine this run of a behaviour test uses: every ``lakecdc`` entry point (API, CLI
