@@ -2,7 +2,9 @@
 
 Every operation is a Spark SQL statement or a DataFrame read/write (``MERGE INTO``, ``CREATE
 TABLE``, ``DESCRIBE HISTORY``, ``OPTIMIZE``, ``VACUUM``, ...), never a call into the JVM, so the
-engine runs the same on a classic session, on Databricks and on a Spark Connect session. It
+engine runs the same on a classic session, on Databricks and on a Spark Connect session. Two
+extras ask a classic session's JVM and are left out on Spark Connect: a checkpoint on demand, and
+the count of target files a MERGE read and pruned (:func:`_files_read_and_pruned`). It
 needs only Delta's JVM classes in the session (``spark.sql.extensions`` with
 ``io.delta.sql.DeltaSparkSessionExtension``, or a platform that has Delta built in), not the
 ``delta-spark`` Python package.
@@ -56,6 +58,10 @@ _CONFLICTS = ("ConcurrentAppendException", "ConcurrentDeleteReadException", "Con
               "ConcurrentTransactionException", "MetadataChangedException", "ProtocolChangedException",
               "ConcurrentWriteException", "DELTA_CONCURRENT_")
 
+#: MERGE's own counts of the target's files before and after data skipping (not in the commit's
+#: ``operationMetrics``; read from the executed command where the session has a JVM to ask)
+_SKIPPING_METRICS = ("numTargetFilesBeforeSkipping", "numTargetFilesAfterSkipping")
+
 #: Session confs are shared by every thread of a session: commits that set them run one at a time.
 _SESSION_CONFS = threading.RLock()
 
@@ -86,6 +92,25 @@ def session_confs(spark: SparkSession, values: Mapping[str, str | None]) -> Iter
                     conf.unset(key)
                 else:
                     conf.set(key, value)
+
+
+def _files_read_and_pruned(done: DataFrame) -> tuple[int | None, int | None]:
+    """The target files a finished ``MERGE INTO`` read and pruned by data skipping, from the metrics
+    of the command Delta ran (``None, None`` on Spark Connect, or where Delta does not keep them).
+
+    Delta records these two counts on the command, not in the commit, so they are read through the
+    classic session's JVM; the statement has already run, so nothing in the data path needs it."""
+    if is_spark_connect(done.sparkSession):
+        return None, None
+    try:
+        command = done._jdf.queryExecution().commandExecuted().commandPhysicalPlan().cmd()
+        metrics = command.metrics()
+        if not all(metrics.contains(name) for name in _SKIPPING_METRICS):
+            return None, None
+        before, after = (int(metrics.apply(name).value()) for name in _SKIPPING_METRICS)
+    except Exception:  # noqa: BLE001 - another Delta or Spark build: the counts are optional
+        return None, None
+    return after, before - after
 
 
 def txn_confs(spark: SparkSession, app_id: str, version: int, metadata: Mapping[str, str]):
@@ -269,8 +294,9 @@ class DeltaSparkEngine:
         try:
             with txn_confs(self.spark, app_id, version, metadata):
                 before = self.version(path)
-                self._commit(sql.replace("lakecdc_batch", view, 1), f"merge into {table}")
+                done = self._commit(sql.replace("lakecdc_batch", view, 1), f"merge into {table}")
                 after, metrics = self._last_metrics(path)
+                scanned, skipped = _files_read_and_pruned(done)
         finally:
             self.spark.catalog.dropTempView(view)
         if after == before:  # the (app id, version) was committed before: Delta skipped it
@@ -283,6 +309,7 @@ class DeltaSparkEngine:
             deleted=int(metrics.get("numTargetRowsDeleted", 0)),
             files_added=int(metrics.get("numTargetFilesAdded", 0)),
             files_removed=int(metrics.get("numTargetFilesRemoved", 0)),
+            files_scanned=scanned, files_skipped=skipped,
         )
 
     def _source_df(self, data: pa.Table) -> DataFrame:
