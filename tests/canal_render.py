@@ -8,8 +8,9 @@ next, so a reader that orders by ``id`` before ``es`` gets the wrong answer.
 
 What the oracle is given is what the messages say (:func:`canal_view`): an update's after image is
 its ``data`` row and its before image the ``data`` row with the ``old`` values laid over it; the
-seq is ``(es, id, index in data)``. Kafka re-delivers whole messages, so a replayed event replays
-its message (every row of it).
+seq is ``(es, id)``: messages that tie on it keep the order they were written in, and the rows of
+one message their order in ``data`` (the oracle's stable sort keeps the list's order). Kafka
+re-delivers whole messages, so a replayed event replays its message (every row of it).
 
 Example::
 
@@ -124,8 +125,8 @@ def canal_messages(
         types = dict(columns[first.table])
         seen = [  # (mysqlType declares every column of the table, except in a truncate)
             dataclasses.replace(canal_view(events[i]), op="R" if kind == "INIT" else events[i].op, op_ts=when,
-                                pos=f"{msg_id:020d}", idx=k, declared=tuple(types) if kind != "TRUNCATE" else ())
-            for k, i in enumerate(members)
+                                pos=f"{msg_id:020d}", idx=0, declared=tuple(types) if kind != "TRUNCATE" else ())
+            for i in members
         ]
         body: dict[str, Any] = {"data": None, "database": db, "es": es, "id": msg_id, "isDdl": kind == "TRUNCATE",
                                 "mysqlType": None, "old": None, "pkNames": None, "sql": "", "sqlType": None,

@@ -80,6 +80,22 @@ def test_canal_batch_with_equal_es_and_id_applies_in_message_order(spark, tmp_pa
     assert (t.events, t.duplicate_or_late) == (7, 0)
 
 
+def test_rows_of_a_later_message_that_ties_come_after_every_row_of_the_earlier_one(spark, tmp_path):
+    """A real Canal batch (SeaTunnel's canal_data.txt has this shape): a multi-row INSERT, then an
+    UPDATE and a DELETE of its later rows, all with one es and id. The row index orders only the
+    rows of one message; the later message comes after the whole earlier one."""
+    summary, path = apply_canal(spark, tmp_path, {"a.json": [
+        canal("INSERT", [{"id": "1", "v": "a"}, {"id": "2", "v": "b"}, {"id": "3", "v": "c"}]),
+        canal("UPDATE", [{"id": "2", "v": "B"}], [{"v": "b"}]),
+        canal("DELETE", [{"id": "3", "v": "c"}]),
+        # an UPDATE statement whose rows change the key one after the other (id = id + 1, highest first)
+        canal("UPDATE", [{"id": "5", "v": "a"}, {"id": "4", "v": "B"}], [{"id": "4"}, {"id": "2"}]),
+    ]})
+    assert rows(path, "id") == [{"id": 1, "v": "a"}, {"id": 4, "v": "B"}, {"id": 5, "v": "a"}]
+    t = summary.tables[0]
+    assert (t.events, t.duplicate_or_late) == (7, 0)
+
+
 def test_update_and_delete_that_tie_leave_no_row(spark, tmp_path):
     # the row exists from an earlier batch; then an update and a delete of one key tie
     first = canal("INSERT", [{"id": "1", "v": "a"}], es=ES - 1000, id=1)
@@ -202,7 +218,7 @@ def test_scd2_history_keeps_every_tied_change_in_message_order(spark, tmp_path):
 
 def _one_batch_id(messages: list) -> list:
     """Canal messages as one batch writes them: every message has the same ``id``, so messages of
-    one ``es`` tie on (es, id) and rows on (es, id, index in data)."""
+    one ``es`` tie on (es, id), and then the order they were written in decides."""
     out = []
     for m in messages:
         body = json.loads(m.text)

@@ -185,19 +185,19 @@ def _padded_by_patterns(text: Column, sep: str, width: int) -> Column:
         padded, f"(?<![^{q}])(?:0{{{width}}}(?=[^{q}]{{{width}}})|0{{1,{width - 1}}}(?=[^{q}]{{{width}}}(?:{q}|\\z)))", "")
 
 
-def default_seq(op_ts: Column, pos: Column, idx: Column) -> Column:
+def default_seq(op_ts: Column, pos: Column, idx: Column | None) -> Column:
     """The default consolidation order ``(op_ts, pos, idx)`` as one sortable string.
 
     The string is ``<micros>|<pos>|<idx>``: every part fixed width, so comparing two strings
     compares the tuples. Both Delta engines compare strings byte-wise, so the same value works as
-    the seq guard inside a MERGE.
+    the seq guard inside a MERGE. ``idx`` None: ``<micros>|<pos>`` (the index orders only after
+    the arrival, see :class:`lakecdc.decode.spec.Ordering`); it sorts before every
+    ``<micros>|<pos>|<idx>`` of the same op_ts and pos.
     """
-    return F.concat_ws(
-        "|",
-        sortable_micros(op_ts),
-        sortable_position(pos),
-        zero_pad(F.coalesce(idx, F.lit(0)).cast("string"), _IDX_WIDTH),
-    )
+    parts = [sortable_micros(op_ts), sortable_position(pos)]
+    if idx is not None:
+        parts.append(zero_pad(F.coalesce(idx, F.lit(0)).cast("string"), _IDX_WIDTH))
+    return F.concat_ws("|", *parts)
 
 
 def public(events: DataFrame) -> DataFrame:

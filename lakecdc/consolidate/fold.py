@@ -34,9 +34,11 @@ from lakecdc.consolidate.files import BY_FILE, by_file
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-#: Where a record was read (file, split, record along the split): the last tie-breaker of the
-#: order, after ``seq`` (semantics.md, ``arrival``). File paths compare by name.
-ARRIVAL = ("_file", "_block", "_row")
+#: Where a record was read (file, split, record along the split, then the event's index inside
+#: its record): the last tie-breaker of the order, after ``seq`` (semantics.md, ``arrival``). File
+#: paths compare by name. The index matters where the format leaves it out of ``seq`` (Canal, whose
+#: messages share positions: :class:`lakecdc.decode.spec.Ordering`); elsewhere ``seq`` holds it.
+ARRIVAL = ("_file", "_block", "_row", "idx")
 
 #: A place in the order of a batch's events: a seq and an arrival (values of :data:`ARRIVAL`).
 Point = tuple[str, tuple[Any, ...]]

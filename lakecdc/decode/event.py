@@ -92,11 +92,12 @@ def _ops(ops: frozenset[str], op: Column) -> Column:
 
 def sequence(ordering: Ordering, op_ts: Column, pos: Column, idx: Column, given: Column | None = None) -> Column:
     """``seq`` of an event by ``ordering`` (``idx`` not NULL)."""
+    in_seq = ordering.idx == "seq"
     if ordering.seq == "default":
-        return default_seq(op_ts, pos, idx)
+        return default_seq(op_ts, pos, idx if in_seq else None)
     if ordering.seq == "pos-idx":
         where = pos if ordering.pos_width is None else sortable_position(pos, ordering.pos_width)
-        return F.concat_ws("|", where, zero_pad(idx.cast("string"), ordering.idx_width))
+        return F.concat_ws("|", where, zero_pad(idx.cast("string"), ordering.idx_width)) if in_seq else where
     if given is None:
         raise ValueError("Ordering('given') needs Parts.seq")
     return given

@@ -150,11 +150,18 @@ class Ordering:
     * ``pos-idx``: ``<pos>|<idx>`` (``pos`` padded to ``pos_width`` digits when given, else as is;
       ``idx`` padded to ``idx_width``): for formats whose position alone orders commits;
     * ``given``: the vendor's own ``Parts.seq``.
+
+    ``idx``: where an event's index inside its message orders it. ``seq`` (the default): it is the
+    last part of ``seq``, for formats whose position is the message's own. ``arrival``: it is left
+    out of ``seq`` and orders only the rows of one message, after the message's arrival (see
+    :data:`lakecdc.consolidate.fold.ARRIVAL`), for formats whose position several messages share
+    (a Canal batch's ``id``): there the order the messages were written in comes first.
     """
 
     seq: Literal["default", "pos-idx", "given"] = "default"
     pos_width: int | None = None
     idx_width: int = 6
+    idx: Literal["seq", "arrival"] = "seq"
 
 
 @dataclass(frozen=True)

@@ -23,11 +23,13 @@ One message per line, one message per statement (several rows)::
 * ``table`` is ``database.table``; ``keys`` is ``pkNames``; ``txid`` is ``gtid`` when present;
   ``source`` holds ``database``, ``type``, ``es``, ``ts``, ``id`` and ``gtid``.
 * **Order** (``seq``): ``es`` (binlog time, ms; ``op_ts``), then ``id`` (``pos``: the message id /
-  DTS cache offset, zero-padded to 20 digits), then the row's index in ``data``. ``es`` has the
-  binlog's one-second resolution and is the time a statement *started*; when ``id`` grows over the
-  whole stream (DTS's cache offset), ``sequenceBy=id`` orders by ``id`` and the row index alone,
-  which is the binlog's commit order even for long statements that started before a change they
-  commit after.
+  DTS cache offset, zero-padded to 20 digits). Canal gives every message of one client batch the
+  same ``id``, and ``es`` has the binlog's one-second resolution, so many messages tie: they keep
+  the order they were written in (the arrival), and the row's index in ``data`` orders only the
+  rows of one message, after that (``Ordering(idx="arrival")``). ``es`` is the time a statement
+  *started*; when ``id`` grows over the whole stream (DTS's cache offset), ``sequenceBy=id``
+  orders by ``id`` alone (then arrival and row index), which is the binlog's commit order even for
+  long statements that started before a change they commit after.
 * **Types** (:meth:`CanalJsonDecoder.column_types`): from ``mysqlType``, else ``sqlType``; see
   :mod:`lakecdc.decode.alibaba.mysql_types` (exact decimals, unsigned bigint as decimal(20,0), dates,
   ``timestamp_ntz`` for datetime/timestamp). ``treatAllColumnsAsStrings=true`` types every column
@@ -90,7 +92,7 @@ CANAL = VendorSpec(
         expected="INSERT, UPDATE, DELETE or INIT; DDL messages carry isDdl true",
     ),
     images=Images(whole="always"),
-    ordering=Ordering("default"),
+    ordering=Ordering("default", idx="arrival"),
     names=Names(table="table", op="type", op_ts="es"),
     options=(
         Option("layout", "standard", "choice", LAYOUTS),
@@ -99,8 +101,8 @@ CANAL = VendorSpec(
     ),
     lines=True,
 )
-#: ``sequenceBy=id``: ``id`` (20 digits), then the row's index in ``data``.
-BY_ID = Ordering("pos-idx", pos_width=20)
+#: ``sequenceBy=id``: ``id`` (20 digits), then the message's arrival, then the row's index in ``data``.
+BY_ID = Ordering("pos-idx", pos_width=20, idx="arrival")
 
 
 def message_schema() -> T.StructType:
