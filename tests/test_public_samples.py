@@ -129,11 +129,6 @@ def test_seatunnel_canal_json_three_tables_and_a_value_its_type_cannot_hold(spar
          f"column 'id': after value 'A10{i}' does not fit type bigint") for i in range(1, 10)]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "not fixed: a run orders by (seq, arrival) and Canal's seq ends with the row's index in its "
-    "message, so rows of messages sharing es and id (one Canal batch, one second) are ordered by "
-    "that index across messages: the UPDATE of 1107 (row 0) and the DELETE of 1109 (row 0) sort "
-    "before the INSERT (rows 6 and 8) written before them"))
 def test_seatunnel_canal_json_batch_sharing_es_and_id_applies_in_the_order_written(spark, tmp_path, sample):
     """SeaTunnel's Canal file from a real server: every message has ``es`` 1697788899000 and ``id``
     2. semantics.md: a Canal batch shares es and id, and then the producer's order decides. So
