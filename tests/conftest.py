@@ -72,9 +72,15 @@ def pytest_generate_tests(metafunc):
 @pytest.fixture(autouse=True)
 def _engine_of_marked_tests(request):
     """A test marked ``engines`` runs with its engine even when it does not ask for ``delta_engine``
-    (parametrizing alone does not set the fixture up)."""
+    (parametrizing alone does not set the fixture up); a case marked ``one_engine`` runs on
+    delta-rs only."""
     callspec = getattr(request.node, "callspec", None)
-    if callspec is not None and "delta_engine" in callspec.params and "delta_engine" not in request.fixturenames:
+    if callspec is None or "delta_engine" not in callspec.params:
+        return
+    once = request.node.get_closest_marker("one_engine")
+    if once is not None and callspec.params["delta_engine"] != "delta-rs":
+        pytest.skip(f"run on delta-rs only: {once.args[0]}")
+    if "delta_engine" not in request.fixturenames:
         request.getfixturevalue("delta_engine")
 
 

@@ -75,8 +75,14 @@ def json_row_setup(sc: Scenario, workdir: Path) -> tuple[Any, dict[str, str]]:
 SETUPS = {"ogg-json-row": json_row_setup, "ogg-delimited": delimited_setup, "ogg-avro-row": row_scenario_writer}
 
 
+#: The formats differ only in decoding: one of them takes the merge of the key changes through
+#: every engine, the others through one.
+_FORMATS = [fmt if fmt == "ogg-json-row" else pytest.param(fmt, marks=pytest.mark.one_engine(
+    "the pairs decode the same whatever the engine; ogg-json-row runs on both")) for fmt in SETUPS]
+
+
 @pytest.mark.parametrize("mode", ["abend", "delete-insert", "update"])
-@pytest.mark.parametrize("fmt", list(SETUPS))
+@pytest.mark.parametrize("fmt", _FORMATS)
 def test_split_key_changes_apply_by_pk_update(spark, tmp_path, fmt, mode):
     """The oracle sees each key change whole; lakecdc reads the formatter's delete + insert."""
     sc = dataclasses.replace(key_change_scenario(), pk_update=mode)
