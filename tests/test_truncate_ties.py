@@ -133,6 +133,7 @@ def test_update_mode_key_moves_on_both_sides_of_a_tied_truncate(spark, tmp_path,
 
 
 @pytest.mark.spark
+@pytest.mark.engines
 def test_a_row_an_earlier_run_stored_at_the_truncates_seq_stays(spark, tmp_path) -> None:
     """The merge keeps a row stored at the truncate's seq by an earlier run (not older than the
     truncate), and a row below it goes: the target equals the oracle, plain and SCD2."""
