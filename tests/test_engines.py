@@ -169,6 +169,21 @@ def test_merge_rules_and_idempotent_commits_on_both(spark, both, tmp_path):
     assert snapshot(spark, str(tmp_path / "delta-rs")) == snapshot(spark, str(tmp_path / "delta-spark"))
 
 
+def test_whether_a_table_reaches_a_seq_is_answered_alike_on_both(both, tmp_path):
+    """``reaches``: does the table hold a seq at or above a value (how a run decides whether to read
+    the stored keys). The same answers on both engines: none for a missing or empty table, at the
+    largest seq yes, above it no, also with seqs in several files and a NULL."""
+    schema = pa.schema([("ID", pa.int64()), ("_cdc_seq", pa.string())])
+    for name, engine in both.items():
+        path = str(tmp_path / name)
+        assert engine.reaches(path, "_cdc_seq", "") is False  # no table
+        for version, seqs in enumerate([["0001|a", "0003|b"], ["0002|c", None], ["0005|d"]], start=1):
+            engine.append(path, pa.table({"ID": list(range(len(seqs))), "_cdc_seq": seqs}, schema=schema),
+                          version=version, app_id=f"reaches-{uuid.uuid4().hex}")
+        answers = [engine.reaches(path, "_cdc_seq", v) for v in ("", "0003|b", "0005|d", "0005|e", "0006")]
+        assert answers == [True, True, True, False, False], name
+
+
 def test_properties_schema_evolution_and_two_source_rows_for_one_key(both, tmp_path):
     """Table properties and added columns read back the same; a batch with two rows for one key
     commits nothing on either engine."""

@@ -57,7 +57,7 @@ from pyspark.sql import types as T
 from lakecdc.changes.events import sortable_micros, sortable_position, zero_pad
 from lakecdc.config.values import SEQ_KINDS, SeqField
 from lakecdc.errors import ConfigError
-from lakecdc.lake.state import stored_max_seq, table_path
+from lakecdc.lake.state import stored_reaches, table_path
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -95,7 +95,7 @@ def check_basis(engine: Store, target: str, table: str, fields: Sequence[SeqFiel
     path = table_path(target, table)
     recorded = recorded_basis(engine, path)
     wanted = basis(fields)
-    if recorded == wanted or stored_max_seq(engine, target, table) == "":
+    if recorded == wanted or stored_reaches(engine, target, table, "") is False:
         return
 
     def say(b: str | None) -> str:

@@ -235,13 +235,11 @@ def truncate_watermark(engine: Store, target: str, table: str) -> str | None:
     return pc.max(marks.column("_cdc_seq")).as_py()
 
 
-def stored_max_seq(engine: Store, target: str, table: str) -> str | None:
-    """Largest seq the table or its tombstones hold (None: unknown, read the keys)."""
-    a = engine.max_stat(table_path(target, table), "_cdc_seq")
-    b = engine.max_stat(tombstone_path(target, table), "_cdc_seq")
-    if a is None or b is None:
-        return None
-    return max(a, b)
+def stored_reaches(engine: Store, target: str, table: str, seq: str) -> bool | None:
+    """Whether the table or its tombstones hold a seq at or above ``seq`` (None: the engine cannot
+    tell without reading the keys). ``seq=""``: whether they hold any seq at all."""
+    found = [engine.reaches(path, "_cdc_seq", seq) for path in (table_path(target, table), tombstone_path(target, table))]
+    return True if True in found else None if None in found else False
 
 
 def expire_tombstones(engine: Store, target: str, table: str, retention: dt.timedelta, now: dt.datetime) -> int:

@@ -104,7 +104,14 @@ class DeltaRsEngine:
     def version(self, path: str) -> int:
         return self.table(path).version()
 
-    def max_stat(self, path: str, column: str) -> str | None:
+    def reaches(self, path: str, column: str, value: str) -> bool | None:
+        """Whether ``path`` may hold a ``column`` value at or above ``value``, from the Delta log's
+        file statistics alone; None when a file has no statistics for ``column`` (a table of more
+        columns than Delta indexes). A missing or empty table holds none."""
+        top = self._max_stat(path, column)
+        return None if top is None else top != "" and top >= value
+
+    def _max_stat(self, path: str, column: str) -> str | None:
         """The largest ``column`` value per the Delta log's file statistics, or None if unknown.
 
         An empty table answers ``""`` (nothing stored is larger than any seq).

@@ -276,11 +276,14 @@ class DeltaSparkEngine:
             raise LakecdcError(f"{path}: Delta table without a history")
         return int(newest[0])
 
-    def max_stat(self, path: str, column: str) -> str | None:
+    def reaches(self, path: str, column: str, value: str) -> bool:
+        """Whether ``path`` holds a ``column`` value at or above ``value``: one row asked for, so
+        Delta's data skipping leaves out every file whose statistics lie below ``value`` (the usual
+        answer, a batch newer than the table, reads no file; a ``max`` would read the whole column:
+        Delta answers it from statistics for numbers and dates only)."""
         if not self.exists(path):
-            return ""
-        row = self._df(path).agg(F.max(column)).first()
-        return (row[0] if row else None) or ""
+            return False
+        return bool(self._df(path).where(F.col(column) >= F.lit(value)).select(column).limit(1).collect())
 
     # -- writes ----------------------------------------------------------------------------------
     def _last_metrics(self, path: str) -> tuple[int | None, dict[str, str]]:

@@ -44,7 +44,7 @@ from lakecdc.consolidate.keymoves import (
     raise_abend,
 )
 from lakecdc.errors import LakecdcError
-from lakecdc.lake.state import known_tables, stored_max_seq, table_path, tombstone_path, truncate_watermark
+from lakecdc.lake.state import known_tables, stored_reaches, table_path, tombstone_path, truncate_watermark
 from lakecdc.merge import staged
 from lakecdc.merge.history_plan import START_AT, is_history
 from lakecdc.merge.shape import TableShape, table_shape
@@ -197,11 +197,13 @@ def prepare_table(
     run_truncate = prof["max_truncate"]
     if run_truncate is not None and watermark is not None and run_truncate <= watermark:
         run_truncate = None  # a replayed truncate: already applied
-    max_stored = stored_max_seq(engine, target, table)
+    # the stored seqs are read only when the table may hold one at or above the batch's smallest
+    # (the usual batch is newer than the whole table: its keys are not read); the fast path learns
+    # that smallest seq from its fold and asks then, or now if the engine could not tell then
     if speculation is not None:
-        need_stored = max_stored is None  # checked against the batch's smallest seq afterwards
+        need_stored = stored_reaches(engine, target, table, "") is None
     else:
-        need_stored = max_stored is None or (prof["min_seq"] is not None and prof["min_seq"] <= max_stored)
+        need_stored = prof["min_seq"] is not None and stored_reaches(engine, target, table, prof["min_seq"]) is not False
     stored = read_stored(spark, engine, target, table, layout) if need_stored else None
     wide = widen(mine, layout, surprise=speculation.surprise_sql() if speculation is not None else None)
     marked = drop_stale(wide, layout, stored, watermark)
@@ -225,7 +227,8 @@ def prepare_table(
         net = net.drop_columns(["_by_file"])
         min_seq, moved_keys = pc.min(net.column("_min_seq")).as_py(), bool(pc.any(net.column("_pku")).as_py())
     if speculation is not None:
-        if counts["_errors"] or (not need_stored and min_seq is not None and max_stored is not None and min_seq <= max_stored):
+        if counts["_errors"] or (not need_stored and min_seq is not None
+                                 and stored_reaches(engine, target, table, min_seq) is not False):
             if folded is not None:
                 folded.df.unpersist()
             return None
@@ -384,8 +387,10 @@ def _known(
     versions with positional names (None without a table)."""
     path, stones = table_path(target, table), tombstone_path(target, table)
     keys = [F.col(f"`{k}`").alias(f"k{j}") for j, k in enumerate(layout.keys)]
-    bounds = [engine.max_stat(path, "_cdc_seq"), engine.max_stat(path, "_cdc_end_seq"), engine.max_stat(stones, "_cdc_seq")]
-    need = min_seq is None or any(b is None for b in bounds) or min_seq <= max(b for b in bounds if b is not None)
+    need = min_seq is None or any(
+        engine.reaches(p, column, min_seq) is not False
+        for p, column in ((path, "_cdc_seq"), (path, "_cdc_end_seq"), (stones, "_cdc_seq"))
+    )
     parts: list[DataFrame] = []
     open_rows = None
     if exists:
