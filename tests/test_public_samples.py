@@ -48,6 +48,22 @@ def _accounts(summary: lakecdc.RunSummary) -> dict[str, dict[str, int]]:
     return {Path(f).name: dict(a) for f, a in summary.file_accounts.items()}
 
 
+#: The products table SeaTunnel's GoldenGate and Debezium files both end with (id, description,
+#: weight): the floats the messages carry as doubles, kept exactly as decimals.
+SEATUNNEL_PRODUCTS = [
+    (101, "Small 2-wheel scooter", Decimal("3.14000010490417500")),
+    (102, "12V car battery", Decimal("8.10000038146972700")),
+    (103, "12-pack of drill bits with sizes ranging from #40 to #3", Decimal("0.80000001192092900")),
+    (104, "12oz carpenter's hammer", Decimal("0.75000000000000000")),
+    (105, "14oz carpenter's hammer", Decimal("0.87500000000000000")),
+    (106, "18oz carpenter hammer", Decimal("1.00000000000000000")),
+    (107, "box of assorted rocks", Decimal("5.09999990463256800")),
+    (108, "water resistent black wind breaker", Decimal("0.10000000149011612")),
+    (109, "24 inch spare tire", Decimal("22.20000076293945300")),
+    (110, "new water resistent white wind breaker", Decimal("0.50000000000000000")),
+]
+
+
 # -- GoldenGate JSON ----------------------------------------------------------------------------------
 
 
@@ -60,18 +76,7 @@ def test_seatunnel_ogg_json_with_23_digit_positions(spark, tmp_path, sample):
     assert s.ok and (t.events, t.quarantined, t.skipped) == (16, 0, 0)
     assert _accounts(s) == {"seatunnel-ogg-23-digit-pos.txt": {"applied": 16}}
     assert _types(t.target) == {"id": "long", "name": "string", "description": "string", "weight": "decimal(38,17)"}
-    assert [(r["id"], r["description"], r["weight"]) for r in rows(t.target, "id")] == [
-        (101, "Small 2-wheel scooter", Decimal("3.14000010490417500")),
-        (102, "12V car battery", Decimal("8.10000038146972700")),
-        (103, "12-pack of drill bits with sizes ranging from #40 to #3", Decimal("0.80000001192092900")),
-        (104, "12oz carpenter's hammer", Decimal("0.75000000000000000")),
-        (105, "14oz carpenter's hammer", Decimal("0.87500000000000000")),
-        (106, "18oz carpenter hammer", Decimal("1.00000000000000000")),
-        (107, "box of assorted rocks", Decimal("5.09999990463256800")),
-        (108, "water resistent black wind breaker", Decimal("0.10000000149011612")),
-        (109, "24 inch spare tire", Decimal("22.20000076293945300")),
-        (110, "new water resistent white wind breaker", Decimal("0.50000000000000000")),
-    ]
+    assert [(r["id"], r["description"], r["weight"]) for r in rows(t.target, "id")] == SEATUNNEL_PRODUCTS
 
 
 # -- Canal JSON ---------------------------------------------------------------------------------------
@@ -153,18 +158,7 @@ def test_seatunnel_debezium_json_without_schema(spark, tmp_path, sample):
     assert s.ok and (t.events, t.quarantined) == (16, 0)
     assert _accounts(s) == {"seatunnel-debezium-mysql-cud.txt": {"applied": 16}}
     assert _types(t.target) == {"id": "long", "name": "string", "description": "string", "weight": "decimal(38,17)"}
-    assert [(r["id"], r["description"], r["weight"]) for r in rows(t.target, "id")] == [
-        (101, "Small 2-wheel scooter", Decimal("3.14000010490417500")),
-        (102, "12V car battery", Decimal("8.10000038146972700")),
-        (103, "12-pack of drill bits with sizes ranging from #40 to #3", Decimal("0.80000001192092900")),
-        (104, "12oz carpenter's hammer", Decimal("0.75000000000000000")),
-        (105, "14oz carpenter's hammer", Decimal("0.87500000000000000")),
-        (106, "18oz carpenter hammer", Decimal("1.00000000000000000")),
-        (107, "box of assorted rocks", Decimal("5.09999990463256800")),
-        (108, "water resistent black wind breaker", Decimal("0.10000000149011612")),
-        (109, "24 inch spare tire", Decimal("22.20000076293945300")),
-        (110, "new water resistent white wind breaker", Decimal("0.50000000000000000")),
-    ]
+    assert [(r["id"], r["description"], r["weight"]) for r in rows(t.target, "id")] == SEATUNNEL_PRODUCTS
 
 
 #: The types the Connect schema of SeaTunnel's all-types message gives its columns.
