@@ -169,6 +169,22 @@ def test_merge_rules_and_idempotent_commits_on_both(spark, both, tmp_path):
     assert snapshot(spark, str(tmp_path / "delta-rs")) == snapshot(spark, str(tmp_path / "delta-spark"))
 
 
+def test_the_last_committed_version_is_found_behind_other_writers_commits(both, tmp_path, monkeypatch):
+    """A run's version committed before several commits of other writers (maintenance, a user's
+    job) is still found on both engines (delta-spark reads the newest commits first, then further)."""
+    import lakecdc.merge.delta_spark as delta_spark
+
+    monkeypatch.setattr(delta_spark, "RECENT_HISTORY", 2)
+    data = pa.table({"x": [1]})
+    for name, engine in both.items():
+        path = str(tmp_path / name)
+        engine.append(path, data, version=5)
+        for n in range(3):
+            engine.append(path, data, version=n, app_id="another-writer")
+        assert engine.committed_version(path) == 5, name
+        assert engine.committed_version(path, "another-writer") == 2, name
+
+
 def test_whether_a_table_reaches_a_seq_is_answered_alike_on_both(both, tmp_path):
     """``reaches``: does the table hold a seq at or above a value (how a run decides whether to read
     the stored keys). The same answers on both engines: none for a missing or empty table, at the

@@ -53,6 +53,8 @@ MAX_FILE_SIZE = "spark.databricks.delta.optimize.maxFileSize"
 RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
 #: commits :meth:`DeltaSparkEngine.committed_version` looks back through (DESCRIBE HISTORY)
 HISTORY_DEPTH = 1000
+#: ... of which the newest are read first (:meth:`DeltaSparkEngine.committed_version`)
+RECENT_HISTORY = 20
 #: Delta's errors for a commit that lost to a concurrent one (all retryable)
 _CONFLICTS = ("ConcurrentAppendException", "ConcurrentDeleteReadException", "ConcurrentDeleteDeleteException",
               "ConcurrentTransactionException", "MetadataChangedException", "ProtocolChangedException",
@@ -254,10 +256,18 @@ class DeltaSparkEngine:
 
     def committed_version(self, path: str, app_id: str = APP_ID) -> int | None:
         """The last transaction version ``app_id`` committed to the table, from the ``userMetadata``
-        of its latest :data:`HISTORY_DEPTH` commits (None: none there)."""
+        of its latest :data:`HISTORY_DEPTH` commits (None: none there).
+
+        Each commit of the history is a file to read, and transaction versions only grow, so the
+        newest :data:`RECENT_HISTORY` commits are read first: one of them is usually ``app_id``'s
+        (maintenance and other writers commit in between now and then)."""
         if not self.exists(path):
             return None
-        rows = (self._sql(f"DESCRIBE HISTORY {self.ref(path)} LIMIT {HISTORY_DEPTH}")
+        recent = self._committed_version(path, app_id, RECENT_HISTORY)
+        return recent if recent is not None else self._committed_version(path, app_id, HISTORY_DEPTH)
+
+    def _committed_version(self, path: str, app_id: str, depth: int) -> int | None:
+        rows = (self._sql(f"DESCRIBE HISTORY {self.ref(path)} LIMIT {depth}")
                 .where(F.col("userMetadata").isNotNull()).select("userMetadata").collect())
         best: int | None = None
         for row in rows:
