@@ -238,8 +238,13 @@ def truncate_watermark(engine: Store, target: str, table: str) -> str | None:
 def stored_reaches(engine: Store, target: str, table: str, seq: str) -> bool | None:
     """Whether the table or its tombstones hold a seq at or above ``seq`` (None: the engine cannot
     tell without reading the keys). ``seq=""``: whether they hold any seq at all."""
-    found = [engine.reaches(path, "_cdc_seq", seq) for path in (table_path(target, table), tombstone_path(target, table))]
-    return True if True in found else None if None in found else False
+    unknown = False
+    for path in (table_path(target, table), tombstone_path(target, table)):
+        found = engine.reaches(path, "_cdc_seq", seq)
+        if found:
+            return True
+        unknown = unknown or found is None
+    return None if unknown else False
 
 
 def expire_tombstones(engine: Store, target: str, table: str, retention: dt.timedelta, now: dt.datetime) -> int:
